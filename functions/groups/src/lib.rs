@@ -1,0 +1,23 @@
+//! `/v1/api/group/user/`: add users to a group (PUT as described, POST as the sample sends).
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::put;
+use shared::auth::SecretKey;
+use shared::domain::groups::{self, AddUsers};
+use shared::http::route;
+use shared::{ApiError, ApiJson, AppState, Envelope};
+
+pub fn router() -> Router<AppState> {
+    route(Router::new(), "/v1/api/group/user/", put(add_users).post(add_users))
+}
+
+async fn add_users(
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<AddUsers>,
+) -> Result<Envelope<String>, ApiError> {
+    let group = body.group_id.clone();
+    let n = groups::add_users(s.store.as_ref(), &p, body).await?;
+    Ok(Envelope::created("Users added to group", format!("{n} user(s) added to group {group}")))
+}

@@ -1,0 +1,145 @@
+//! Command line: `waymark serve` and `waymark project create`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use shared::AppState;
+use shared::domain::projects::{self, ChosenKeys};
+use shared::store::{DynamoStore, EmbeddedStore, TableNames};
+
+#[derive(Parser)]
+#[command(name = "waymark", version, about = "Waymark location-tracking backend")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve every endpoint on 127.0.0.1.
+    Serve {
+        #[arg(long, default_value_t = 3000)]
+        port: u16,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Manage projects.
+    Project {
+        #[command(subcommand)]
+        command: ProjectCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProjectCommand {
+    /// Create a project and print its keys as JSON (they are shown only this once).
+    Create {
+        #[arg(long)]
+        name: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+#[derive(Args)]
+struct StoreArgs {
+    /// Folder of the embedded store (file `waymark.redb`) and of `default-project.json`.
+    #[arg(long, default_value = ".waymark", env = "WAYMARK_DATA_DIR")]
+    data_dir: PathBuf,
+    /// Keep everything in memory; nothing survives the process.
+    #[arg(long, conflicts_with = "dynamodb")]
+    memory: bool,
+    /// Use DynamoDB (also chosen when AWS_ENDPOINT_URL_DYNAMODB is set); missing tables are created.
+    #[arg(long)]
+    dynamodb: bool,
+}
+
+impl StoreArgs {
+    fn use_dynamodb(&self) -> bool {
+        !self.memory && (self.dynamodb || std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_some())
+    }
+
+    async fn open(&self) -> Result<AppState, String> {
+        let state = if self.use_dynamodb() {
+            AppState::new(DynamoStore::from_env(TableNames::from_env("waymark-")).await)
+        } else if self.memory {
+            AppState::new(EmbeddedStore::memory().map_err(|e| e.to_string())?)
+        } else {
+            let path = self.data_dir.join("waymark.redb");
+            AppState::new(EmbeddedStore::open(&path).map_err(|e| format!("opening {}: {e}", path.display()))?)
+        };
+        state.store.ensure_tables().await.map_err(|e| format!("creating tables: {e}"))?;
+        Ok(state)
+    }
+
+    /// Where `default-project.json` goes (the data dir, also with DynamoDB; not with --memory).
+    fn key_file_dir(&self) -> Option<PathBuf> {
+        (!self.memory).then(|| self.data_dir.clone())
+    }
+}
+
+fn env_keys() -> ChosenKeys {
+    let var = |k| std::env::var(k).ok().filter(|v: &String| !v.is_empty());
+    ChosenKeys {
+        api_key: var("WAYMARK_API_KEY"),
+        publishable_key: var("WAYMARK_PUBLISHABLE_KEY"),
+        access_token: var("WAYMARK_ACCESS_TOKEN"),
+    }
+}
+
+pub fn main() -> ExitCode {
+    shared::http::init_tracing();
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Project { command: ProjectCommand::Create { name, store } } => {
+            let state = store.open().await?;
+            let issued = projects::create(state.store.as_ref(), &name, &ChosenKeys::default())
+                .await
+                .map_err(|e| e.msg)?;
+            println!("{}", serde_json::to_string_pretty(&issued).map_err(|e| e.to_string())?);
+            Ok(())
+        }
+        Command::Serve { port, store } => serve(port, store).await,
+    }
+}
+
+async fn serve(port: u16, args: StoreArgs) -> Result<(), String> {
+    let state = args.open().await?;
+    let dir = args.key_file_dir();
+    if let Some(d) = &dir {
+        std::fs::create_dir_all(d).map_err(|e| format!("creating {}: {e}", d.display()))?;
+    }
+    let default = projects::ensure_default(state.store.as_ref(), dir.as_deref(), &env_keys())
+        .await
+        .map_err(|e| e.msg)?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("binding {addr}: {e}"))?;
+    println!("Waymark listening on http://{addr}");
+    println!("Default project (also in {}):", dir.map(|d| d.join(projects::DEFAULT_PROJECT_FILE).display().to_string()).unwrap_or_else(|| "memory only".into()));
+    println!("{}", serde_json::to_string_pretty(&default).map_err(|e| e.to_string())?);
+    axum::serve(listener, crate::app(state))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .map_err(|e| e.to_string())
+}

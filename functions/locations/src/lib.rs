@@ -1,0 +1,55 @@
+//! `/v1/api/location/`: list a user's history (GET) and ingest a batch from the SDK (POST).
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use serde_json::{Value, json};
+use shared::auth::{SdkKey, SecretKey};
+use shared::domain::locations::{self, IngestBatch, location_json};
+use shared::domain::{ingest, users};
+use shared::http::route;
+use shared::{ApiError, ApiJson, AppState, Envelope, Params};
+
+pub fn router() -> Router<AppState> {
+    route(Router::new(), "/v1/api/location/", get(list).post(ingest))
+}
+
+async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+    let store = s.store.as_ref();
+    let user = users::require(store, &p, "user_id", q.required("user_id")?).await?;
+    let tz = q.timezone()?;
+    let range = q.date_range(tz)?;
+    let app_id = users::app_id(&user);
+    if q.bool("points_encoded", false)? {
+        let (count, polyline, time_aware) = locations::encoded(store, &p, &user.id, range).await?;
+        let data = json!({
+            "next_page": null, "pages": usize::from(count > 0), "prev_page": null,
+            "app_id": app_id, "user_id": user.id,
+            "count": count, "polyline": polyline, "time_aware_polyline": time_aware,
+        });
+        return Ok(Envelope::ok("Locations encoded", data));
+    }
+    let (list, info) = locations::list(store, &p, &user.id, range, q.page_number()?).await?;
+    let data = json!({
+        "next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page,
+        "app_id": app_id, "user_id": user.id,
+        "locations": list.iter().map(|l| location_json(l, tz)).collect::<Vec<_>>(),
+    });
+    Ok(Envelope::ok("Locations listed", data))
+}
+
+async fn ingest(
+    SdkKey(p): SdkKey,
+    State(s): State<AppState>,
+    ApiJson(batch): ApiJson<IngestBatch>,
+) -> Result<Envelope<Value>, ApiError> {
+    let store = s.store.as_ref();
+    locations::validate_batch(&batch)?;
+    let user = users::require(store, &p, "user_id", &batch.user_id).await?;
+    let received = batch.locations.len();
+    let stored = locations::store_batch(store, &p, &user.id, batch.locations).await?;
+    ingest::after_store(store, &p, &user.id, &stored).await?;
+    let data = json!({"user_id": user.id, "received": received, "stored": stored.len(),
+        "duplicates": received - stored.len()});
+    Ok(Envelope::created("Locations stored", data))
+}

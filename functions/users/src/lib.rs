@@ -1,0 +1,62 @@
+//! `/v1/api/user/`: create (SDK), list or get, update (SDK), delete.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::post;
+use serde_json::{Value, json};
+use shared::auth::{SdkKey, SecretKey};
+use shared::domain::users::{self, CreateUser, UpdateUser, created_json, user_json};
+use shared::http::route;
+use shared::{ApiError, ApiJson, AppState, Envelope, Params};
+
+pub fn router() -> Router<AppState> {
+    route(Router::new(), "/v1/api/user/", post(create).get(list).put(update).delete(delete))
+}
+
+async fn create(
+    SdkKey(p): SdkKey,
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<CreateUser>,
+) -> Result<Envelope<Value>, ApiError> {
+    let user = users::create(s.store.as_ref(), &p, body).await?;
+    Ok(Envelope::created("User created successfully", created_json(&user)))
+}
+
+/// Parameters that may not be combined with `user_id`.
+const LIST_FILTERS: [&str; 5] = ["start_date", "end_date", "page_number", "metadata", "timezone_offset"];
+
+async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+    if let Some(id) = q.opt("user_id") {
+        if let Some(other) = LIST_FILTERS.iter().find(|f| q.has(f)) {
+            return Err(ApiError::field("user_id", format!("use it alone; it cannot be combined with {other}")));
+        }
+        let user = users::require(s.store.as_ref(), &p, "user_id", id).await?;
+        let data = json!({"next_page": null, "pages": 1, "prev_page": null, "account_id": p.account_id,
+            "users": [user_json(&user, None)]});
+        return Ok(Envelope::ok("User found", data));
+    }
+    let tz = q.timezone()?;
+    let range = q.date_range(tz)?;
+    let filter = q.metadata_filter()?;
+    let (list, info) = users::list(s.store.as_ref(), &p, range, filter.as_ref(), q.page_number()?).await?;
+    let data = json!({
+        "next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page,
+        "account_id": p.account_id,
+        "users": list.iter().map(|u| user_json(u, tz)).collect::<Vec<_>>(),
+    });
+    Ok(Envelope::ok("Users listed", data))
+}
+
+async fn update(
+    SdkKey(p): SdkKey,
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<UpdateUser>,
+) -> Result<Envelope<Value>, ApiError> {
+    let user = users::update(s.store.as_ref(), &p, body).await?;
+    Ok(Envelope::ok("User updated", user_json(&user, None)))
+}
+
+async fn delete(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+    let user = users::delete(s.store.as_ref(), &p, q.required("user_id")?).await?;
+    Ok(Envelope::ok("User deleted", json!({"user_id": user.id, "is_deleted": true})))
+}

@@ -1,0 +1,124 @@
+//! Keys and tokens. A project has a secret API key (`Api-Key` header, everything), a publishable
+//! SDK key (shipped inside apps: only ingest and user create/update) and a v2 access token
+//! (`Authorization: Bearer`). Only their SHA-256 hashes are stored.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{ApiError, V2Error};
+use crate::state::AppState;
+use crate::store::{Table, from_item};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyKind {
+    Secret,
+    Publishable,
+    Access,
+}
+
+impl KeyKind {
+    /// The visible prefix of a generated key, so a leaked key says what it is.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            KeyKind::Secret => "wm_sk_",
+            KeyKind::Publishable => "wm_pk_",
+            KeyKind::Access => "wm_at_",
+        }
+    }
+}
+
+/// The project a request acts for, resolved from its key. Every storage key is built from
+/// `project_id` taken from here, never from request input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Project {
+    pub project_id: String,
+    pub account_id: String,
+    pub kind: KeyKind,
+}
+
+pub fn hash_secret(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+pub fn key_pk(hash: &str) -> String {
+    format!("KEY#{hash}")
+}
+pub const KEY_SK: &str = "KEY";
+
+/// A new random key of `kind`: its prefix and 128 random bits.
+pub fn generate_key(kind: KeyKind) -> String {
+    format!("{}{}", kind.prefix(), crate::ids::random_hex(16))
+}
+
+async fn resolve(state: &AppState, secret: &str) -> Result<Option<Project>, ApiError> {
+    // Longer than any key we issue or accept: refuse before hashing attacker-sized input.
+    if secret.is_empty() || secret.len() > 256 {
+        return Ok(None);
+    }
+    let item = state.store.get(Table::Main, &key_pk(&hash_secret(secret)), KEY_SK).await?;
+    Ok(item.map(from_item::<Project>).transpose()?)
+}
+
+fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
+    parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
+}
+
+async fn api_key(parts: &Parts, state: &AppState) -> Result<Project, ApiError> {
+    let key = header(parts, "api-key").ok_or_else(|| ApiError::unauthorized("Api-Key: header is required"))?;
+    match resolve(state, key).await? {
+        Some(p) if p.kind != KeyKind::Access => Ok(p),
+        _ => Err(ApiError::unauthorized("Api-Key: not a valid API key")),
+    }
+}
+
+/// The secret API key: every v1/v3 operation.
+#[derive(Debug, Clone)]
+pub struct SecretKey(pub Project);
+
+impl FromRequestParts<AppState> for SecretKey {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let p = api_key(parts, state).await?;
+        if p.kind == KeyKind::Publishable {
+            return Err(ApiError::forbidden(
+                "Api-Key: this is the publishable SDK key; it may only ingest locations and create or update users. Use the secret API key",
+            ));
+        }
+        Ok(Self(p))
+    }
+}
+
+/// The secret key or the publishable SDK key: the operations an app performs itself.
+#[derive(Debug, Clone)]
+pub struct SdkKey(pub Project);
+
+impl FromRequestParts<AppState> for SdkKey {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        api_key(parts, state).await.map(Self)
+    }
+}
+
+/// `Authorization: Bearer <access token>`: the v2 trip API.
+#[derive(Debug, Clone)]
+pub struct Bearer(pub Project);
+
+impl FromRequestParts<AppState> for Bearer {
+    type Rejection = V2Error;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, V2Error> {
+        let value = header(parts, "authorization")
+            .ok_or_else(|| ApiError::unauthorized("Authorization: header 'Bearer <access token>' is required"))?;
+        let token = value
+            .split_once(' ')
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, t)| t.trim())
+            .ok_or_else(|| ApiError::unauthorized("Authorization: must be 'Bearer <access token>'"))?;
+        match resolve(state, token).await? {
+            Some(p) if p.kind == KeyKind::Access => Ok(Self(p)),
+            _ => Err(ApiError::unauthorized("Authorization: not a valid access token").into()),
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! What happens to each stored batch of locations. This is the one place later work hooks into
+//! (trip progress, geofence events, stays for insights): it receives exactly the locations that
+//! were newly stored, so a re-sent batch triggers nothing twice.
+
+use crate::auth::Project;
+use crate::error::ApiError;
+use crate::store::Store;
+
+use super::locations::Location;
+use super::users;
+
+/// Called after a batch for `user_id` was stored; `stored` is in `recorded_at` order.
+pub async fn after_store(store: &dyn Store, p: &Project, user_id: &str, stored: &[Location]) -> Result<(), ApiError> {
+    let Some(newest) = stored.last() else { return Ok(()) };
+    // Offline batches may be older than what the user already reported: keep the newest fix.
+    users::modify(store, p, "user_id", user_id, |u| {
+        let newer = u.last_location_update.as_ref().is_none_or(|cur| newest.recorded_at > cur.recorded_at);
+        if newer {
+            u.last_location_update = Some(newest.clone());
+        }
+        Ok(newer)
+    })
+    .await?;
+    Ok(())
+}

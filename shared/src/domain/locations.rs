@@ -1,0 +1,221 @@
+//! Location history. One partition per project and user (`pk = <project>#<user>` in the
+//! locations table); the sort key is the location id, whose first 12 hex digits are `recorded_at`
+//! in milliseconds, so history is listed in `recorded_at` order and a date range is a key range.
+//! The rest of the id is a hash of user, time and coordinates: a re-sent fix has the same key and
+//! is stored once.
+
+use chrono_tz::Tz;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::auth::Project;
+use crate::error::ApiError;
+use crate::geometry::{GeoPoint, LngLat, encode_polyline, encode_time_aware_polyline};
+use crate::ids::{id_at, id_range};
+use crate::paging::{PageInfo, PageNumber, list_page};
+use crate::store::{Query, SkRange, Store, Table, from_item, to_item};
+use crate::time::{DateRange, Timestamp};
+
+/// Most locations in one ingest batch.
+pub const MAX_BATCH: usize = 1000;
+/// Most locations `points_encoded=true` returns in one response; narrow the dates for more.
+pub const MAX_ENCODED_POINTS: usize = 50_000;
+
+/// A location record: as the SDK sends it (validated while parsed) and as it is stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Location {
+    /// Assigned by the server; ignored on input.
+    #[serde(default)]
+    pub id: String,
+    pub coordinates: LngLat,
+    pub recorded_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accuracy: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub horizontal_accuracy: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vertical_accuracy: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub altitude: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub course: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone_offset: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_stat: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gps_stat: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub motion_stat: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gps_status: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_stat: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_context: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub battery_remaining: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bat_stat: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bat_saver_mode: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub airplane_mode: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location_permission: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// `POST /v1/api/location/` body.
+#[derive(Debug, Deserialize)]
+pub struct IngestBatch {
+    pub user_id: String,
+    pub locations: Vec<Location>,
+}
+
+pub fn locations_pk(project_id: &str, user_id: &str) -> String {
+    format!("{project_id}#{user_id}")
+}
+
+/// The content-derived id: `recorded_at` (ms) then 48 bits of a hash of who, when and where.
+pub fn location_id(project_id: &str, user_id: &str, loc: &Location) -> String {
+    let mut h = Sha256::new();
+    h.update(project_id.as_bytes());
+    h.update(user_id.as_bytes());
+    h.update(loc.recorded_at.0.timestamp_millis().to_be_bytes());
+    h.update(loc.coordinates.lng.to_be_bytes());
+    h.update(loc.coordinates.lat.to_be_bytes());
+    let d = h.finalize();
+    let low = u64::from_be_bytes([0, 0, d[0], d[1], d[2], d[3], d[4], d[5]]);
+    id_at(loc.recorded_at.0, low)
+}
+
+/// Checks the parser cannot express: sizes of the batch and of free-text fields.
+pub fn validate_batch(batch: &IngestBatch) -> Result<(), ApiError> {
+    if batch.locations.is_empty() || batch.locations.len() > MAX_BATCH {
+        return Err(ApiError::field(
+            "locations",
+            format!("must hold 1 to {MAX_BATCH} locations, got {}", batch.locations.len()),
+        ));
+    }
+    for (i, l) in batch.locations.iter().enumerate() {
+        for (name, v) in [
+            ("activity", &l.activity),
+            ("address", &l.address),
+            ("timezone_offset", &l.timezone_offset),
+            ("app_stat", &l.app_stat),
+            ("app_context", &l.app_context),
+            ("bat_stat", &l.bat_stat),
+            ("source", &l.source),
+        ] {
+            if v.as_ref().is_some_and(|s| s.len() > 512) {
+                return Err(ApiError::field(&format!("locations[{i}].{name}"), "at most 512 characters"));
+            }
+        }
+        for (name, v) in [
+            ("speed", l.speed),
+            ("accuracy", l.accuracy),
+            ("horizontal_accuracy", l.horizontal_accuracy),
+            ("vertical_accuracy", l.vertical_accuracy),
+            ("altitude", l.altitude),
+            ("course", l.course),
+        ] {
+            if v.is_some_and(|x| !x.is_finite()) {
+                return Err(ApiError::field(&format!("locations[{i}].{name}"), "must be a finite number"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Store a batch for one user. Returns the locations newly stored (duplicates left out), in
+/// `recorded_at` order.
+pub async fn store_batch(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    locations: Vec<Location>,
+) -> Result<Vec<Location>, ApiError> {
+    let now = Timestamp::now();
+    let pk = locations_pk(&p.project_id, user_id);
+    let mut locs: Vec<Location> = locations
+        .into_iter()
+        .map(|mut l| {
+            l.id = location_id(&p.project_id, user_id, &l);
+            l.created_at = Some(now);
+            l
+        })
+        .collect();
+    locs.sort_by(|a, b| a.id.cmp(&b.id));
+    // Duplicates inside the batch itself count as duplicates too.
+    locs.dedup_by(|a, b| a.id == b.id);
+    let items = locs.iter().map(|l| to_item(&pk, &l.id, l)).collect::<Result<Vec<_>, _>>()?;
+    let stored = store.put_new(Table::Locations, items).await?;
+    Ok(locs.into_iter().zip(stored).filter_map(|(l, s)| s.then_some(l)).collect())
+}
+
+fn range_of(range: Option<DateRange>) -> SkRange {
+    range.map(|r| id_range(&r)).map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All)
+}
+
+/// One page of a user's history in `recorded_at` order.
+pub async fn list(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    range: Option<DateRange>,
+    page: PageNumber,
+) -> Result<(Vec<Location>, PageInfo), ApiError> {
+    let pk = locations_pk(&p.project_id, user_id);
+    Ok(list_page(store, Table::Locations, &pk, range_of(range), page, None).await?)
+}
+
+/// The whole range as a Google polyline and a time-aware polyline.
+pub async fn encoded(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    range: Option<DateRange>,
+) -> Result<(usize, String, String), ApiError> {
+    let pk = locations_pk(&p.project_id, user_id);
+    let q = Query::new(&pk, range_of(range)).limit(MAX_ENCODED_POINTS + 1);
+    let page = store.query(Table::Locations, &q).await?;
+    if page.items.len() > MAX_ENCODED_POINTS {
+        return Err(ApiError::field(
+            "start_date",
+            format!("the range holds more than {MAX_ENCODED_POINTS} locations; narrow start_date/end_date"),
+        ));
+    }
+    let locs = page.items.into_iter().map(from_item).collect::<Result<Vec<Location>, _>>()?;
+    let points: Vec<LngLat> = locs.iter().map(|l| l.coordinates).collect();
+    let timed: Vec<(LngLat, i64)> = locs.iter().map(|l| (l.coordinates, l.recorded_at.0.timestamp())).collect();
+    Ok((locs.len(), encode_polyline(&points)?, encode_time_aware_polyline(&timed)))
+}
+
+/// A location as responses carry it: GeoJSON coordinates, timestamps in `tz`.
+pub fn location_json(l: &Location, tz: Option<Tz>) -> Value {
+    let mut v = serde_json::to_value(l).unwrap_or_else(|_| json!({}));
+    if let Value::Object(m) = &mut v {
+        m.insert("coordinates".into(), json!(GeoPoint::from(l.coordinates)));
+        for (k, t) in [("recorded_at", Some(l.recorded_at)), ("created_at", l.created_at), ("started_at", l.started_at), ("ended_at", l.ended_at)] {
+            if let Some(t) = t {
+                m.insert(k.into(), t.format(tz).into());
+            }
+        }
+    }
+    v
+}

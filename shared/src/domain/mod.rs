@@ -1,0 +1,8 @@
+//! Domain logic, independent of HTTP: each function takes the store and the authenticated
+//! project and returns records or an [`ApiError`](crate::error::ApiError).
+
+pub mod groups;
+pub mod ingest;
+pub mod locations;
+pub mod projects;
+pub mod users;

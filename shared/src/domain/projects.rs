@@ -1,0 +1,171 @@
+//! Projects and their keys, and the default project of `waymark serve`.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::auth::{KEY_SK, KeyKind, Project, generate_key, hash_secret, key_pk};
+use crate::error::ApiError;
+use crate::ids::new_id;
+use crate::store::{Cond, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::time::Timestamp;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProjectRecord {
+    pub id: String,
+    pub account_id: String,
+    pub name: String,
+    pub created_at: Timestamp,
+}
+
+/// A project with its keys in clear: printed once, at creation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IssuedProject {
+    pub project_id: String,
+    pub account_id: String,
+    pub api_key: String,
+    pub publishable_key: String,
+    pub access_token: String,
+}
+
+/// Keys to use instead of generated ones (each None is generated).
+#[derive(Debug, Clone, Default)]
+pub struct ChosenKeys {
+    pub api_key: Option<String>,
+    pub publishable_key: Option<String>,
+    pub access_token: Option<String>,
+}
+
+fn project_pk(id: &str) -> String {
+    format!("PROJECT#{id}")
+}
+const DEFAULT_PK: &str = "DEFAULT_PROJECT";
+
+fn key_op(p: &Project, secret: &str) -> Result<WriteOp, StoreError> {
+    let item = to_item(&key_pk(&hash_secret(secret)), KEY_SK, p)?;
+    Ok(WriteOp::Put { table: Table::Main, item, cond: Cond::NotExists })
+}
+
+fn pick(chosen: &Option<String>, kind: KeyKind) -> Result<String, ApiError> {
+    match chosen {
+        Some(k) if k.len() < 16 || k.len() > 256 => {
+            Err(ApiError::bad_request(format!("a {kind:?} key must be 16 to 256 characters long")))
+        }
+        Some(k) => Ok(k.clone()),
+        None => Ok(generate_key(kind)),
+    }
+}
+
+/// Create a project and issue its three keys, all in one transaction.
+pub async fn create(store: &dyn Store, name: &str, keys: &ChosenKeys) -> Result<IssuedProject, ApiError> {
+    let name = name.trim();
+    if name.is_empty() || name.len() > 200 {
+        return Err(ApiError::field("name", "must be 1 to 200 characters"));
+    }
+    let issued = IssuedProject {
+        project_id: new_id(),
+        account_id: new_id(),
+        api_key: pick(&keys.api_key, KeyKind::Secret)?,
+        publishable_key: pick(&keys.publishable_key, KeyKind::Publishable)?,
+        access_token: pick(&keys.access_token, KeyKind::Access)?,
+    };
+    let record = ProjectRecord {
+        id: issued.project_id.clone(),
+        account_id: issued.account_id.clone(),
+        name: name.to_owned(),
+        created_at: Timestamp::now(),
+    };
+    let as_kind = |kind| Project { project_id: issued.project_id.clone(), account_id: issued.account_id.clone(), kind };
+    let ops = vec![
+        WriteOp::Put { table: Table::Main, item: to_item(&project_pk(&record.id), "PROJECT", &record)?, cond: Cond::NotExists },
+        key_op(&as_kind(KeyKind::Secret), &issued.api_key)?,
+        key_op(&as_kind(KeyKind::Publishable), &issued.publishable_key)?,
+        key_op(&as_kind(KeyKind::Access), &issued.access_token)?,
+    ];
+    match store.transact(ops).await {
+        Ok(()) => Ok(issued),
+        Err(StoreError::ConditionFailed) => Err(ApiError::conflict("a chosen key is already in use by a project")),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Register `secret` as a key of kind `kind` for the project; a no-op when it already is.
+async fn register_key(store: &dyn Store, project: &Project, secret: &str) -> Result<(), ApiError> {
+    match store.transact(vec![key_op(project, secret)?]).await {
+        Ok(()) => Ok(()),
+        Err(StoreError::ConditionFailed) => {
+            let current = store.get(Table::Main, &key_pk(&hash_secret(secret)), KEY_SK).await?;
+            match current.map(from_item::<Project>).transpose()? {
+                Some(p) if p == *project => Ok(()),
+                _ => Err(ApiError::conflict(format!("the {:?} key given is already used by another project", project.kind))),
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct DefaultMarker {
+    project_id: String,
+    account_id: String,
+}
+
+/// The name of the file where `waymark serve` leaves the default project's keys.
+pub const DEFAULT_PROJECT_FILE: &str = "default-project.json";
+
+/// Make sure the default project exists and return it with usable keys. Keys come from `chosen`
+/// (env), else from the file a previous run left in `data_dir`, else are generated; each is
+/// registered for the project (hashes only) and the result written back to the file.
+pub async fn ensure_default(
+    store: &dyn Store,
+    data_dir: Option<&Path>,
+    chosen: &ChosenKeys,
+) -> Result<IssuedProject, ApiError> {
+    let file = data_dir.map(|d| d.join(DEFAULT_PROJECT_FILE));
+    let saved: Option<IssuedProject> =
+        file.as_ref().and_then(|f| std::fs::read(f).ok()).and_then(|b| serde_json::from_slice(&b).ok());
+    let marker = store.get(Table::Main, DEFAULT_PK, "-").await?.map(from_item::<DefaultMarker>).transpose()?;
+    let issued = match marker {
+        None => {
+            let issued = create(store, "default", chosen).await?;
+            let m = DefaultMarker { project_id: issued.project_id.clone(), account_id: issued.account_id.clone() };
+            match store.put(Table::Main, to_item(DEFAULT_PK, "-", &m)?, Cond::NotExists).await {
+                Ok(()) => issued,
+                // Another process made the default project first: use that one.
+                Err(StoreError::ConditionFailed) => return Box::pin(ensure_default(store, data_dir, chosen)).await,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Some(m) => {
+            let saved = saved.filter(|s| s.project_id == m.project_id);
+            let choose = |c: &Option<String>, s: Option<&String>, kind| {
+                c.clone().or_else(|| s.cloned()).unwrap_or_else(|| generate_key(kind))
+            };
+            let issued = IssuedProject {
+                project_id: m.project_id.clone(),
+                account_id: m.account_id.clone(),
+                api_key: choose(&chosen.api_key, saved.as_ref().map(|s| &s.api_key), KeyKind::Secret),
+                publishable_key: choose(
+                    &chosen.publishable_key,
+                    saved.as_ref().map(|s| &s.publishable_key),
+                    KeyKind::Publishable,
+                ),
+                access_token: choose(&chosen.access_token, saved.as_ref().map(|s| &s.access_token), KeyKind::Access),
+            };
+            for (secret, kind) in [
+                (&issued.api_key, KeyKind::Secret),
+                (&issued.publishable_key, KeyKind::Publishable),
+                (&issued.access_token, KeyKind::Access),
+            ] {
+                let p = Project { project_id: m.project_id.clone(), account_id: m.account_id.clone(), kind };
+                register_key(store, &p, secret).await?;
+            }
+            issued
+        }
+    };
+    if let Some(f) = file {
+        let json = serde_json::to_vec_pretty(&issued).map_err(ApiError::internal)?;
+        std::fs::write(&f, json).map_err(|e| ApiError::internal(format!("writing {}: {e}", f.display())))?;
+    }
+    Ok(issued)
+}

@@ -1,0 +1,357 @@
+//! Users: the devices that run the tracking SDK inside a customer's app.
+//!
+//! Layout (main table): live users at `pk = <project>#U`, `sk = <user id>`, so listing in creation
+//! order, and by creation date, is one Query. A deleted user moves to `<project>#UD` in the same
+//! transaction, so lists and counts never have to skip tombstones and nothing is lost.
+
+use chrono_tz::Tz;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::auth::Project;
+use crate::error::ApiError;
+use crate::ids::{id_range, is_id, new_id};
+use crate::metadata::{self, MetadataFilter};
+use crate::paging::{PageInfo, PageNumber, list_page};
+use crate::store::{Cond, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::time::{DateRange, Timestamp};
+
+use super::locations::{Location, location_json};
+
+/// Longest accepted free-text field.
+pub const MAX_TEXT: usize = 1024;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct User {
+    pub id: String,
+    pub project_id: String,
+    pub account_id: String,
+    pub app_type: u8,
+    pub device_token: String,
+    pub device_uuid: String,
+    pub description: Option<String>,
+    pub brand: String,
+    pub model: String,
+    pub os_version: String,
+    pub sdk_version: String,
+    pub device_arn: String,
+    #[serde(flatten)]
+    pub flags: EventFlags,
+    pub metadata: Option<Map<String, Value>>,
+    pub is_deleted: bool,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub last_location_update: Option<Location>,
+    /// Optimistic-concurrency version: every write checks and bumps it.
+    pub version: u64,
+}
+
+/// Which kinds of events are enabled for the user; all false at creation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventFlags {
+    pub geofence_events: bool,
+    pub motion_events: bool,
+    pub location_events: bool,
+    pub trips_events: bool,
+    pub nearby_events: bool,
+    pub location_listener: bool,
+    pub event_listener: bool,
+}
+
+/// `POST /v1/api/user/` body.
+#[derive(Debug, Deserialize)]
+pub struct CreateUser {
+    pub app_type: u8,
+    pub device_token: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub device_uuid: Option<String>,
+    #[serde(default)]
+    pub brand: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub os_version: Option<String>,
+    #[serde(default)]
+    pub sdk_version: Option<String>,
+}
+
+/// `PUT /v1/api/user/` body: every field but `user_id` optional; absent fields are unchanged.
+#[derive(Debug, Deserialize)]
+pub struct UpdateUser {
+    pub user_id: String,
+    pub description: Option<String>,
+    pub metadata: Option<Map<String, Value>>,
+    pub device_token: Option<String>,
+    pub device_uuid: Option<String>,
+    pub brand: Option<String>,
+    pub model: Option<String>,
+    pub os_version: Option<String>,
+    pub sdk_version: Option<String>,
+    pub geofence_events: Option<bool>,
+    pub motion_events: Option<bool>,
+    pub location_events: Option<bool>,
+    pub trips_events: Option<bool>,
+    pub nearby_events: Option<bool>,
+    pub location_listener: Option<bool>,
+    pub event_listener: Option<bool>,
+}
+
+pub fn users_pk(project_id: &str) -> String {
+    format!("{project_id}#U")
+}
+fn deleted_pk(project_id: &str) -> String {
+    format!("{project_id}#UD")
+}
+
+fn text(field: &str, v: Option<String>) -> Result<Option<String>, ApiError> {
+    match v {
+        Some(s) if s.len() > MAX_TEXT => Err(ApiError::field(field, format!("at most {MAX_TEXT} characters"))),
+        other => Ok(other),
+    }
+}
+
+fn device_token(v: String) -> Result<String, ApiError> {
+    if v.trim().is_empty() {
+        return Err(ApiError::field("device_token", "must not be empty (a placeholder is fine until the device has one)"));
+    }
+    Ok(text("device_token", Some(v))?.unwrap_or_default())
+}
+
+pub fn check_user_id(field: &str, id: &str) -> Result<(), ApiError> {
+    if is_id(id) { Ok(()) } else { Err(ApiError::field(field, format!("'{id}' is not a user id"))) }
+}
+
+pub async fn create(store: &dyn Store, p: &Project, input: CreateUser) -> Result<User, ApiError> {
+    if !matches!(input.app_type, 1 | 2) {
+        return Err(ApiError::field("app_type", format!("{} is not 1 (Android) or 2 (iOS)", input.app_type)));
+    }
+    if let Some(m) = &input.metadata {
+        metadata::validate("metadata", m)?;
+    }
+    let now = Timestamp::now();
+    let user = User {
+        id: new_id(),
+        project_id: p.project_id.clone(),
+        account_id: p.account_id.clone(),
+        app_type: input.app_type,
+        device_token: device_token(input.device_token)?,
+        device_uuid: text("device_uuid", input.device_uuid)?.unwrap_or_default(),
+        description: text("description", input.description)?,
+        brand: text("brand", input.brand)?.unwrap_or_default(),
+        model: text("model", input.model)?.unwrap_or_default(),
+        os_version: text("os_version", input.os_version)?.unwrap_or_default(),
+        sdk_version: text("sdk_version", input.sdk_version)?.unwrap_or_default(),
+        device_arn: String::new(),
+        flags: EventFlags::default(),
+        metadata: input.metadata,
+        is_deleted: false,
+        created_at: now,
+        updated_at: now,
+        last_location_update: None,
+        version: 1,
+    };
+    store.put(Table::Main, to_item(&users_pk(&p.project_id), &user.id, &user)?, Cond::NotExists).await?;
+    Ok(user)
+}
+
+/// A live (not deleted) user of this project.
+pub async fn get(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<User>, ApiError> {
+    if !is_id(user_id) {
+        return Ok(None);
+    }
+    let item = store.get(Table::Main, &users_pk(&p.project_id), user_id).await?;
+    Ok(item.map(from_item).transpose()?)
+}
+
+pub async fn require(store: &dyn Store, p: &Project, field: &str, user_id: &str) -> Result<User, ApiError> {
+    check_user_id(field, user_id)?;
+    get(store, p, user_id).await?.ok_or_else(|| ApiError::not_found(format!("{field}: no user '{user_id}' in this project")))
+}
+
+/// Write `user` if nobody changed it since it was read (version check), bumping its version.
+pub async fn save(store: &dyn Store, mut user: User) -> Result<User, StoreError> {
+    let expected = user.version;
+    user.version += 1;
+    let item = to_item(&users_pk(&user.project_id), &user.id, &user)?;
+    store.put(Table::Main, item, Cond::Equals("version", expected.into())).await?;
+    Ok(user)
+}
+
+/// Read-modify-write of one user, retried when a concurrent write got in first.
+pub async fn modify(
+    store: &dyn Store,
+    p: &Project,
+    field: &str,
+    user_id: &str,
+    change: impl Fn(&mut User) -> Result<bool, ApiError>,
+) -> Result<User, ApiError> {
+    for _ in 0..20 {
+        let mut user = require(store, p, field, user_id).await?;
+        if !change(&mut user)? {
+            return Ok(user);
+        }
+        match save(store, user).await {
+            Ok(u) => return Ok(u),
+            Err(StoreError::ConditionFailed) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::conflict(format!("{field}: user '{user_id}' is being changed by other requests; retry")))
+}
+
+pub async fn update(store: &dyn Store, p: &Project, input: UpdateUser) -> Result<User, ApiError> {
+    if let Some(m) = &input.metadata {
+        metadata::validate("metadata", m)?;
+    }
+    let description = text("description", input.description.clone())?;
+    let token = input.device_token.clone().map(device_token).transpose()?;
+    let strings = [
+        ("device_uuid", &input.device_uuid),
+        ("brand", &input.brand),
+        ("model", &input.model),
+        ("os_version", &input.os_version),
+        ("sdk_version", &input.sdk_version),
+    ];
+    for (f, v) in strings {
+        text(f, v.clone())?;
+    }
+    modify(store, p, "user_id", &input.user_id, |u| {
+        if let Some(d) = &description {
+            u.description = Some(d.clone());
+        }
+        if let Some(m) = &input.metadata {
+            u.metadata = Some(m.clone());
+        }
+        if let Some(t) = &token {
+            u.device_token = t.clone();
+        }
+        for (slot, v) in [
+            (&mut u.device_uuid, &input.device_uuid),
+            (&mut u.brand, &input.brand),
+            (&mut u.model, &input.model),
+            (&mut u.os_version, &input.os_version),
+            (&mut u.sdk_version, &input.sdk_version),
+        ] {
+            if let Some(v) = v {
+                *slot = v.clone();
+            }
+        }
+        let f = &mut u.flags;
+        for (slot, v) in [
+            (&mut f.geofence_events, input.geofence_events),
+            (&mut f.motion_events, input.motion_events),
+            (&mut f.location_events, input.location_events),
+            (&mut f.trips_events, input.trips_events),
+            (&mut f.nearby_events, input.nearby_events),
+            (&mut f.location_listener, input.location_listener),
+            (&mut f.event_listener, input.event_listener),
+        ] {
+            if let Some(v) = v {
+                *slot = v;
+            }
+        }
+        u.updated_at = Timestamp::now();
+        Ok(true)
+    })
+    .await
+}
+
+/// Mark the user deleted: it leaves lists and lookups; its record is kept aside.
+pub async fn delete(store: &dyn Store, p: &Project, user_id: &str) -> Result<User, ApiError> {
+    for _ in 0..20 {
+        let mut user = require(store, p, "user_id", user_id).await?;
+        let expected = user.version;
+        user.is_deleted = true;
+        user.updated_at = Timestamp::now();
+        user.version += 1;
+        let ops = vec![
+            WriteOp::Delete {
+                table: Table::Main,
+                pk: users_pk(&p.project_id),
+                sk: user.id.clone(),
+                cond: Cond::Equals("version", expected.into()),
+            },
+            WriteOp::Put { table: Table::Main, item: to_item(&deleted_pk(&p.project_id), &user.id, &user)?, cond: Cond::None },
+        ];
+        match store.transact(ops).await {
+            Ok(()) => return Ok(user),
+            Err(StoreError::ConditionFailed) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::conflict("user_id: the user is being changed by other requests; retry"))
+}
+
+/// Users created inside `range` (all when None), in creation order, one page.
+pub async fn list(
+    store: &dyn Store,
+    p: &Project,
+    range: Option<DateRange>,
+    filter: Option<&MetadataFilter>,
+    page: PageNumber,
+) -> Result<(Vec<User>, PageInfo), ApiError> {
+    let sk = range.map(|r| id_range(&r)).map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
+    let keep = filter.map(|f| move |u: &User| f.matches(u.metadata.as_ref()));
+    let keep_ref = keep.as_ref().map(|k| k as &(dyn Fn(&User) -> bool + Sync));
+    Ok(list_page(store, Table::Main, &users_pk(&p.project_id), sk, page, keep_ref).await?)
+}
+
+/// `<project_id>_<1 or 2>`.
+pub fn app_id(u: &User) -> String {
+    format!("{}_{}", u.project_id, u.app_type)
+}
+
+/// A user as lists return it: every field of interface.md's User table.
+pub fn user_json(u: &User, tz: Option<Tz>) -> Value {
+    let f = &u.flags;
+    json!({
+        "id": u.id,
+        "app_id": app_id(u),
+        "device_token": u.device_token,
+        "device_uuid": u.device_uuid,
+        "description": u.description,
+        "brand": u.brand,
+        "model": u.model,
+        "os_version": u.os_version,
+        "sdk_version": u.sdk_version,
+        "device_arn": u.device_arn,
+        "geofence_events": f.geofence_events,
+        "motion_events": f.motion_events,
+        "location_events": f.location_events,
+        "trips_events": f.trips_events,
+        "nearby_events": f.nearby_events,
+        "location_listener": f.location_listener,
+        "event_listener": f.event_listener,
+        "metadata": u.metadata,
+        "is_deleted": u.is_deleted,
+        "created_at": u.created_at.format(tz),
+        "updated_at": u.updated_at.format(tz),
+        "last_location_update": u.last_location_update.as_ref().map(|l| location_json(l, tz)).unwrap_or_else(|| json!({})),
+        "project_id": u.project_id,
+        "account_id": u.account_id,
+    })
+}
+
+/// The creation response's `data`, exactly the fields interface.md lists for it.
+pub fn created_json(u: &User) -> Value {
+    let f = &u.flags;
+    json!({
+        "user_id": u.id,
+        "app_id": app_id(u),
+        "description": u.description,
+        "geofence_events": f.geofence_events,
+        "location_events": f.location_events,
+        "trips_events": f.trips_events,
+        "nearby_events": f.nearby_events,
+        "location_listener": f.location_listener,
+        "event_listener": f.event_listener,
+        "metadata": u.metadata,
+        "sdk_version": u.sdk_version,
+        "project_id": u.project_id,
+        "account_id": u.account_id,
+    })
+}

@@ -1,0 +1,56 @@
+//! Success envelopes. The HTTP status is always 200; the body carries its own `code` (201 for
+//! creation), as interface.md labels it.
+
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::json;
+
+/// v1/v3 success: `{status: true, msg, code, data}`.
+#[derive(Debug)]
+pub struct Envelope<T> {
+    pub code: u16,
+    pub msg: String,
+    pub data: T,
+}
+
+impl<T: Serialize> Envelope<T> {
+    pub fn ok(msg: impl Into<String>, data: T) -> Self {
+        Self { code: 200, msg: msg.into(), data }
+    }
+    pub fn created(msg: impl Into<String>, data: T) -> Self {
+        Self { code: 201, msg: msg.into(), data }
+    }
+}
+
+impl<T: Serialize> IntoResponse for Envelope<T> {
+    fn into_response(self) -> Response {
+        let body = json!({"status": true, "msg": self.msg, "code": self.code, "data": self.data});
+        axum::Json(body).into_response()
+    }
+}
+
+/// v2 success: `{code, message, description, <key>: value}`.
+#[derive(Debug)]
+pub struct V2Envelope<T> {
+    pub code: u16,
+    pub message: &'static str,
+    pub description: String,
+    pub key: &'static str,
+    pub value: T,
+}
+
+impl<T: Serialize> IntoResponse for V2Envelope<T> {
+    fn into_response(self) -> Response {
+        let mut body = serde_json::Map::new();
+        body.insert("code".into(), self.code.into());
+        body.insert("message".into(), self.message.into());
+        body.insert("description".into(), self.description.into());
+        match serde_json::to_value(&self.value) {
+            Ok(v) => {
+                body.insert(self.key.into(), v);
+            }
+            Err(e) => return crate::error::ApiError::internal(e).into_response(),
+        }
+        axum::Json(serde_json::Value::Object(body)).into_response()
+    }
+}

@@ -1,0 +1,102 @@
+//! One error type for every handler, turned into the interface's envelope in one place.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::store::StoreError;
+
+/// An error a request can end with. `msg` is written for the person calling the API: it names the
+/// field and says what would be accepted. Internal causes are logged, never sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub msg: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, msg: impl Into<String>) -> Self {
+        Self { status, msg: msg.into() }
+    }
+    pub fn bad_request(msg: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, msg)
+    }
+    /// 400 naming the field: `field: reason`.
+    pub fn field(field: &str, reason: impl std::fmt::Display) -> Self {
+        Self::bad_request(format!("{field}: {reason}"))
+    }
+    pub fn unauthorized(msg: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, msg)
+    }
+    pub fn forbidden(msg: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, msg)
+    }
+    pub fn not_found(msg: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, msg)
+    }
+    pub fn conflict(msg: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, msg)
+    }
+    /// 500 with an opaque message; the cause goes to the log only.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(%cause, "internal error");
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+    }
+
+    /// The v2 `message`: a snake_case reason derived from the status.
+    pub fn v2_message(&self) -> &'static str {
+        match self.status {
+            StatusCode::BAD_REQUEST => "bad_request",
+            StatusCode::UNAUTHORIZED => "unauthorized",
+            StatusCode::FORBIDDEN => "forbidden",
+            StatusCode::NOT_FOUND => "not_found",
+            StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+            StatusCode::CONFLICT => "conflict",
+            StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+            _ => "internal_error",
+        }
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.status.as_u16(), self.msg)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        Self::internal(e)
+    }
+}
+
+/// v1/v3 error envelope: `{status: false, msg, code, data: null}` with that HTTP status.
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"status": false, "msg": self.msg, "code": self.status.as_u16(), "data": null});
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+/// v2 error envelope: `{code, message, description}`.
+#[derive(Debug)]
+pub struct V2Error(pub ApiError);
+
+impl From<ApiError> for V2Error {
+    fn from(e: ApiError) -> Self {
+        Self(e)
+    }
+}
+impl From<StoreError> for V2Error {
+    fn from(e: StoreError) -> Self {
+        Self(e.into())
+    }
+}
+
+impl IntoResponse for V2Error {
+    fn into_response(self) -> Response {
+        let e = self.0;
+        let body = json!({"code": e.status.as_u16(), "message": e.v2_message(), "description": e.msg});
+        (e.status, axum::Json(body)).into_response()
+    }
+}

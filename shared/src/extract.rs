@@ -1,0 +1,128 @@
+//! Request extractors that turn every rejection into the interface's envelope, naming the field.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use chrono_tz::Tz;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+use crate::paging::PageNumber;
+use crate::time::DateRange;
+
+/// Largest accepted request body: 1,000 locations with every optional field fit well inside.
+pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+/// A JSON body. Unlike `axum::Json` it answers 400 (not 415/422) in the envelope and names the
+/// field that failed, e.g. `locations[2].coordinates: invalid type: string "x", expected f64`.
+#[derive(Debug)]
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                let mime = v.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+                mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+            })
+            .unwrap_or(false);
+        if !is_json {
+            return Err(ApiError::bad_request("Content-Type: the body must be sent as application/json"));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|r| {
+            if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("body: larger than the {MAX_BODY_BYTES} bytes accepted"),
+                )
+            } else {
+                ApiError::bad_request(format!("body: could not be read ({})", r.body_text()))
+            }
+        })?;
+        parse_json(&bytes).map(ApiJson)
+    }
+}
+
+/// Parse JSON, reporting the path of the failing field.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        // serde_json appends "at line 1 column 78"; the field path says more.
+        let reason = inner.to_string();
+        let reason = reason.split(" at line ").next().unwrap_or(&reason).to_owned();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::bad_request(format!("body: malformed JSON ({inner})"))
+        } else if path == "." || path.is_empty() {
+            // Missing fields are reported by serde at the enclosing object: the message names them.
+            ApiError::bad_request(format!("body: {reason}"))
+        } else {
+            ApiError::field(&path, reason)
+        }
+    })
+}
+
+/// The query string as a map, with typed getters that name the parameter on failure.
+#[derive(Debug, Default, Clone)]
+pub struct Params(pub HashMap<String, String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Params {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let q = parts.uri.query().unwrap_or("");
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q)
+            .map_err(|e| ApiError::bad_request(format!("query: cannot be decoded ({e})")))?;
+        let mut map = HashMap::new();
+        for (k, v) in pairs {
+            if map.insert(k.clone(), v).is_some() {
+                return Err(ApiError::field(&k, "given more than once"));
+            }
+        }
+        Ok(Params(map))
+    }
+}
+
+impl Params {
+    /// A non-empty string parameter, or None when absent or empty.
+    pub fn opt(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(|s| s.trim()).filter(|s| !s.is_empty())
+    }
+    pub fn required(&self, name: &str) -> Result<&str, ApiError> {
+        self.opt(name).ok_or_else(|| ApiError::field(name, "is required"))
+    }
+    pub fn has(&self, name: &str) -> bool {
+        self.opt(name).is_some()
+    }
+    /// `true`/`false` in any case, also `1`/`0`; absent is `default`.
+    pub fn bool(&self, name: &str, default: bool) -> Result<bool, ApiError> {
+        match self.opt(name).map(|s| s.to_ascii_lowercase()) {
+            None => Ok(default),
+            Some(v) if v == "true" || v == "1" => Ok(true),
+            Some(v) if v == "false" || v == "0" => Ok(false),
+            Some(v) => Err(ApiError::field(name, format!("'{v}' is not a boolean (true or false)"))),
+        }
+    }
+    pub fn page_number(&self) -> Result<PageNumber, ApiError> {
+        PageNumber::parse(self.opt("page_number"))
+    }
+    pub fn timezone(&self) -> Result<Option<Tz>, ApiError> {
+        crate::time::parse_tz(self.opt("timezone_offset"))
+    }
+    /// `start_date` / `end_date` interpreted in `tz` (UTC when None).
+    pub fn date_range(&self, tz: Option<Tz>) -> Result<Option<DateRange>, ApiError> {
+        DateRange::parse(self.opt("start_date"), self.opt("end_date"), tz)
+    }
+    pub fn metadata_filter(&self) -> Result<Option<crate::metadata::MetadataFilter>, ApiError> {
+        self.opt("metadata").map(crate::metadata::MetadataFilter::parse).transpose()
+    }
+}

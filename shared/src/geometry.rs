@@ -1,0 +1,212 @@
+//! GeoJSON geometry at the boundary, validated once; distances and encodings through `geo`,
+//! `geohash` and `polyline`.
+
+use geo::{Distance, Geodesic, Point};
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiError;
+
+/// A validated WGS 84 position: longitude −180..=180, latitude −90..=90, both finite.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(into = "[f64; 2]", try_from = "Vec<f64>")]
+pub struct LngLat {
+    pub lng: f64,
+    pub lat: f64,
+}
+
+impl From<LngLat> for [f64; 2] {
+    fn from(p: LngLat) -> Self {
+        [p.lng, p.lat]
+    }
+}
+/// Deserializing validates, so a `LngLat` field in a request body is checked where it is parsed
+/// and the error names its path.
+impl TryFrom<Vec<f64>> for LngLat {
+    type Error = String;
+    fn try_from(v: Vec<f64>) -> Result<Self, String> {
+        Self::parse("", &v).map_err(|e| e.msg.trim_start_matches(": ").to_owned())
+    }
+}
+
+impl LngLat {
+    /// Validate a `[lng, lat]` position from input; `field` names it in the error.
+    pub fn parse(field: &str, pos: &[f64]) -> Result<Self, ApiError> {
+        let [lng, lat] = pos else {
+            return Err(ApiError::field(field, format!("must be [longitude, latitude], got {} numbers", pos.len())));
+        };
+        if !lng.is_finite() || !(-180.0..=180.0).contains(lng) {
+            return Err(ApiError::field(field, format!("longitude {lng} is outside -180..180")));
+        }
+        if !lat.is_finite() || !(-90.0..=90.0).contains(lat) {
+            return Err(ApiError::field(field, format!("latitude {lat} is outside -90..90")));
+        }
+        Ok(Self { lng: *lng, lat: *lat })
+    }
+
+    pub fn point(self) -> Point<f64> {
+        Point::new(self.lng, self.lat)
+    }
+
+    /// Geodesic distance in meters on the WGS 84 ellipsoid (Karney's algorithm, via `geo`).
+    pub fn distance_m(self, other: LngLat) -> f64 {
+        Geodesic.distance(self.point(), other.point())
+    }
+
+    /// The geohash cell of `precision` characters that holds this position.
+    pub fn geohash(self, precision: usize) -> Result<String, ApiError> {
+        geohash::encode(geo::Coord { x: self.lng, y: self.lat }, precision)
+            .map_err(|e| ApiError::bad_request(format!("coordinates: cannot be indexed ({e})")))
+    }
+}
+
+/// A GeoJSON Point, as responses carry coordinates.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GeoPoint {
+    #[serde(rename = "type")]
+    pub kind: PointType,
+    pub coordinates: LngLat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PointType {
+    Point,
+}
+
+impl From<LngLat> for GeoPoint {
+    fn from(p: LngLat) -> Self {
+        Self { kind: PointType::Point, coordinates: p }
+    }
+}
+
+/// A GeoJSON Polygon with one validated, closed outer ring.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeoPolygon {
+    #[serde(rename = "type")]
+    pub kind: PolygonType,
+    pub coordinates: Vec<Vec<LngLat>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PolygonType {
+    Polygon,
+}
+
+impl GeoPolygon {
+    /// Validate a ring of `[lng, lat]`; it must be closed and have at least 4 positions (3 distinct).
+    pub fn from_ring(field: &str, ring: &[Vec<f64>]) -> Result<Self, ApiError> {
+        let pts = ring
+            .iter()
+            .enumerate()
+            .map(|(i, p)| LngLat::parse(&format!("{field}[{i}]"), p))
+            .collect::<Result<Vec<_>, _>>()?;
+        if pts.len() < 4 {
+            return Err(ApiError::field(field, "a polygon ring needs at least 4 positions"));
+        }
+        if pts.first() != pts.last() {
+            return Err(ApiError::field(field, "a polygon ring must be closed (last position equal to the first)"));
+        }
+        Ok(Self { kind: PolygonType::Polygon, coordinates: vec![pts] })
+    }
+}
+
+/// Google's encoded polyline of `(lng, lat)` points at precision 5.
+pub fn encode_polyline(points: &[LngLat]) -> Result<String, ApiError> {
+    let line: geo::LineString<f64> = points.iter().map(|p| geo::Coord { x: p.lng, y: p.lat }).collect();
+    polyline::encode_coordinates(line, 5).map_err(ApiError::internal)
+}
+
+/// HyperTrack's time-aware polyline: for each point the deltas of latitude and longitude (×1e5)
+/// and of the Unix time in seconds, each written with the encoded-polyline varint. The format has
+/// no crate; the varint is the same one Google's polyline uses.
+pub fn encode_time_aware_polyline(points: &[(LngLat, i64)]) -> String {
+    let mut out = String::new();
+    let (mut plat, mut plng, mut pt) = (0i64, 0i64, 0i64);
+    for (p, t) in points {
+        let lat = (p.lat * 1e5).round() as i64;
+        let lng = (p.lng * 1e5).round() as i64;
+        for delta in [lat - plat, lng - plng, t - pt] {
+            push_varint(&mut out, delta);
+        }
+        (plat, plng, pt) = (lat, lng, *t);
+    }
+    out
+}
+
+fn push_varint(out: &mut String, v: i64) {
+    let mut v = if v < 0 { !(v << 1) } else { v << 1 } as u64;
+    while v >= 0x20 {
+        out.push(char::from((((v & 0x1f) | 0x20) + 63) as u8));
+        v >>= 5;
+    }
+    out.push(char::from((v + 63) as u8));
+}
+
+/// Decode a time-aware polyline back into `(position, unix seconds)`; used by tests and clients.
+pub fn decode_time_aware_polyline(s: &str) -> Option<Vec<(LngLat, i64)>> {
+    let bytes = s.as_bytes();
+    let (mut i, mut acc, mut out) = (0usize, [0i64; 3], Vec::new());
+    while i < bytes.len() {
+        for slot in acc.iter_mut() {
+            let (mut result, mut shift) = (0u64, 0u32);
+            loop {
+                let b = u64::from(*bytes.get(i)?).checked_sub(63)?;
+                i += 1;
+                result |= (b & 0x1f).checked_shl(shift)?;
+                shift += 5;
+                if b < 0x20 {
+                    break;
+                }
+            }
+            let d = if result & 1 == 1 { !(result >> 1) as i64 } else { (result >> 1) as i64 };
+            *slot += d;
+        }
+        out.push((LngLat { lng: acc[1] as f64 / 1e5, lat: acc[0] as f64 / 1e5 }, acc[2]));
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_out_of_range_and_wrong_arity() {
+        assert!(LngLat::parse("c", &[181.0, 0.0]).is_err());
+        assert!(LngLat::parse("c", &[0.0, -90.5]).is_err());
+        assert!(LngLat::parse("c", &[0.0]).is_err());
+        assert!(LngLat::parse("c", &[f64::NAN, 0.0]).is_err());
+        assert!(LngLat::parse("c", &[-180.0, 90.0]).is_ok());
+    }
+
+    #[test]
+    fn geodesic_distance_paris_london() {
+        let paris = LngLat { lng: 2.3522, lat: 48.8566 };
+        let london = LngLat { lng: -0.1276, lat: 51.5072 };
+        let d = paris.distance_m(london);
+        assert!((d - 343_900.0).abs() < 1_000.0, "{d}");
+    }
+
+    #[test]
+    fn time_aware_polyline_matches_hypertrack_reference() {
+        // Reference vector from HyperTrack's time-aware-polyline README (lat, lng, time).
+        let pts = [
+            (LngLat { lng: 72.92506, lat: 19.13626 }, 1_469_079_789),
+            (LngLat { lng: 72.92495, lat: 19.13597 }, 1_469_079_795),
+            (LngLat { lng: 72.92469, lat: 19.13553 }, 1_469_079_801),
+        ];
+        let s = encode_time_aware_polyline(&pts);
+        assert_eq!(s, "spxsBsdb|Lymo`qvAx@TKvAr@K");
+        let back = decode_time_aware_polyline(&s).unwrap();
+        assert_eq!(back.len(), 3);
+        assert!((back[2].0.lat - 19.13553).abs() < 1e-9 && back[2].1 == 1_469_079_801);
+    }
+
+    #[test]
+    fn polygon_ring_must_be_closed() {
+        let open = vec![vec![0.0, 0.0], vec![1.0, 0.0], vec![1.0, 1.0], vec![0.0, 1.0]];
+        assert!(GeoPolygon::from_ring("coordinates", &open).is_err());
+        let mut closed = open.clone();
+        closed.push(vec![0.0, 0.0]);
+        assert!(GeoPolygon::from_ring("coordinates", &closed).is_ok());
+    }
+}

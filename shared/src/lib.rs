@@ -1,0 +1,22 @@
+//! Waymark's shared library: envelopes, errors, auth, time, paging, geometry, ids, storage and the
+//! domain logic every function calls. Handlers parse and validate, then call `domain`; the domain
+//! talks to `store`; only `store` knows how items are laid out in DynamoDB.
+
+pub mod auth;
+pub mod domain;
+pub mod envelope;
+pub mod error;
+pub mod extract;
+pub mod geometry;
+pub mod http;
+pub mod ids;
+pub mod metadata;
+pub mod paging;
+pub mod state;
+pub mod store;
+pub mod time;
+
+pub use envelope::{Envelope, V2Envelope};
+pub use error::{ApiError, V2Error};
+pub use extract::{ApiJson, Params};
+pub use state::AppState;

@@ -1,0 +1,42 @@
+//! What every handler shares, built once per process (once per Lambda cold start).
+
+use std::sync::Arc;
+
+use crate::store::{DynamoStore, EmbeddedStore, Store, StoreError, TableNames};
+
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub config: Arc<Config>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Base of `trip_tracking_url` links (env `WAYMARK_TRACKING_BASE_URL`).
+    pub tracking_base_url: String,
+}
+
+impl Config {
+    pub fn from_env() -> Self {
+        Self {
+            tracking_base_url: std::env::var("WAYMARK_TRACKING_BASE_URL")
+                .unwrap_or_else(|_| "http://127.0.0.1:3000/track".into()),
+        }
+    }
+}
+
+impl AppState {
+    pub fn new(store: impl Store) -> Self {
+        Self { store: Arc::new(store), config: Arc::new(Config::from_env()) }
+    }
+
+    /// DynamoDB with table names from the environment (how a Lambda function starts).
+    pub async fn dynamodb_from_env() -> Self {
+        Self::new(DynamoStore::from_env(TableNames::from_env("waymark-")).await)
+    }
+
+    /// An in-memory embedded store (tests).
+    pub fn memory() -> Result<Self, StoreError> {
+        Ok(Self::new(EmbeddedStore::memory()?))
+    }
+}

@@ -1,0 +1,344 @@
+//! DynamoDB through aws-sdk-dynamodb. Items are mapped with serde_dynamo; this is the only module
+//! that sees `AttributeValue`. Reads are strongly consistent so that a write is visible to the
+//! next request (read-your-writes, as the embedded store gives).
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::client::Waiters;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, Delete, KeySchemaElement, KeyType, Put, ScalarAttributeType,
+    Select, TransactWriteItem,
+};
+use futures::{StreamExt, TryStreamExt};
+
+use super::tables::{PARTITION_KEY, SORT_KEY};
+use super::{
+    Cond, Item, MAX_TRANSACT_OPS, Page, Query, SkRange, Store, StoreError, TABLES, Table, TableNames, WriteOp,
+};
+
+type Av = HashMap<String, AttributeValue>;
+
+/// Conditional puts of one `put_new` batch in flight at once.
+const PUT_CONCURRENCY: usize = 32;
+
+#[derive(Clone)]
+pub struct DynamoStore {
+    client: Client,
+    names: TableNames,
+}
+
+fn backend<E: std::fmt::Debug>(e: E) -> StoreError {
+    StoreError::Backend(format!("{e:?}"))
+}
+
+impl DynamoStore {
+    pub fn new(client: Client, names: TableNames) -> Self {
+        Self { client, names }
+    }
+
+    /// A client from the standard AWS configuration chain. `AWS_ENDPOINT_URL_DYNAMODB` points it
+    /// at DynamoDB Local; there, when no credentials are configured, dummy ones are used (DynamoDB
+    /// Local accepts any).
+    pub async fn from_env(names: TableNames) -> Self {
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+        let local = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").is_ok();
+        if local && std::env::var("AWS_ACCESS_KEY_ID").is_err() && std::env::var("AWS_PROFILE").is_err() {
+            loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "local", "local", None, None, "waymark-local",
+            ));
+        }
+        if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
+            loader = loader.region(aws_config::Region::new("us-east-1"));
+        }
+        Self::new(Client::new(&loader.load().await), names)
+    }
+
+    fn name(&self, t: Table) -> &str {
+        self.names.get(t)
+    }
+}
+
+fn to_av(item: &Item) -> Result<Av, StoreError> {
+    serde_dynamo::to_item(item).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn from_av(av: Av) -> Result<Item, StoreError> {
+    serde_dynamo::from_item(av).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn key_av(pk: &str, sk: &str) -> Av {
+    HashMap::from([
+        (PARTITION_KEY.to_owned(), AttributeValue::S(pk.to_owned())),
+        (SORT_KEY.to_owned(), AttributeValue::S(sk.to_owned())),
+    ])
+}
+
+/// A condition as (expression, names, values).
+type CondExpr = (Option<String>, Option<HashMap<String, String>>, Option<Av>);
+
+fn cond_expr(cond: &Cond) -> Result<CondExpr, StoreError> {
+    Ok(match cond {
+        Cond::None => (None, None, None),
+        Cond::NotExists => (Some(format!("attribute_not_exists({PARTITION_KEY})")), None, None),
+        Cond::Exists => (Some(format!("attribute_exists({PARTITION_KEY})")), None, None),
+        Cond::Equals(attr, v) => {
+            let v: AttributeValue = serde_dynamo::to_attribute_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            (
+                Some("#c = :c".into()),
+                Some(HashMap::from([("#c".to_owned(), (*attr).to_owned())])),
+                Some(HashMap::from([(":c".to_owned(), v)])),
+            )
+        }
+    })
+}
+
+fn is_condition_failure<E, R>(e: &SdkError<E, R>) -> bool
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
+{
+    e.as_service_error().and_then(|s| s.code()).is_some_and(|c| c == "ConditionalCheckFailedException")
+}
+
+/// The key condition of a query and its values.
+fn key_condition(q: &Query) -> (String, Av) {
+    let mut values = HashMap::from([(":pk".to_owned(), AttributeValue::S(q.pk.clone()))]);
+    let expr = match &q.range {
+        SkRange::All => "pk = :pk".to_owned(),
+        SkRange::Prefix(p) => {
+            values.insert(":a".into(), AttributeValue::S(p.clone()));
+            "pk = :pk AND begins_with(sk, :a)".to_owned()
+        }
+        SkRange::Between(a, b) => {
+            values.insert(":a".into(), AttributeValue::S(a.clone()));
+            values.insert(":b".into(), AttributeValue::S(b.clone()));
+            "pk = :pk AND sk BETWEEN :a AND :b".to_owned()
+        }
+    };
+    (expr, values)
+}
+
+#[async_trait]
+impl Store for DynamoStore {
+    async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.name(table))
+            .set_key(Some(key_av(pk, sk)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(backend)?;
+        out.item.map(from_av).transpose()
+    }
+
+    async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
+        let (expr, names, values) = cond_expr(&cond)?;
+        let r = self
+            .client
+            .put_item()
+            .table_name(self.name(table))
+            .set_item(Some(to_av(&item)?))
+            .set_condition_expression(expr)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if is_condition_failure(&e) => Err(StoreError::ConditionFailed),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError> {
+        let (expr, names, values) = cond_expr(&cond)?;
+        let r = self
+            .client
+            .delete_item()
+            .table_name(self.name(table))
+            .set_key(Some(key_av(pk, sk)))
+            .set_condition_expression(expr)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if is_condition_failure(&e) => Err(StoreError::ConditionFailed),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError> {
+        let (expr, values) = key_condition(q);
+        let mut start = q.after.as_ref().map(|sk| key_av(&q.pk, sk));
+        let mut items = Vec::new();
+        loop {
+            let remaining = q.limit.map(|l| l.saturating_sub(items.len()));
+            if remaining == Some(0) {
+                break;
+            }
+            let out = self
+                .client
+                .query()
+                .table_name(self.name(table))
+                .key_condition_expression(&expr)
+                .set_expression_attribute_values(Some(values.clone()))
+                .scan_index_forward(!q.descending)
+                .consistent_read(true)
+                .set_limit(remaining.map(|r| r.min(i32::MAX as usize) as i32))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(backend)?;
+            for av in out.items.unwrap_or_default() {
+                items.push(from_av(av)?);
+            }
+            match out.last_evaluated_key {
+                Some(k) => start = Some(k),
+                None => return Ok(Page { items, last_sk: None }),
+            }
+        }
+        // The limit was reached and DynamoDB said more may follow.
+        let last_sk = start.and_then(|k| match k.get(SORT_KEY) {
+            Some(AttributeValue::S(s)) => Some(s.clone()),
+            _ => None,
+        });
+        Ok(Page { items, last_sk })
+    }
+
+    async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError> {
+        let q = Query::new(pk, range.clone());
+        let (expr, values) = key_condition(&q);
+        let mut start = None;
+        let mut total = 0usize;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(self.name(table))
+                .key_condition_expression(&expr)
+                .set_expression_attribute_values(Some(values.clone()))
+                .select(Select::Count)
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(backend)?;
+            total += out.count.max(0) as usize;
+            match out.last_evaluated_key {
+                Some(k) => start = Some(k),
+                None => return Ok(total),
+            }
+        }
+    }
+
+    async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        if ops.len() > MAX_TRANSACT_OPS {
+            return Err(StoreError::Backend(format!("transaction of {} operations", ops.len())));
+        }
+        let mut items = Vec::with_capacity(ops.len());
+        for op in &ops {
+            let item = match op {
+                WriteOp::Put { table, item, cond } => {
+                    let (expr, names, values) = cond_expr(cond)?;
+                    let put = Put::builder()
+                        .table_name(self.name(*table))
+                        .set_item(Some(to_av(item)?))
+                        .set_condition_expression(expr)
+                        .set_expression_attribute_names(names)
+                        .set_expression_attribute_values(values)
+                        .build()
+                        .map_err(backend)?;
+                    TransactWriteItem::builder().put(put).build()
+                }
+                WriteOp::Delete { table, pk, sk, cond } => {
+                    let (expr, names, values) = cond_expr(cond)?;
+                    let del = Delete::builder()
+                        .table_name(self.name(*table))
+                        .set_key(Some(key_av(pk, sk)))
+                        .set_condition_expression(expr)
+                        .set_expression_attribute_names(names)
+                        .set_expression_attribute_values(values)
+                        .build()
+                        .map_err(backend)?;
+                    TransactWriteItem::builder().delete(del).build()
+                }
+            };
+            items.push(item);
+        }
+        match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let cancelled_by_condition = e
+                    .as_service_error()
+                    .and_then(|s| match s {
+                        TransactWriteItemsError::TransactionCanceledException(c) => c.cancellation_reasons.as_ref(),
+                        _ => None,
+                    })
+                    .is_some_and(|rs| rs.iter().any(|r| r.code.as_deref() == Some("ConditionalCheckFailed")));
+                if cancelled_by_condition { Err(StoreError::ConditionFailed) } else { Err(backend(e)) }
+            }
+        }
+    }
+
+    async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {
+        futures::stream::iter(items)
+            .map(|item| async move {
+                match self.put(table, item, Cond::NotExists).await {
+                    Ok(()) => Ok(true),
+                    Err(StoreError::ConditionFailed) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            })
+            .buffered(PUT_CONCURRENCY)
+            .try_collect()
+            .await
+    }
+
+    async fn ensure_tables(&self) -> Result<(), StoreError> {
+        let existing = self.client.list_tables().send().await.map_err(backend)?.table_names.unwrap_or_default();
+        for def in TABLES {
+            let name = self.name(def.table);
+            if existing.iter().any(|n| n == name) {
+                continue;
+            }
+            let attr = |n: &str| {
+                AttributeDefinition::builder().attribute_name(n).attribute_type(ScalarAttributeType::S).build()
+            };
+            let key = |n: &str, t: KeyType| KeySchemaElement::builder().attribute_name(n).key_type(t).build();
+            let r = self
+                .client
+                .create_table()
+                .table_name(name)
+                .attribute_definitions(attr(PARTITION_KEY).map_err(backend)?)
+                .attribute_definitions(attr(SORT_KEY).map_err(backend)?)
+                .key_schema(key(PARTITION_KEY, KeyType::Hash).map_err(backend)?)
+                .key_schema(key(SORT_KEY, KeyType::Range).map_err(backend)?)
+                .billing_mode(BillingMode::PayPerRequest)
+                .send()
+                .await;
+            match r {
+                Ok(_) => {}
+                // Another process created it meanwhile.
+                Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => {}
+                Err(e) => return Err(backend(e)),
+            }
+            self.client
+                .wait_until_table_exists()
+                .table_name(name)
+                .wait(std::time::Duration::from_secs(60))
+                .await
+                .map_err(backend)?;
+        }
+        Ok(())
+    }
+}

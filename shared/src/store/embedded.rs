@@ -1,0 +1,238 @@
+//! The embedded store: redb, one redb table per logical table, keys `pk \0 sk`, values JSON.
+//! File-backed by default (survives restarts), in memory for tests. redb is synchronous, so each
+//! call runs on tokio's blocking pool.
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::{Cond, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, WriteOp, cond_holds, key_of};
+
+type RedbTable = TableDefinition<'static, &'static str, &'static [u8]>;
+
+fn redb_table(t: Table) -> RedbTable {
+    TableDefinition::new(t.def().name)
+}
+
+/// Separates partition and sort key; below every character our keys use.
+const SEP: char = '\0';
+
+fn key(pk: &str, sk: &str) -> String {
+    format!("{pk}{SEP}{sk}")
+}
+
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    db: Arc<Database>,
+}
+
+fn backend(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+impl EmbeddedStore {
+    /// A store persisted in `path` (created if missing).
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(backend)?;
+        }
+        let db = Database::create(path).map_err(backend)?;
+        Self::init(db)
+    }
+
+    /// A store that lives only as long as this value (tests, `waymark serve --memory`).
+    pub fn memory() -> Result<Self, StoreError> {
+        let db = Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(backend)?;
+        Self::init(db)
+    }
+
+    fn init(db: Database) -> Result<Self, StoreError> {
+        let txn = db.begin_write().map_err(backend)?;
+        for d in TABLES {
+            txn.open_table(redb_table(d.table)).map_err(backend)?;
+        }
+        txn.commit().map_err(backend)?;
+        Ok(Self { db: Arc::new(db) })
+    }
+
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Database) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || f(&db)).await.map_err(backend)?
+    }
+}
+
+fn decode(bytes: &[u8]) -> Result<Item, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn encode(item: &Item) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(item).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// The redb key bounds of a query's range, honouring the `after` cursor.
+fn bounds(pk: &str, range: &SkRange) -> (Bound<String>, Bound<String>) {
+    match range {
+        SkRange::All => (Bound::Included(key(pk, "")), Bound::Excluded(format!("{pk}\u{1}"))),
+        // char::MAX sorts after every sort-key character we write.
+        SkRange::Prefix(p) => (Bound::Included(key(pk, p)), Bound::Included(key(pk, &format!("{p}{}", char::MAX)))),
+        SkRange::Between(a, b) => (Bound::Included(key(pk, a)), Bound::Included(key(pk, b))),
+    }
+}
+
+fn apply_cursor(q: &Query, (lo, hi): (Bound<String>, Bound<String>)) -> (Bound<String>, Bound<String>) {
+    match &q.after {
+        None => (lo, hi),
+        Some(after) if q.descending => (lo, Bound::Excluded(key(&q.pk, after))),
+        Some(after) => (Bound::Excluded(key(&q.pk, after)), hi),
+    }
+}
+
+fn write_op(txn: &redb::WriteTransaction, op: &WriteOp) -> Result<(), StoreError> {
+    match op {
+        WriteOp::Put { table, item, cond } => {
+            let (pk, sk) = key_of(item)?;
+            let k = key(&pk, &sk);
+            let mut t = txn.open_table(redb_table(*table)).map_err(backend)?;
+            let current = t.get(k.as_str()).map_err(backend)?.map(|g| decode(g.value())).transpose()?;
+            if !cond_holds(cond, current.as_ref()) {
+                return Err(StoreError::ConditionFailed);
+            }
+            t.insert(k.as_str(), encode(item)?.as_slice()).map_err(backend)?;
+        }
+        WriteOp::Delete { table, pk, sk, cond } => {
+            let k = key(pk, sk);
+            let mut t = txn.open_table(redb_table(*table)).map_err(backend)?;
+            let current = t.get(k.as_str()).map_err(backend)?.map(|g| decode(g.value())).transpose()?;
+            if !cond_holds(cond, current.as_ref()) {
+                return Err(StoreError::ConditionFailed);
+            }
+            t.remove(k.as_str()).map_err(backend)?;
+        }
+    }
+    Ok(())
+}
+
+/// Apply ops in one redb transaction; nothing is written unless every condition holds.
+fn write_all(db: &Database, ops: &[WriteOp]) -> Result<(), StoreError> {
+    let txn = db.begin_write().map_err(backend)?;
+    for op in ops {
+        if let Err(e) = write_op(&txn, op) {
+            txn.abort().map_err(backend)?;
+            return Err(e);
+        }
+    }
+    txn.commit().map_err(backend)
+}
+
+#[async_trait]
+impl Store for EmbeddedStore {
+    async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
+        let k = key(pk, sk);
+        self.run(move |db| {
+            let txn = db.begin_read().map_err(backend)?;
+            let t = txn.open_table(redb_table(table)).map_err(backend)?;
+            t.get(k.as_str()).map_err(backend)?.map(|g| decode(g.value())).transpose()
+        })
+        .await
+    }
+
+    async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
+        self.run(move |db| write_all(db, &[WriteOp::Put { table, item, cond }])).await
+    }
+
+    async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError> {
+        let op = WriteOp::Delete { table, pk: pk.to_owned(), sk: sk.to_owned(), cond };
+        self.run(move |db| write_all(db, &[op])).await
+    }
+
+    async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError> {
+        let q = q.clone();
+        self.run(move |db| {
+            let txn = db.begin_read().map_err(backend)?;
+            let t = txn.open_table(redb_table(table)).map_err(backend)?;
+            let (lo, hi) = apply_cursor(&q, bounds(&q.pk, &q.range));
+            let range = t
+                .range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str)))
+                .map_err(backend)?;
+            let mut items = Vec::new();
+            let limit = q.limit.unwrap_or(usize::MAX);
+            let mut more = false;
+            let mut push = |entry: Result<(redb::AccessGuard<&str>, redb::AccessGuard<&[u8]>), redb::StorageError>| {
+                if items.len() == limit {
+                    more = true;
+                    return Ok::<bool, StoreError>(false);
+                }
+                let (_, v) = entry.map_err(backend)?;
+                items.push(decode(v.value())?);
+                Ok(true)
+            };
+            if q.descending {
+                for e in range.rev() {
+                    if !push(e)? {
+                        break;
+                    }
+                }
+            } else {
+                for e in range {
+                    if !push(e)? {
+                        break;
+                    }
+                }
+            }
+            let last_sk = if more { items.last().map(key_of).transpose()?.map(|(_, sk)| sk) } else { None };
+            Ok(Page { items, last_sk })
+        })
+        .await
+    }
+
+    async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError> {
+        let (lo, hi) = bounds(pk, range);
+        self.run(move |db| {
+            let txn = db.begin_read().map_err(backend)?;
+            let t = txn.open_table(redb_table(table)).map_err(backend)?;
+            let r = t
+                .range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str)))
+                .map_err(backend)?;
+            Ok(r.count())
+        })
+        .await
+    }
+
+    async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+        self.run(move |db| write_all(db, &ops)).await
+    }
+
+    async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {
+        self.run(move |db| {
+            let txn = db.begin_write().map_err(backend)?;
+            let mut stored = Vec::with_capacity(items.len());
+            {
+                let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
+                for item in &items {
+                    let (pk, sk) = key_of(item)?;
+                    let k = key(&pk, &sk);
+                    let exists = t.get(k.as_str()).map_err(backend)?.is_some();
+                    if !exists {
+                        t.insert(k.as_str(), encode(item)?.as_slice()).map_err(backend)?;
+                    }
+                    stored.push(!exists);
+                }
+            }
+            txn.commit().map_err(backend)?;
+            Ok(stored)
+        })
+        .await
+    }
+
+    async fn ensure_tables(&self) -> Result<(), StoreError> {
+        Ok(()) // created when opened
+    }
+}

@@ -1,0 +1,159 @@
+//! Storage at the level of a DynamoDB table: items addressed by a string partition key `pk` and a
+//! string sort key `sk`. Two implementations share every line of domain logic: [`DynamoStore`] in
+//! production and [`EmbeddedStore`] (redb, file or memory) for `waymark serve` and tests.
+//!
+//! Items are JSON objects that carry `pk` and `sk`; mapping to DynamoDB attribute values happens
+//! only in `dynamo.rs` (serde_dynamo), and typed records go through [`to_item`] / [`from_item`].
+
+mod dynamo;
+mod embedded;
+pub mod tables;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+pub use dynamo::DynamoStore;
+pub use embedded::EmbeddedStore;
+pub use tables::{TABLES, Table, TableDef, TableNames};
+
+pub type Item = Map<String, Value>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A condition of a put, delete or transaction did not hold.
+    #[error("condition failed")]
+    ConditionFailed,
+    #[error("storage backend: {0}")]
+    Backend(String),
+    #[error("stored item cannot be read: {0}")]
+    Corrupt(String),
+}
+
+/// A condition on the item currently at the written key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cond {
+    None,
+    /// No item at the key.
+    NotExists,
+    /// An item at the key.
+    Exists,
+    /// An item at the key whose attribute equals the value (e.g. an optimistic `version`).
+    Equals(&'static str, Value),
+}
+
+/// Which sort keys of a partition to read. Bounds are inclusive; keys compare as UTF-8 bytes,
+/// as DynamoDB compares them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SkRange {
+    All,
+    Prefix(String),
+    Between(String, String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Query {
+    pub pk: String,
+    pub range: SkRange,
+    /// At most this many items; None reads the whole range.
+    pub limit: Option<usize>,
+    /// Start after this sort key (a cursor from a previous page).
+    pub after: Option<String>,
+    pub descending: bool,
+}
+
+impl Query {
+    pub fn new(pk: impl Into<String>, range: SkRange) -> Self {
+        Self { pk: pk.into(), range, limit: None, after: None, descending: false }
+    }
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+    pub fn after(mut self, sk: Option<String>) -> Self {
+        self.after = sk;
+        self
+    }
+    pub fn descending(mut self) -> Self {
+        self.descending = true;
+        self
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    pub items: Vec<Item>,
+    /// Set when the limit cut the read short: pass it as `after` to continue.
+    pub last_sk: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum WriteOp {
+    Put { table: Table, item: Item, cond: Cond },
+    Delete { table: Table, pk: String, sk: String, cond: Cond },
+}
+
+/// Most operations in one [`Store::transact`] call (DynamoDB's TransactWriteItems limit).
+pub const MAX_TRANSACT_OPS: usize = 100;
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError>;
+    async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError>;
+    async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError>;
+    async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError>;
+    /// How many items of the partition fall in `range`.
+    async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError>;
+    /// All or nothing, at most [`MAX_TRANSACT_OPS`] operations on distinct keys.
+    async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError>;
+    /// Put each item unless its key already holds one; returns, per item, whether it was stored.
+    /// Not atomic across items; each item is.
+    async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError>;
+    /// Create any missing table.
+    async fn ensure_tables(&self) -> Result<(), StoreError>;
+}
+
+/// A typed record as an item at `pk`/`sk`.
+pub fn to_item<T: Serialize>(pk: &str, sk: &str, record: &T) -> Result<Item, StoreError> {
+    let mut item = match serde_json::to_value(record).map_err(|e| StoreError::Corrupt(e.to_string()))? {
+        Value::Object(m) => m,
+        _ => return Err(StoreError::Corrupt("record is not an object".into())),
+    };
+    item.insert("pk".into(), pk.into());
+    item.insert("sk".into(), sk.into());
+    Ok(item)
+}
+
+pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, StoreError> {
+    serde_json::from_value(Value::Object(item)).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+pub(crate) fn key_of(item: &Item) -> Result<(String, String), StoreError> {
+    let s = |k: &str| {
+        item.get(k)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| StoreError::Corrupt(format!("item without string {k}")))
+    };
+    Ok((s("pk")?, s("sk")?))
+}
+
+/// Whether `cond` holds for the item currently stored (`None` when absent).
+pub(crate) fn cond_holds(cond: &Cond, current: Option<&Item>) -> bool {
+    match (cond, current) {
+        (Cond::None, _) => true,
+        (Cond::NotExists, c) => c.is_none(),
+        (Cond::Exists, c) => c.is_some(),
+        (Cond::Equals(attr, v), Some(item)) => item.get(*attr).is_some_and(|cur| json_eq(cur, v)),
+        (Cond::Equals(..), None) => false,
+    }
+}
+
+/// Numbers compare by value (DynamoDB does; JSON `1` and `1.0` are the same number).
+fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
+}

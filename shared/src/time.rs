@@ -1,0 +1,170 @@
+//! Timestamps (`YYYY-MM-DDThh:mm:ss.mmm`, UTC unless a zone is asked for), date filters and zones.
+
+use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use chrono_tz::Tz;
+
+use crate::error::ApiError;
+
+/// The interface's timestamp format: ISO 8601, milliseconds, no zone designator.
+pub const TS_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.3f";
+
+/// Format a UTC instant in the interface's form, shifted into `tz` when one was requested.
+pub fn format_ts(t: DateTime<Utc>, tz: Option<Tz>) -> String {
+    match tz {
+        Some(tz) => t.with_timezone(&tz).format(TS_FORMAT).to_string(),
+        None => t.format(TS_FORMAT).to_string(),
+    }
+}
+
+/// Current time truncated to milliseconds, the precision we store and return.
+pub fn now() -> DateTime<Utc> {
+    truncate_ms(Utc::now())
+}
+
+pub fn truncate_ms(t: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t)
+}
+
+/// Parse a timestamp from input: RFC 3339 with a zone (`...Z`, `...+05:30`) or the interface's
+/// zone-less form, which is read as UTC. Years 1970..=9999 only.
+pub fn parse_ts(field: &str, s: &str) -> Result<DateTime<Utc>, ApiError> {
+    let s = s.trim();
+    let parsed = DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .ok()
+        .or_else(|| {
+            ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"]
+                .iter()
+                .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
+                .map(|n| n.and_utc())
+        })
+        .ok_or_else(|| {
+            ApiError::field(field, format!("'{s}' is not a timestamp (YYYY-MM-DDThh:mm:ss.mmm, UTC)"))
+        })?;
+    if parsed.timestamp() < 0 {
+        return Err(ApiError::field(field, "must be after 1970-01-01"));
+    }
+    Ok(truncate_ms(parsed))
+}
+
+/// `timezone_offset` is an IANA zone name such as `Asia/Kolkata`.
+pub fn parse_tz(s: Option<&str>) -> Result<Option<Tz>, ApiError> {
+    s.map(|name| {
+        name.parse::<Tz>().map_err(|_| {
+            ApiError::field("timezone_offset", format!("'{name}' is not a time zone name (e.g. Europe/Berlin)"))
+        })
+    })
+    .transpose()
+}
+
+/// A half-open interval of instants `[start, end)` chosen by `start_date` / `end_date`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DateRange {
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+}
+
+impl DateRange {
+    /// Rules of interface.md: `end_date` needs `start_date` and must be after it; `start_date`
+    /// alone is that one day. `end_date` is inclusive: the range runs to the end of that day. Days
+    /// are taken in `tz` when given, else UTC.
+    pub fn parse(start: Option<&str>, end: Option<&str>, tz: Option<Tz>) -> Result<Option<Self>, ApiError> {
+        let start = start.map(|s| parse_date("start_date", s)).transpose()?;
+        let end = end.map(|s| parse_date("end_date", s)).transpose()?;
+        let (start, last_day) = match (start, end) {
+            (None, None) => return Ok(None),
+            (None, Some(_)) => return Err(ApiError::field("end_date", "requires start_date")),
+            (Some(s), None) => (s, s),
+            (Some(s), Some(e)) if e <= s => {
+                return Err(ApiError::field("end_date", "must be after start_date"));
+            }
+            (Some(s), Some(e)) => (s, e),
+        };
+        let next = last_day.succ_opt().ok_or_else(|| ApiError::field("end_date", "is out of range"))?;
+        Ok(Some(Self { start: local_midnight(start, tz), end: local_midnight(next, tz) }))
+    }
+
+    pub fn contains(&self, t: DateTime<Utc>) -> bool {
+        self.start <= t && t < self.end
+    }
+}
+
+fn parse_date(field: &str, s: &str) -> Result<NaiveDate, ApiError> {
+    NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
+        .ok()
+        .filter(|d| d.and_hms_opt(0, 0, 0).is_some_and(|n| n.and_utc().timestamp() >= 0))
+        .ok_or_else(|| ApiError::field(field, format!("'{s}' is not a date YYYY-MM-DD from 1970 on")))
+}
+
+/// The instant a local day begins. Where a zone skips midnight (DST), the day begins at the first
+/// instant that exists.
+fn local_midnight(d: NaiveDate, tz: Option<Tz>) -> DateTime<Utc> {
+    let midnight = d.and_hms_opt(0, 0, 0).unwrap_or_default();
+    match tz {
+        None => midnight.and_utc(),
+        Some(tz) => (0..4)
+            .find_map(|h| tz.from_local_datetime(&(midnight + Duration::hours(h))).earliest())
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or_else(|| midnight.and_utc()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_alone_is_that_day_in_the_zone() {
+        let tz = parse_tz(Some("Asia/Kolkata")).unwrap();
+        let r = DateRange::parse(Some("2024-03-01"), None, tz).unwrap().unwrap();
+        assert_eq!(format_ts(r.start, None), "2024-02-29T18:30:00.000");
+        assert_eq!(format_ts(r.end, None), "2024-03-01T18:30:00.000");
+    }
+
+    #[test]
+    fn end_date_is_inclusive_and_must_follow_start() {
+        let r = DateRange::parse(Some("2024-03-01"), Some("2024-03-03"), None).unwrap().unwrap();
+        assert_eq!(format_ts(r.end, None), "2024-03-04T00:00:00.000");
+        assert!(DateRange::parse(Some("2024-03-01"), Some("2024-03-01"), None).is_err());
+        assert!(DateRange::parse(None, Some("2024-03-01"), None).is_err());
+        assert!(DateRange::parse(Some("2024-13-01"), None, None).is_err());
+    }
+
+    #[test]
+    fn timestamps_parse_with_or_without_zone() {
+        let a = parse_ts("t", "2024-01-02T03:04:05.678").unwrap();
+        let b = parse_ts("t", "2024-01-02T04:04:05.678+01:00").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(format_ts(a, None), "2024-01-02T03:04:05.678");
+        assert!(parse_ts("t", "yesterday").is_err());
+        assert!(parse_tz(Some("Mars/Olympus")).is_err());
+    }
+}
+
+/// A stored instant, written in the interface's form (UTC) and read from any accepted form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub DateTime<Utc>);
+
+impl Timestamp {
+    pub fn now() -> Self {
+        Self(now())
+    }
+    pub fn format(self, tz: Option<Tz>) -> String {
+        format_ts(self.0, tz)
+    }
+}
+
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_ts(self.0, None))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_ts("timestamp", &s).map(Timestamp).map_err(|e| {
+            serde::de::Error::custom(e.msg.trim_start_matches("timestamp: ").to_owned())
+        })
+    }
+}
