@@ -1,1 +1,9 @@
+//! The API suite: one binary, each test isolated in its own project, each run on both backends.
 
+mod helpers;
+
+mod auth;
+mod errors;
+mod groups;
+mod locations;
+mod users;

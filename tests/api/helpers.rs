@@ -1,0 +1,156 @@
+//! Test helpers: a fresh project on the chosen backend, and requests through the router without
+//! sockets. Every test runs twice, on the embedded store and on DynamoDB Local (see [`both!`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use shared::AppState;
+use shared::domain::projects::{self, ChosenKeys, IssuedProject};
+use shared::store::{DynamoStore, EmbeddedStore, Store, TableNames};
+use tower::ServiceExt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Embedded,
+    DynamoDb,
+}
+
+/// Table-name prefix of this test process on DynamoDB Local, so runs never share tables.
+fn dynamo_prefix() -> String {
+    std::env::var("WAYMARK_TEST_TABLE_PREFIX").unwrap_or_else(|_| format!("test-{}-", std::process::id()))
+}
+
+static TABLES_READY: AtomicBool = AtomicBool::new(false);
+
+/// A store of the backend. DynamoDB Local must be running (scripts/test.sh starts it and sets
+/// `AWS_ENDPOINT_URL_DYNAMODB`); without it the DynamoDB half of the suite fails, on purpose.
+pub async fn store(backend: Backend) -> AppState {
+    match backend {
+        Backend::Embedded => AppState::new(EmbeddedStore::memory().expect("in-memory store")),
+        Backend::DynamoDb => {
+            assert!(
+                std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_some(),
+                "AWS_ENDPOINT_URL_DYNAMODB is not set: run the tests with scripts/test.sh, which starts DynamoDB Local"
+            );
+            let store = DynamoStore::from_env(TableNames::with_prefix(&dynamo_prefix())).await;
+            if !TABLES_READY.load(Ordering::Acquire) {
+                store.ensure_tables().await.expect("creating tables in DynamoDB Local");
+                TABLES_READY.store(true, Ordering::Release);
+            }
+            AppState::new(store)
+        }
+    }
+}
+
+/// Which credential a request carries.
+#[derive(Debug, Clone, Copy)]
+pub enum Key<'a> {
+    Secret,
+    Publishable,
+    Bearer,
+    None,
+    Raw(&'a str),
+}
+
+pub struct TestApp {
+    pub backend: Backend,
+    pub state: AppState,
+    pub router: Router,
+    pub project: IssuedProject,
+}
+
+impl TestApp {
+    pub async fn new(backend: Backend) -> Self {
+        let state = store(backend).await;
+        let project =
+            projects::create(state.store.as_ref(), "test", &ChosenKeys::default()).await.expect("project created");
+        let router = local::app(state.clone());
+        Self { backend, state, router, project }
+    }
+
+    /// A second project on the same store (isolation tests).
+    pub async fn other_project(&self) -> IssuedProject {
+        projects::create(self.state.store.as_ref(), "other", &ChosenKeys::default()).await.expect("project created")
+    }
+
+    pub async fn send(&self, req: Request<Body>) -> (StatusCode, Value) {
+        let res = self.router.clone().oneshot(req).await.expect("router is infallible");
+        let status = res.status();
+        let bytes = res.into_body().collect().await.expect("body").to_bytes();
+        let body = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| panic!("non-JSON body ({status}): {}", String::from_utf8_lossy(&bytes)));
+        (status, body)
+    }
+
+    pub async fn call(&self, method: &str, uri: &str, key: Key<'_>, body: Option<&Value>) -> (StatusCode, Value) {
+        let mut req = Request::builder().method(method).uri(uri);
+        match key {
+            Key::Secret => req = req.header("Api-Key", &self.project.api_key),
+            Key::Publishable => req = req.header("Api-Key", &self.project.publishable_key),
+            Key::Bearer => req = req.header("Authorization", format!("Bearer {}", self.project.access_token)),
+            Key::Raw(k) => req = req.header("api-key", k),
+            Key::None => {}
+        }
+        let body = match body {
+            Some(b) => {
+                req = req.header("Content-Type", "application/json");
+                Body::from(serde_json::to_vec(b).expect("json"))
+            }
+            None => Body::empty(),
+        };
+        self.send(req.body(body).expect("request")).await
+    }
+
+    pub async fn get(&self, uri: &str) -> (StatusCode, Value) {
+        self.call("GET", uri, Key::Secret, None).await
+    }
+    pub async fn post(&self, uri: &str, body: &Value) -> (StatusCode, Value) {
+        self.call("POST", uri, Key::Secret, Some(body)).await
+    }
+
+    /// Create a user and return its id.
+    pub async fn create_user(&self, metadata: Value) -> String {
+        let (status, body) =
+            self.post("/v1/api/user/", &serde_json::json!({"app_type": 1, "device_token": "t", "metadata": metadata})).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["data"]["user_id"].as_str().expect("user_id").to_owned()
+    }
+}
+
+/// Assert a v1/v3 error envelope with this status whose message names `field`.
+#[track_caller]
+pub fn assert_error(status: StatusCode, body: &Value, expected: StatusCode, field: &str) {
+    assert_eq!(status, expected, "{body}");
+    assert_eq!(body["status"], false, "{body}");
+    assert_eq!(body["code"], expected.as_u16(), "{body}");
+    assert!(body["data"].is_null(), "{body}");
+    let msg = body["msg"].as_str().unwrap_or_default();
+    assert!(msg.contains(field), "message should name '{field}': {msg}");
+}
+
+/// Run a test body against both backends: `both!(name, |app| async move { ... });`.
+#[macro_export]
+macro_rules! both {
+    ($name:ident, |$app:ident| $body:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[tokio::test]
+            async fn embedded() {
+                let $app = $crate::helpers::TestApp::new($crate::helpers::Backend::Embedded).await;
+                $body.await
+            }
+
+            #[tokio::test]
+            async fn dynamodb() {
+                let $app = $crate::helpers::TestApp::new($crate::helpers::Backend::DynamoDb).await;
+                $body.await
+            }
+        }
+    };
+}
