@@ -47,7 +47,12 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 ApiError::bad_request(format!("body: could not be read ({})", r.body_text()))
             }
         })?;
-        parse_json(&bytes).map(ApiJson)
+        // serde would read a JSON array positionally into a struct; every body here is an object.
+        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'{') => parse_json(&bytes).map(ApiJson),
+            None => Err(ApiError::bad_request("body: is empty; a JSON object is required")),
+            Some(_) => Err(ApiError::bad_request("body: must be a JSON object")),
+        }
     }
 }
 

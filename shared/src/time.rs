@@ -38,9 +38,7 @@ pub fn parse_ts(field: &str, s: &str) -> Result<DateTime<Utc>, ApiError> {
                 .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
                 .map(|n| n.and_utc())
         })
-        .ok_or_else(|| {
-            ApiError::field(field, format!("'{s}' is not a timestamp (YYYY-MM-DDThh:mm:ss.mmm, UTC)"))
-        })?;
+        .ok_or_else(|| ApiError::field(field, format!("'{s}' is not a timestamp (YYYY-MM-DDThh:mm:ss.mmm, UTC)")))?;
     if parsed.timestamp() < 0 {
         return Err(ApiError::field(field, "must be after 1970-01-01"));
     }
@@ -163,8 +161,8 @@ impl serde::Serialize for Timestamp {
 impl<'de> serde::Deserialize<'de> for Timestamp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        parse_ts("timestamp", &s).map(Timestamp).map_err(|e| {
-            serde::de::Error::custom(e.msg.trim_start_matches("timestamp: ").to_owned())
-        })
+        parse_ts("timestamp", &s)
+            .map(Timestamp)
+            .map_err(|e| serde::de::Error::custom(e.msg.trim_start_matches("timestamp: ").to_owned()))
     }
 }

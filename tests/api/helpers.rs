@@ -51,13 +51,11 @@ pub async fn store(backend: Backend) -> AppState {
 pub enum Key<'a> {
     Secret,
     Publishable,
-    Bearer,
     None,
     Raw(&'a str),
 }
 
 pub struct TestApp {
-    pub backend: Backend,
     pub state: AppState,
     pub router: Router,
     pub project: IssuedProject,
@@ -69,7 +67,7 @@ impl TestApp {
         let project =
             projects::create(state.store.as_ref(), "test", &ChosenKeys::default()).await.expect("project created");
         let router = local::app(state.clone());
-        Self { backend, state, router, project }
+        Self { state, router, project }
     }
 
     /// A second project on the same store (isolation tests).
@@ -91,7 +89,6 @@ impl TestApp {
         match key {
             Key::Secret => req = req.header("Api-Key", &self.project.api_key),
             Key::Publishable => req = req.header("Api-Key", &self.project.publishable_key),
-            Key::Bearer => req = req.header("Authorization", format!("Bearer {}", self.project.access_token)),
             Key::Raw(k) => req = req.header("api-key", k),
             Key::None => {}
         }
@@ -114,8 +111,9 @@ impl TestApp {
 
     /// Create a user and return its id.
     pub async fn create_user(&self, metadata: Value) -> String {
-        let (status, body) =
-            self.post("/v1/api/user/", &serde_json::json!({"app_type": 1, "device_token": "t", "metadata": metadata})).await;
+        let (status, body) = self
+            .post("/v1/api/user/", &serde_json::json!({"app_type": 1, "device_token": "t", "metadata": metadata}))
+            .await;
         assert_eq!(status, StatusCode::OK, "{body}");
         body["data"]["user_id"].as_str().expect("user_id").to_owned()
     }

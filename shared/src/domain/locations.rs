@@ -211,7 +211,12 @@ pub fn location_json(l: &Location, tz: Option<Tz>) -> Value {
     let mut v = serde_json::to_value(l).unwrap_or_else(|_| json!({}));
     if let Value::Object(m) = &mut v {
         m.insert("coordinates".into(), json!(GeoPoint::from(l.coordinates)));
-        for (k, t) in [("recorded_at", Some(l.recorded_at)), ("created_at", l.created_at), ("started_at", l.started_at), ("ended_at", l.ended_at)] {
+        for (k, t) in [
+            ("recorded_at", Some(l.recorded_at)),
+            ("created_at", l.created_at),
+            ("started_at", l.started_at),
+            ("ended_at", l.ended_at),
+        ] {
             if let Some(t) = t {
                 m.insert(k.into(), t.format(tz).into());
             }

@@ -77,7 +77,11 @@ pub async fn create(store: &dyn Store, name: &str, keys: &ChosenKeys) -> Result<
     };
     let as_kind = |kind| Project { project_id: issued.project_id.clone(), account_id: issued.account_id.clone(), kind };
     let ops = vec![
-        WriteOp::Put { table: Table::Main, item: to_item(&project_pk(&record.id), "PROJECT", &record)?, cond: Cond::NotExists },
+        WriteOp::Put {
+            table: Table::Main,
+            item: to_item(&project_pk(&record.id), "PROJECT", &record)?,
+            cond: Cond::NotExists,
+        },
         key_op(&as_kind(KeyKind::Secret), &issued.api_key)?,
         key_op(&as_kind(KeyKind::Publishable), &issued.publishable_key)?,
         key_op(&as_kind(KeyKind::Access), &issued.access_token)?,
@@ -97,7 +101,10 @@ async fn register_key(store: &dyn Store, project: &Project, secret: &str) -> Res
             let current = store.get(Table::Main, &key_pk(&hash_secret(secret)), KEY_SK).await?;
             match current.map(from_item::<Project>).transpose()? {
                 Some(p) if p == *project => Ok(()),
-                _ => Err(ApiError::conflict(format!("the {:?} key given is already used by another project", project.kind))),
+                _ => Err(ApiError::conflict(format!(
+                    "the {:?} key given is already used by another project",
+                    project.kind
+                ))),
             }
         }
         Err(e) => Err(e.into()),

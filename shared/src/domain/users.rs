@@ -116,7 +116,10 @@ fn text(field: &str, v: Option<String>) -> Result<Option<String>, ApiError> {
 
 fn device_token(v: String) -> Result<String, ApiError> {
     if v.trim().is_empty() {
-        return Err(ApiError::field("device_token", "must not be empty (a placeholder is fine until the device has one)"));
+        return Err(ApiError::field(
+            "device_token",
+            "must not be empty (a placeholder is fine until the device has one)",
+        ));
     }
     Ok(text("device_token", Some(v))?.unwrap_or_default())
 }
@@ -169,7 +172,9 @@ pub async fn get(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option
 
 pub async fn require(store: &dyn Store, p: &Project, field: &str, user_id: &str) -> Result<User, ApiError> {
     check_user_id(field, user_id)?;
-    get(store, p, user_id).await?.ok_or_else(|| ApiError::not_found(format!("{field}: no user '{user_id}' in this project")))
+    get(store, p, user_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("{field}: no user '{user_id}' in this project")))
 }
 
 /// Write `user` if nobody changed it since it was read (version check), bumping its version.
@@ -275,7 +280,11 @@ pub async fn delete(store: &dyn Store, p: &Project, user_id: &str) -> Result<Use
                 sk: user.id.clone(),
                 cond: Cond::Equals("version", expected.into()),
             },
-            WriteOp::Put { table: Table::Main, item: to_item(&deleted_pk(&p.project_id), &user.id, &user)?, cond: Cond::None },
+            WriteOp::Put {
+                table: Table::Main,
+                item: to_item(&deleted_pk(&p.project_id), &user.id, &user)?,
+                cond: Cond::None,
+            },
         ];
         match store.transact(ops).await {
             Ok(()) => return Ok(user),

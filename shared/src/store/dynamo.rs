@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::client::Waiters;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, Delete, KeySchemaElement, KeyType, Put, ScalarAttributeType,
     Select, TransactWriteItem,
@@ -48,7 +48,11 @@ impl DynamoStore {
         let local = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").is_ok();
         if local && std::env::var("AWS_ACCESS_KEY_ID").is_err() && std::env::var("AWS_PROFILE").is_err() {
             loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                "local", "local", None, None, "waymark-local",
+                "local",
+                "local",
+                None,
+                None,
+                "waymark-local",
             ));
         }
         if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
@@ -86,7 +90,8 @@ fn cond_expr(cond: &Cond) -> Result<CondExpr, StoreError> {
         Cond::NotExists => (Some(format!("attribute_not_exists({PARTITION_KEY})")), None, None),
         Cond::Exists => (Some(format!("attribute_exists({PARTITION_KEY})")), None, None),
         Cond::Equals(attr, v) => {
-            let v: AttributeValue = serde_dynamo::to_attribute_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let v: AttributeValue =
+                serde_dynamo::to_attribute_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             (
                 Some("#c = :c".into()),
                 Some(HashMap::from([("#c".to_owned(), (*attr).to_owned())])),

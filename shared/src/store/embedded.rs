@@ -45,9 +45,7 @@ impl EmbeddedStore {
 
     /// A store that lives only as long as this value (tests, `waymark serve --memory`).
     pub fn memory() -> Result<Self, StoreError> {
-        let db = Database::builder()
-            .create_with_backend(redb::backends::InMemoryBackend::new())
-            .map_err(backend)?;
+        let db = Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).map_err(backend)?;
         Self::init(db)
     }
 
@@ -159,9 +157,8 @@ impl Store for EmbeddedStore {
             let txn = db.begin_read().map_err(backend)?;
             let t = txn.open_table(redb_table(table)).map_err(backend)?;
             let (lo, hi) = apply_cursor(&q, bounds(&q.pk, &q.range));
-            let range = t
-                .range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str)))
-                .map_err(backend)?;
+            let range =
+                t.range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str))).map_err(backend)?;
             let mut items = Vec::new();
             let limit = q.limit.unwrap_or(usize::MAX);
             let mut more = false;
@@ -198,9 +195,8 @@ impl Store for EmbeddedStore {
         self.run(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let t = txn.open_table(redb_table(table)).map_err(backend)?;
-            let r = t
-                .range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str)))
-                .map_err(backend)?;
+            let r =
+                t.range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str))).map_err(backend)?;
             Ok(r.count())
         })
         .await
