@@ -112,9 +112,8 @@ async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Project { command: ProjectCommand::Create { name, store } } => {
             let state = store.open().await?;
-            let issued = projects::create(state.store.as_ref(), &name, &ChosenKeys::default())
-                .await
-                .map_err(|e| e.msg)?;
+            let issued =
+                projects::create(state.store.as_ref(), &name, &ChosenKeys::default()).await.map_err(|e| e.msg)?;
             println!("{}", serde_json::to_string_pretty(&issued).map_err(|e| e.to_string())?);
             Ok(())
         }
@@ -128,13 +127,16 @@ async fn serve(port: u16, args: StoreArgs) -> Result<(), String> {
     if let Some(d) = &dir {
         std::fs::create_dir_all(d).map_err(|e| format!("creating {}: {e}", d.display()))?;
     }
-    let default = projects::ensure_default(state.store.as_ref(), dir.as_deref(), &env_keys())
-        .await
-        .map_err(|e| e.msg)?;
+    let default =
+        projects::ensure_default(state.store.as_ref(), dir.as_deref(), &env_keys()).await.map_err(|e| e.msg)?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("binding {addr}: {e}"))?;
     println!("Waymark listening on http://{addr}");
-    println!("Default project (also in {}):", dir.map(|d| d.join(projects::DEFAULT_PROJECT_FILE).display().to_string()).unwrap_or_else(|| "memory only".into()));
+    println!(
+        "Default project (also in {}):",
+        dir.map(|d| d.join(projects::DEFAULT_PROJECT_FILE).display().to_string())
+            .unwrap_or_else(|| "memory only".into())
+    );
     println!("{}", serde_json::to_string_pretty(&default).map_err(|e| e.to_string())?);
     axum::serve(listener, crate::app(state))
         .with_graceful_shutdown(async {
