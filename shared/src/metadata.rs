@@ -45,8 +45,9 @@ impl MetadataFilter {
         let Some(m) = metadata else { return self.0.is_empty() };
         self.0.iter().all(|(k, v)| match m.get(k) {
             Some(Value::String(s)) => s == v,
-            Some(Value::Null) | None => false,
-            Some(other) => other.to_string() == *v,
+            Some(Value::Number(n)) => v.parse::<f64>().ok() == n.as_f64(),
+            Some(Value::Bool(b)) => v.parse::<bool>().ok() == Some(*b),
+            Some(_) | None => false,
         })
     }
 }

@@ -48,26 +48,6 @@ impl PageInfo {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn twenty_five_entries_make_three_pages() {
-        let info = |p| PageInfo::new(PageNumber(p), 25);
-        assert_eq!(info(1), PageInfo { next_page: Some(2), pages: 3, prev_page: None });
-        assert_eq!(info(3), PageInfo { next_page: None, pages: 3, prev_page: Some(2) });
-        assert_eq!(info(4), PageInfo { next_page: None, pages: 3, prev_page: Some(3) });
-        assert_eq!(PageInfo::new(PageNumber(1), 0), PageInfo { next_page: None, pages: 0, prev_page: None });
-    }
-
-    #[test]
-    fn page_number_must_be_positive() {
-        assert!(PageNumber::parse(Some("0")).is_err());
-        assert!(PageNumber::parse(Some("x")).is_err());
-        assert_eq!(PageNumber::parse(Some("3")).unwrap().offset(), 20);
-    }
-}
 
 /// One page of a partition's sort-key range, with its paging fields. Without a filter the total
 /// comes from a count and only the items up to this page are read; with a filter (metadata,
@@ -106,5 +86,26 @@ pub async fn list_page<T: serde::de::DeserializeOwned>(
             let info = PageInfo::new(page, all.len());
             Ok((all.into_iter().skip(page.offset()).take(PAGE_SIZE).collect(), info))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn twenty_five_entries_make_three_pages() {
+        let info = |p| PageInfo::new(PageNumber(p), 25);
+        assert_eq!(info(1), PageInfo { next_page: Some(2), pages: 3, prev_page: None });
+        assert_eq!(info(3), PageInfo { next_page: None, pages: 3, prev_page: Some(2) });
+        assert_eq!(info(4), PageInfo { next_page: None, pages: 3, prev_page: Some(3) });
+        assert_eq!(PageInfo::new(PageNumber(1), 0), PageInfo { next_page: None, pages: 0, prev_page: None });
+    }
+
+    #[test]
+    fn page_number_must_be_positive() {
+        assert!(PageNumber::parse(Some("0")).is_err());
+        assert!(PageNumber::parse(Some("x")).is_err());
+        assert_eq!(PageNumber::parse(Some("3")).unwrap().offset(), 20);
     }
 }

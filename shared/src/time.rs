@@ -107,6 +107,35 @@ fn local_midnight(d: NaiveDate, tz: Option<Tz>) -> DateTime<Utc> {
     }
 }
 
+
+/// A stored instant, written in the interface's form (UTC) and read from any accepted form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub DateTime<Utc>);
+
+impl Timestamp {
+    pub fn now() -> Self {
+        Self(now())
+    }
+    pub fn format(self, tz: Option<Tz>) -> String {
+        format_ts(self.0, tz)
+    }
+}
+
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_ts(self.0, None))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_ts("timestamp", &s)
+            .map(Timestamp)
+            .map_err(|e| serde::de::Error::custom(e.msg.trim_start_matches("timestamp: ").to_owned()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,33 +165,5 @@ mod tests {
         assert_eq!(format_ts(a, None), "2024-01-02T03:04:05.678");
         assert!(parse_ts("t", "yesterday").is_err());
         assert!(parse_tz(Some("Mars/Olympus")).is_err());
-    }
-}
-
-/// A stored instant, written in the interface's form (UTC) and read from any accepted form.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Timestamp(pub DateTime<Utc>);
-
-impl Timestamp {
-    pub fn now() -> Self {
-        Self(now())
-    }
-    pub fn format(self, tz: Option<Tz>) -> String {
-        format_ts(self.0, tz)
-    }
-}
-
-impl serde::Serialize for Timestamp {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format_ts(self.0, None))
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Timestamp {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        parse_ts("timestamp", &s)
-            .map(Timestamp)
-            .map_err(|e| serde::de::Error::custom(e.msg.trim_start_matches("timestamp: ").to_owned()))
     }
 }
