@@ -172,7 +172,16 @@ pub async fn ensure_default(
     };
     if let Some(f) = file {
         let json = serde_json::to_vec_pretty(&issued).map_err(ApiError::internal)?;
-        std::fs::write(&f, json).map_err(|e| ApiError::internal(format!("writing {}: {e}", f.display())))?;
+        write_private(&f, &json).map_err(|e| ApiError::internal(format!("writing {}: {e}", f.display())))?;
     }
     Ok(issued)
+}
+
+/// Write a file only its owner can read: it holds keys in clear.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(bytes)
 }
