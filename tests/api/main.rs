@@ -6,4 +6,5 @@ mod auth;
 mod errors;
 mod groups;
 mod locations;
+mod store;
 mod users;

@@ -1,0 +1,79 @@
+//! The storage trait itself, held to one behaviour on both backends.
+
+use serde_json::json;
+use shared::store::{Cond, Item, Query, SkRange, StoreError, Table, WriteOp};
+
+use crate::both;
+
+fn item(pk: &str, sk: &str, v: i64) -> Item {
+    json!({"pk": pk, "sk": sk, "v": v, "nested": {"a": [1, "x", null]}}).as_object().unwrap().clone()
+}
+
+fn sks(items: &[Item]) -> Vec<&str> {
+    items.iter().map(|i| i["sk"].as_str().unwrap()).collect()
+}
+
+both!(query_ranges_cursors_and_order, |app| async move {
+    let s = app.state.store.as_ref();
+    let pk = format!("{}#T", app.project.project_id);
+    for sk in ["a1", "a2", "a3", "b1", "b2"] {
+        s.put(Table::Main, item(&pk, sk, 1), Cond::None).await.unwrap();
+    }
+    s.put(Table::Main, item(&format!("{pk}x"), "a1", 1), Cond::None).await.unwrap();
+    let q = |r| Query::new(&pk, r);
+    assert_eq!(sks(&s.query(Table::Main, &q(SkRange::All)).await.unwrap().items), ["a1", "a2", "a3", "b1", "b2"]);
+    assert_eq!(sks(&s.query(Table::Main, &q(SkRange::Prefix("a".into()))).await.unwrap().items), ["a1", "a2", "a3"]);
+    let between = SkRange::Between("a2".into(), "b1".into());
+    assert_eq!(sks(&s.query(Table::Main, &q(between.clone())).await.unwrap().items), ["a2", "a3", "b1"]);
+    assert_eq!(s.count(Table::Main, &pk, &between).await.unwrap(), 3);
+    assert_eq!(s.count(Table::Main, &pk, &SkRange::All).await.unwrap(), 5);
+    let desc = s.query(Table::Main, &q(SkRange::All).descending().limit(2)).await.unwrap();
+    assert_eq!(sks(&desc.items), ["b2", "b1"]);
+    let rest = s.query(Table::Main, &q(SkRange::All).descending().after(desc.last_sk.clone())).await.unwrap();
+    assert_eq!(sks(&rest.items), ["a3", "a2", "a1"]);
+    let first = s.query(Table::Main, &q(SkRange::All).limit(3)).await.unwrap();
+    assert_eq!(first.last_sk.as_deref(), Some("a3"));
+    let next = s.query(Table::Main, &q(SkRange::All).after(first.last_sk)).await.unwrap();
+    assert_eq!(sks(&next.items), ["b1", "b2"]);
+    assert_eq!(next.last_sk, None);
+    // Items come back as stored.
+    assert_eq!(s.get(Table::Main, &pk, "a1").await.unwrap().unwrap(), item(&pk, "a1", 1));
+});
+
+both!(conditions_hold_or_nothing_changes, |app| async move {
+    let s = app.state.store.as_ref();
+    let pk = format!("{}#C", app.project.project_id);
+    s.put(Table::Main, item(&pk, "x", 1), Cond::NotExists).await.unwrap();
+    assert!(matches!(s.put(Table::Main, item(&pk, "x", 2), Cond::NotExists).await, Err(StoreError::ConditionFailed)));
+    assert!(matches!(s.put(Table::Main, item(&pk, "y", 2), Cond::Exists).await, Err(StoreError::ConditionFailed)));
+    assert!(matches!(
+        s.put(Table::Main, item(&pk, "x", 2), Cond::Equals("v", json!(7))).await,
+        Err(StoreError::ConditionFailed)
+    ));
+    s.put(Table::Main, item(&pk, "x", 2), Cond::Equals("v", json!(1))).await.unwrap();
+    assert_eq!(s.get(Table::Main, &pk, "x").await.unwrap().unwrap()["v"], 2);
+
+    // A transaction with one failing condition writes nothing.
+    let ops = vec![
+        WriteOp::Put { table: Table::Main, item: item(&pk, "t1", 1), cond: Cond::None },
+        WriteOp::Delete { table: Table::Main, pk: pk.clone(), sk: "x".into(), cond: Cond::Equals("v", json!(99)) },
+    ];
+    assert!(matches!(s.transact(ops).await, Err(StoreError::ConditionFailed)));
+    assert!(s.get(Table::Main, &pk, "t1").await.unwrap().is_none());
+    assert!(s.get(Table::Main, &pk, "x").await.unwrap().is_some());
+    let ops = vec![
+        WriteOp::Put { table: Table::Locations, item: item(&pk, "t1", 1), cond: Cond::NotExists },
+        WriteOp::Delete { table: Table::Main, pk: pk.clone(), sk: "x".into(), cond: Cond::Equals("v", json!(2)) },
+    ];
+    s.transact(ops).await.unwrap();
+    assert!(s.get(Table::Locations, &pk, "t1").await.unwrap().is_some());
+    assert!(s.get(Table::Main, &pk, "x").await.unwrap().is_none());
+    assert!(s.get(Table::Main, &pk, "t1").await.unwrap().is_none(), "tables are separate");
+
+    let stored =
+        s.put_new(Table::Locations, vec![item(&pk, "n1", 1), item(&pk, "t1", 5), item(&pk, "n2", 1)]).await.unwrap();
+    assert_eq!(stored, [true, false, true]);
+    assert_eq!(s.get(Table::Locations, &pk, "t1").await.unwrap().unwrap()["v"], 1, "existing item untouched");
+    s.delete(Table::Locations, &pk, "n1", Cond::Exists).await.unwrap();
+    assert!(matches!(s.delete(Table::Locations, &pk, "n1", Cond::Exists).await, Err(StoreError::ConditionFailed)));
+});
