@@ -6,6 +6,17 @@ use serde_json::{Value, json};
 use crate::both;
 use crate::helpers::{Key, assert_error};
 
+/// The per-user event switches, all false at creation.
+const EVENT_FLAGS: [&str; 7] = [
+    "geofence_events",
+    "motion_events",
+    "location_events",
+    "trips_events",
+    "nearby_events",
+    "location_listener",
+    "event_listener",
+];
+
 const USER_FIELDS: [&str; 24] = [
     "id",
     "app_id",
@@ -213,16 +224,7 @@ both!(update_changes_only_given_fields_and_delete_hides_user, |app| async move {
 
 both!(concurrent_updates_lose_nothing, |app| async move {
     let id = app.create_user(json!({})).await;
-    let flags = [
-        "geofence_events",
-        "motion_events",
-        "location_events",
-        "trips_events",
-        "nearby_events",
-        "location_listener",
-        "event_listener",
-    ];
-    let calls = flags.iter().map(|f| {
+    let calls = EVENT_FLAGS.iter().map(|f| {
         let body = json!({"user_id": id, *f: true});
         let app = &app;
         async move { app.call("PUT", "/v1/api/user", Key::Secret, Some(&body)).await }
@@ -231,7 +233,7 @@ both!(concurrent_updates_lose_nothing, |app| async move {
         assert_eq!(status, StatusCode::OK, "{res}");
     }
     let (_, res) = app.get(&format!("/v1/api/user/?user_id={id}")).await;
-    for f in flags {
+    for f in EVENT_FLAGS {
         assert_eq!(res["data"]["users"][0][f], true, "{f} lost");
     }
 });
