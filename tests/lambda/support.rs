@@ -1,0 +1,309 @@
+//! What the Lambda tests share: template.yaml as JSON, the functions it must describe, the events
+//! in `events/`, and a store that records which DynamoDB actions a request needs.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Body;
+use axum::http::StatusCode;
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use shared::AppState;
+use shared::store::{Item, Page, Query, SkRange, Store, StoreError, Table, WriteOp};
+use tower::ServiceExt;
+
+/// A Lambda function of template.yaml and the crate whose router it runs.
+pub struct Function {
+    /// Logical id in template.yaml.
+    pub id: &'static str,
+    /// The binary `sam build` packages (cargo-lambda `Binary`).
+    pub binary: &'static str,
+    /// Events in `events/` whose name starts with this belong to the function.
+    pub event_prefix: &'static str,
+    /// (method, path with trailing slash) the crate declares.
+    pub routes: &'static [(&'static str, &'static str)],
+    pub router: fn() -> Router<AppState>,
+}
+
+pub const FUNCTIONS: &[Function] = &[
+    Function {
+        id: "UsersFunction",
+        binary: "users",
+        event_prefix: "users-",
+        routes: users::ROUTES,
+        router: users::router,
+    },
+    Function {
+        id: "LocationsFunction",
+        binary: "locations",
+        event_prefix: "locations-",
+        routes: locations::ROUTES,
+        router: locations::router,
+    },
+    Function {
+        id: "GroupsFunction",
+        binary: "groups",
+        event_prefix: "groups-",
+        routes: groups::ROUTES,
+        router: groups::router,
+    },
+];
+
+/// The function an event file (`users-create`) belongs to.
+pub fn function_of_event(name: &str) -> &'static Function {
+    FUNCTIONS
+        .iter()
+        .find(|f| name.starts_with(f.event_prefix))
+        .unwrap_or_else(|| panic!("events/{name}.json: name does not start with a function's prefix"))
+}
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+/// A route as the HTTP API and the router see it: (METHOD, path).
+pub type Route = (String, String);
+
+/// Both spellings of each declared route: with and without the trailing slash.
+pub fn with_bare_paths(routes: &[(&str, &str)]) -> BTreeSet<Route> {
+    routes
+        .iter()
+        .flat_map(|(m, p)| [(m.to_string(), p.to_string()), (m.to_string(), p.trim_end_matches('/').to_string())])
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// template.yaml
+
+/// template.yaml as JSON, with short-form intrinsics (`!Ref X`, `!GetAtt A.B`, `!Sub s`) rewritten
+/// to their long form (`{"Ref": X}`, `{"Fn::GetAtt": [A, B]}`, `{"Fn::Sub": s}`), so checks need
+/// not care which form the template uses.
+pub fn template() -> Value {
+    let path = workspace_root().join("template.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let yaml: serde_yaml::Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("template.yaml: {e}"));
+    yaml_to_json(yaml)
+}
+
+fn yaml_to_json(v: serde_yaml::Value) -> Value {
+    use serde_yaml::Value as Y;
+    match v {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => serde_json::to_value(&n).expect("number"),
+        Y::String(s) => Value::String(s),
+        Y::Sequence(s) => Value::Array(s.into_iter().map(yaml_to_json).collect()),
+        Y::Mapping(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    let k = k.as_str().unwrap_or_else(|| panic!("template.yaml: non-string key {k:?}")).to_owned();
+                    (k, yaml_to_json(v))
+                })
+                .collect(),
+        ),
+        Y::Tagged(t) => {
+            let name = t.tag.to_string();
+            let name = name.trim_start_matches('!');
+            let inner = yaml_to_json(t.value);
+            let inner = match (name, inner) {
+                ("GetAtt", Value::String(s)) => {
+                    let (res, attr) = s.split_once('.').unwrap_or_else(|| panic!("!GetAtt {s}: no attribute"));
+                    json!([res, attr])
+                }
+                (_, v) => v,
+            };
+            let key = if name == "Ref" || name == "Condition" { name.to_owned() } else { format!("Fn::{name}") };
+            json!({ key: inner })
+        }
+    }
+}
+
+/// Logical ids and bodies of the template's resources of `kind`.
+pub fn resources_of<'a>(t: &'a Value, kind: &str) -> Vec<(&'a str, &'a Value)> {
+    t["Resources"]
+        .as_object()
+        .expect("template.yaml has Resources")
+        .iter()
+        .filter(|(_, r)| r["Type"] == kind)
+        .map(|(id, r)| (id.as_str(), r))
+        .collect()
+}
+
+pub fn resource<'a>(t: &'a Value, id: &str) -> &'a Value {
+    let r = &t["Resources"][id];
+    assert!(r.is_object(), "template.yaml has no resource {id}");
+    r
+}
+
+/// The HTTP API routes of a function: (METHOD, path) of its `HttpApi` events.
+pub fn template_routes(t: &Value, function_id: &str) -> BTreeSet<Route> {
+    let events = resource(t, function_id)["Properties"]["Events"].as_object().cloned().unwrap_or_default();
+    events
+        .iter()
+        .map(|(name, e)| {
+            assert_eq!(e["Type"], "HttpApi", "{function_id}.Events.{name}: only HttpApi events are expected");
+            let p = &e["Properties"];
+            assert_eq!(
+                p["ApiId"],
+                json!({"Ref": "HttpApi"}),
+                "{function_id}.Events.{name}: ApiId must be !Ref HttpApi"
+            );
+            let method = p["Method"].as_str().unwrap_or_else(|| panic!("{function_id}.Events.{name}: Method"));
+            let path = p["Path"].as_str().unwrap_or_else(|| panic!("{function_id}.Events.{name}: Path"));
+            (method.to_uppercase(), path.to_owned())
+        })
+        .collect()
+}
+
+/// A DynamoDB permission: (table logical id, action such as `dynamodb:GetItem`).
+pub type Permission = (String, String);
+
+/// What a function's `Policies` allow on the template's tables. Only explicit policy documents
+/// are understood (SAM policy templates such as DynamoDBCrudPolicy grant far more than we use).
+pub fn allowed(t: &Value, function_id: &str) -> BTreeSet<Permission> {
+    let mut out = BTreeSet::new();
+    let policies = resource(t, function_id)["Properties"]["Policies"].as_array().cloned().unwrap_or_default();
+    for (i, policy) in policies.iter().enumerate() {
+        let statements = policy["Statement"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{function_id}.Policies[{i}]: expected a policy document with Statement"));
+        for s in statements {
+            assert_eq!(s["Effect"], "Allow", "{function_id}: only Allow statements are expected: {s}");
+            let actions = one_or_many(&s["Action"]);
+            for r in one_or_many(&s["Resource"]) {
+                let table = match &r["Fn::GetAtt"] {
+                    Value::Array(a) if a.len() == 2 && a[1] == "Arn" => a[0].as_str().expect("GetAtt target"),
+                    _ => panic!("{function_id}: Resource {r} is not !GetAtt <Table>.Arn"),
+                };
+                for a in &actions {
+                    let a = a.as_str().unwrap_or_else(|| panic!("{function_id}: Action {a}"));
+                    out.insert((table.to_owned(), a.to_owned()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn one_or_many(v: &Value) -> Vec<Value> {
+    match v {
+        Value::Array(a) => a.clone(),
+        Value::Null => Vec::new(),
+        other => vec![other.clone()],
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routers
+
+/// Send one request through a finished router; the body must be JSON.
+pub async fn send<B>(router: &Router, req: axum::http::Request<B>) -> (StatusCode, Value)
+where
+    B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let res = router.clone().oneshot(req.map(Body::new)).await.expect("router is infallible");
+    let status = res.status();
+    let bytes = res.into_body().collect().await.expect("body").to_bytes();
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| panic!("non-JSON body ({status}): {}", String::from_utf8_lossy(&bytes)));
+    (status, body)
+}
+
+// ---------------------------------------------------------------------------------------------
+// events/
+
+/// Names (without `.json`) of the files in `events/`, sorted.
+pub fn event_names() -> Vec<String> {
+    let dir = workspace_root().join("events");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| p.file_stem().expect("stem").to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+pub fn event_text(name: &str) -> String {
+    let path = workspace_root().join("events").join(format!("{name}.json"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The event with its placeholders filled in.
+pub fn event_with(name: &str, api_key: &str, user_id: &str) -> String {
+    event_text(name).replace("REPLACE_API_KEY", api_key).replace("REPLACE_USER_ID", user_id)
+}
+
+// ---------------------------------------------------------------------------------------------
+// A store that records the DynamoDB actions each call needs
+
+/// Wraps a store and notes, per call, the IAM action DynamoDB would check (a transaction is
+/// checked per item: `PutItem` / `DeleteItem`).
+#[derive(Clone)]
+pub struct Recording {
+    inner: Arc<dyn Store>,
+    log: Arc<Mutex<BTreeSet<Permission>>>,
+}
+
+impl Recording {
+    pub fn new(inner: impl Store) -> Self {
+        Self { inner: Arc::new(inner), log: Arc::default() }
+    }
+
+    /// What was recorded since the last call, and start afresh.
+    pub fn take(&self) -> BTreeSet<Permission> {
+        std::mem::take(&mut *self.log.lock().expect("log"))
+    }
+
+    fn note(&self, table: Table, action: &str) {
+        self.log.lock().expect("log").insert((table.def().resource.to_owned(), format!("dynamodb:{action}")));
+    }
+}
+
+#[async_trait]
+impl Store for Recording {
+    async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
+        self.note(table, "GetItem");
+        self.inner.get(table, pk, sk).await
+    }
+    async fn put(&self, table: Table, item: Item, cond: shared::store::Cond) -> Result<(), StoreError> {
+        self.note(table, "PutItem");
+        self.inner.put(table, item, cond).await
+    }
+    async fn delete(&self, table: Table, pk: &str, sk: &str, cond: shared::store::Cond) -> Result<(), StoreError> {
+        self.note(table, "DeleteItem");
+        self.inner.delete(table, pk, sk, cond).await
+    }
+    async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError> {
+        self.note(table, "Query");
+        self.inner.query(table, q).await
+    }
+    async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError> {
+        self.note(table, "Query");
+        self.inner.count(table, pk, range).await
+    }
+    async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+        for op in &ops {
+            match op {
+                WriteOp::Put { table, .. } => self.note(*table, "PutItem"),
+                WriteOp::Delete { table, .. } => self.note(*table, "DeleteItem"),
+            }
+        }
+        self.inner.transact(ops).await
+    }
+    async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {
+        self.note(table, "PutItem");
+        self.inner.put_new(table, items).await
+    }
+    async fn ensure_tables(&self) -> Result<(), StoreError> {
+        for def in shared::store::TABLES {
+            self.note(def.table, "ListTables");
+        }
+        self.inner.ensure_tables().await
+    }
+}

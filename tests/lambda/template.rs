@@ -1,0 +1,211 @@
+//! template.yaml is held to the code: tables to `shared::store::TABLES`, functions to workspace
+//! binaries, routes to what each function's router serves, environment to the table names.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::{Value, json};
+use shared::AppState;
+use shared::store::TABLES;
+use shared::store::tables::{PARTITION_KEY, SORT_KEY};
+
+use crate::support::{FUNCTIONS, Route, resource, resources_of, send, template, template_routes, with_bare_paths};
+
+#[test]
+fn tables_are_the_code_tables() {
+    let t = template();
+    let in_template: BTreeSet<&str> = resources_of(&t, "AWS::DynamoDB::Table").iter().map(|(id, _)| *id).collect();
+    let in_code: BTreeSet<&str> = TABLES.iter().map(|d| d.resource).collect();
+    assert_eq!(in_template, in_code, "AWS::DynamoDB::Table resources of template.yaml vs shared::store::TABLES");
+
+    for def in TABLES {
+        let p = &resource(&t, def.resource)["Properties"];
+        let attrs: BTreeSet<(String, String)> = p["AttributeDefinitions"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{}: AttributeDefinitions", def.resource))
+            .iter()
+            .map(|a| {
+                (a["AttributeName"].as_str().unwrap_or("").into(), a["AttributeType"].as_str().unwrap_or("").into())
+            })
+            .collect();
+        let want: BTreeSet<(String, String)> =
+            [(PARTITION_KEY.into(), "S".into()), (SORT_KEY.into(), "S".into())].into_iter().collect();
+        assert_eq!(attrs, want, "{}: attribute definitions", def.resource);
+        assert_eq!(
+            p["KeySchema"],
+            json!([{"AttributeName": PARTITION_KEY, "KeyType": "HASH"}, {"AttributeName": SORT_KEY, "KeyType": "RANGE"}]),
+            "{}: key schema",
+            def.resource
+        );
+        assert_eq!(p["BillingMode"], "PAY_PER_REQUEST", "{}: billing mode", def.resource);
+        assert!(p.get("ProvisionedThroughput").is_none(), "{}: on-demand tables have no throughput", def.resource);
+        assert_eq!(
+            p["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"], true,
+            "{}: point-in-time recovery",
+            def.resource
+        );
+        // The store queries base tables only: an index here would exist nowhere in code.
+        for idx in ["GlobalSecondaryIndexes", "LocalSecondaryIndexes"] {
+            assert!(p.get(idx).is_none(), "{}: {idx} are not defined in shared::store::TABLES", def.resource);
+        }
+    }
+}
+
+#[test]
+fn globals_and_parameters() {
+    let t = template();
+    let arch = &t["Parameters"]["Architecture"];
+    assert_eq!(arch["Default"], "arm64");
+    assert_eq!(arch["AllowedValues"], json!(["arm64", "x86_64"]));
+
+    let g = &t["Globals"]["Function"];
+    assert_eq!(g["Runtime"], "provided.al2023");
+    assert_eq!(g["Handler"], "bootstrap");
+    assert_eq!(g["Architectures"], json!([{"Ref": "Architecture"}]));
+    assert_eq!(g["Environment"]["Variables"]["AWS_LAMBDA_HTTP_IGNORE_STAGE_IN_PATH"], "true");
+
+    assert!(t["Outputs"]["ApiUrl"]["Value"].is_object(), "Outputs.ApiUrl");
+}
+
+/// Globals' environment overlaid with the function's own, as SAM merges them.
+fn environment(t: &Value, function_id: &str) -> BTreeMap<String, Value> {
+    let mut env: BTreeMap<String, Value> = BTreeMap::new();
+    for vars in [
+        &t["Globals"]["Function"]["Environment"]["Variables"],
+        &resource(t, function_id)["Properties"]["Environment"]["Variables"],
+    ] {
+        if let Some(m) = vars.as_object() {
+            env.extend(m.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    env
+}
+
+#[test]
+fn every_function_gets_every_table_name() {
+    let t = template();
+    for (id, _) in resources_of(&t, "AWS::Serverless::Function") {
+        let env = environment(&t, id);
+        for def in TABLES {
+            assert_eq!(
+                env.get(def.env),
+                Some(&json!({"Ref": def.resource})),
+                "{id}: environment variable {} must be !Ref {}",
+                def.env,
+                def.resource
+            );
+        }
+        let p = &resource(&t, id)["Properties"];
+        for key in ["Runtime", "Handler", "Architectures"] {
+            assert!(p.get(key).is_none(), "{id}: {key} comes from Globals; do not override it per function");
+        }
+    }
+}
+
+/// Binary targets of the workspace's packages: binary name -> package name.
+fn workspace_binaries() -> BTreeMap<String, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let manifest = crate::support::workspace_root().join("Cargo.toml");
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--no-deps", "--offline", "--format-version", "1", "--manifest-path"])
+        .arg(&manifest)
+        .output()
+        .expect("running cargo metadata");
+    assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
+    let meta: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata JSON");
+    let mut bins = BTreeMap::new();
+    for pkg in meta["packages"].as_array().expect("packages") {
+        for target in pkg["targets"].as_array().expect("targets") {
+            if target["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "bin")) {
+                bins.insert(
+                    target["name"].as_str().expect("name").to_owned(),
+                    pkg["name"].as_str().expect("name").to_owned(),
+                );
+            }
+        }
+    }
+    bins
+}
+
+#[test]
+fn every_function_builds_a_workspace_binary() {
+    let t = template();
+    let bins = workspace_binaries();
+    let in_template: BTreeSet<&str> = resources_of(&t, "AWS::Serverless::Function").iter().map(|(id, _)| *id).collect();
+    let known: BTreeSet<&str> = FUNCTIONS.iter().map(|f| f.id).collect();
+    assert_eq!(
+        in_template, known,
+        "functions of template.yaml vs the FUNCTIONS this test knows (tests/lambda/support.rs)"
+    );
+
+    for f in FUNCTIONS {
+        let r = resource(&t, f.id);
+        assert_eq!(r["Metadata"]["BuildMethod"], "rust-cargolambda", "{}: BuildMethod", f.id);
+        // cargo-lambda builds from the workspace root (shared/ and Cargo.lock live there).
+        assert_eq!(r["Properties"]["CodeUri"], ".", "{}: CodeUri", f.id);
+        let binary = r["Metadata"]["BuildProperties"]["Binary"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{}: Metadata.BuildProperties.Binary", f.id));
+        let package = bins
+            .get(binary)
+            .unwrap_or_else(|| panic!("{}: Binary '{binary}' is no binary of the workspace ({bins:?})", f.id));
+        assert_eq!(binary, f.binary, "{}: builds '{binary}' but its routes are checked against '{}'", f.id, f.binary);
+        assert_eq!(package, f.binary, "{}: binary '{binary}' belongs to package '{package}'", f.id);
+    }
+}
+
+/// Whether the router answers `method path` itself (rather than its 404/405 fallback). Requests
+/// carry no key, so a served route answers 401 before any handler logic.
+async fn serves(router: &axum::Router, method: &str, path: &str) -> bool {
+    let req = Request::builder().method(method).uri(path).body(Body::empty()).expect("request");
+    let (status, body) = send(router, req).await;
+    match status {
+        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => false,
+        StatusCode::UNAUTHORIZED => true,
+        other => panic!("{method} {path} without a key answered {other}: {body}"),
+    }
+}
+
+#[tokio::test]
+async fn routes_are_what_each_function_serves() {
+    let t = template();
+    // Every path anyone mentions, both spellings, probed with every method.
+    let mut paths: BTreeSet<String> = BTreeSet::new();
+    for f in FUNCTIONS {
+        paths.extend(template_routes(&t, f.id).into_iter().map(|(_, p)| p));
+        paths.extend(with_bare_paths(f.routes).into_iter().map(|(_, p)| p));
+    }
+    let methods = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+    for f in FUNCTIONS {
+        let declared = with_bare_paths(f.routes);
+        assert_eq!(
+            template_routes(&t, f.id),
+            declared,
+            "{}: HttpApi events of template.yaml vs {}::ROUTES (with and without trailing slash)",
+            f.id,
+            f.binary
+        );
+        let router = shared::http::service((f.router)(), AppState::memory().expect("memory store"));
+        let mut served: BTreeSet<Route> = BTreeSet::new();
+        for path in &paths {
+            for m in methods {
+                if serves(&router, m, path).await {
+                    served.insert((m.to_owned(), path.clone()));
+                }
+            }
+        }
+        assert_eq!(served, declared, "{}: routes {}::router() serves vs {}::ROUTES", f.id, f.binary, f.binary);
+    }
+
+    // One HTTP API route goes to one function.
+    let mut owner: BTreeMap<Route, &str> = BTreeMap::new();
+    for f in FUNCTIONS {
+        for r in template_routes(&t, f.id) {
+            if let Some(other) = owner.insert(r.clone(), f.id) {
+                panic!("{r:?} is routed to both {other} and {}", f.id);
+            }
+        }
+    }
+}
