@@ -48,7 +48,6 @@ impl PageInfo {
     }
 }
 
-
 /// One page of a partition's sort-key range, with its paging fields. Without a filter the total
 /// comes from a count and only the items up to this page are read; with a filter (metadata,
 /// which DynamoDB cannot count for us) the whole range is read and filtered.

@@ -107,7 +107,6 @@ fn local_midnight(d: NaiveDate, tz: Option<Tz>) -> DateTime<Utc> {
     }
 }
 
-
 /// A stored instant, written in the interface's form (UTC) and read from any accepted form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(pub DateTime<Utc>);
