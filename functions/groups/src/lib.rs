@@ -8,8 +8,13 @@ use shared::domain::groups::{self, AddUsers};
 use shared::http::route;
 use shared::{ApiError, ApiJson, AppState, Envelope};
 
+const PATH: &str = "/v1/api/group/user/";
+
+/// Every operation this function serves: (HTTP method, path with its trailing slash).
+pub const ROUTES: &[(&str, &str)] = &[("PUT", PATH), ("POST", PATH)];
+
 pub fn router() -> Router<AppState> {
-    route(Router::new(), "/v1/api/group/user/", put(add_users).post(add_users))
+    route(Router::new(), PATH, put(add_users).post(add_users))
 }
 
 async fn add_users(

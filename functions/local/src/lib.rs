@@ -10,6 +10,12 @@ pub fn routes() -> Router<AppState> {
     Router::new().merge(users::router()).merge(locations::router()).merge(groups::router())
 }
 
+/// Every operation the service answers, as (HTTP method, path with its trailing slash); each path
+/// is also served without the slash.
+pub fn all_routes() -> Vec<(&'static str, &'static str)> {
+    users::ROUTES.iter().chain(locations::ROUTES).chain(groups::ROUTES).copied().collect()
+}
+
 /// The whole service over `state`, ready to serve.
 pub fn app(state: AppState) -> Router {
     shared::http::service(routes(), state)

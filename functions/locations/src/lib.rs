@@ -10,8 +10,13 @@ use shared::domain::{ingest, users};
 use shared::http::route;
 use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
+const PATH: &str = "/v1/api/location/";
+
+/// Every operation this function serves: (HTTP method, path with its trailing slash).
+pub const ROUTES: &[(&str, &str)] = &[("GET", PATH), ("POST", PATH)];
+
 pub fn router() -> Router<AppState> {
-    route(Router::new(), "/v1/api/location/", get(list).post(ingest))
+    route(Router::new(), PATH, get(list).post(ingest))
 }
 
 async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {

@@ -9,8 +9,13 @@ use shared::domain::users::{self, CreateUser, UpdateUser, created_json, user_jso
 use shared::http::route;
 use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
+const PATH: &str = "/v1/api/user/";
+
+/// Every operation this function serves: (HTTP method, path with its trailing slash).
+pub const ROUTES: &[(&str, &str)] = &[("POST", PATH), ("GET", PATH), ("PUT", PATH), ("DELETE", PATH)];
+
 pub fn router() -> Router<AppState> {
-    route(Router::new(), "/v1/api/user/", post(create).get(list).put(update).delete(delete))
+    route(Router::new(), PATH, post(create).get(list).put(update).delete(delete))
 }
 
 async fn create(
