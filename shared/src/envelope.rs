@@ -29,28 +29,31 @@ impl<T: Serialize> IntoResponse for Envelope<T> {
     }
 }
 
-/// v2 success: `{code, message, description, <key>: value}`.
+/// v2 success: `{code, message, description, ...fields}` (e.g. `trip`, or `trips` and `has_more`).
 #[derive(Debug)]
-pub struct V2Envelope<T> {
+pub struct V2Envelope {
     pub code: u16,
     pub message: &'static str,
     pub description: String,
-    pub key: &'static str,
-    pub value: T,
+    pub fields: serde_json::Map<String, serde_json::Value>,
 }
 
-impl<T: Serialize> IntoResponse for V2Envelope<T> {
+impl V2Envelope {
+    pub fn new(code: u16, message: &'static str, description: impl Into<String>) -> Self {
+        Self { code, message, description: description.into(), fields: serde_json::Map::new() }
+    }
+    pub fn with(mut self, key: &str, value: serde_json::Value) -> Self {
+        self.fields.insert(key.to_owned(), value);
+        self
+    }
+}
+
+impl IntoResponse for V2Envelope {
     fn into_response(self) -> Response {
-        let mut body = serde_json::Map::new();
+        let mut body = self.fields;
         body.insert("code".into(), self.code.into());
         body.insert("message".into(), self.message.into());
         body.insert("description".into(), self.description.into());
-        match serde_json::to_value(&self.value) {
-            Ok(v) => {
-                body.insert(self.key.into(), v);
-            }
-            Err(e) => return crate::error::ApiError::internal(e).into_response(),
-        }
         axum::Json(serde_json::Value::Object(body)).into_response()
     }
 }

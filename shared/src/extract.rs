@@ -9,7 +9,7 @@ use axum::http::{StatusCode, header};
 use chrono_tz::Tz;
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, V2Error};
 use crate::paging::PageNumber;
 use crate::time::DateRange;
 
@@ -129,5 +129,27 @@ impl Params {
     }
     pub fn metadata_filter(&self) -> Result<Option<crate::metadata::MetadataFilter>, ApiError> {
         self.opt("metadata").map(crate::metadata::MetadataFilter::parse).transpose()
+    }
+}
+
+/// [`ApiJson`] for the v2 API: rejections in the v2 envelope.
+#[derive(Debug)]
+pub struct V2Json<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for V2Json<T> {
+    type Rejection = V2Error;
+    async fn from_request(req: Request, state: &S) -> Result<Self, V2Error> {
+        Ok(Self(ApiJson::from_request(req, state).await?.0))
+    }
+}
+
+/// [`Params`] for the v2 API: rejections in the v2 envelope.
+#[derive(Debug, Default, Clone)]
+pub struct V2Params(pub Params);
+
+impl<S: Send + Sync> FromRequestParts<S> for V2Params {
+    type Rejection = V2Error;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, V2Error> {
+        Ok(Self(Params::from_request_parts(parts, state).await?))
     }
 }

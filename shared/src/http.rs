@@ -5,7 +5,9 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, StatusCode, Uri};
 use axum::routing::MethodRouter;
 
-use crate::error::ApiError;
+use axum::response::{IntoResponse, Response};
+
+use crate::error::{ApiError, V2Error};
 use crate::extract::MAX_BODY_BYTES;
 use crate::state::AppState;
 
@@ -26,12 +28,18 @@ pub fn service(router: Router<AppState>, state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn not_found(uri: Uri) -> ApiError {
-    ApiError::not_found(format!("path: no endpoint at {}", uri.path()))
+/// An error in the envelope of the API generation the path belongs to.
+fn in_envelope(uri: &Uri, e: ApiError) -> Response {
+    if uri.path().starts_with("/v2/") { V2Error(e).into_response() } else { e.into_response() }
 }
 
-async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
-    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("method: {method} is not allowed on {}", uri.path()))
+async fn not_found(uri: Uri) -> Response {
+    in_envelope(&uri, ApiError::not_found(format!("path: no endpoint at {}", uri.path())))
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    let e = ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("method: {method} is not allowed on {}", uri.path()));
+    in_envelope(&uri, e)
 }
 
 /// Set up logging for a binary: JSON-free plain lines, level from `RUST_LOG` (default info).

@@ -18,5 +18,5 @@ pub mod time;
 
 pub use envelope::{Envelope, V2Envelope};
 pub use error::{ApiError, V2Error};
-pub use extract::{ApiJson, Params};
+pub use extract::{ApiJson, Params, V2Json, V2Params};
 pub use state::AppState;

@@ -7,13 +7,25 @@ use shared::AppState;
 
 /// Every endpoint group, as the Lambda functions serve them one by one.
 pub fn routes() -> Router<AppState> {
-    Router::new().merge(users::router()).merge(locations::router()).merge(groups::router())
+    Router::new()
+        .merge(users::router())
+        .merge(locations::router())
+        .merge(groups::router())
+        .merge(trips::router())
+        .merge(trips_v2::router())
 }
 
 /// Every operation the service answers, as (HTTP method, path with its trailing slash); each path
 /// is also served without the slash.
 pub fn all_routes() -> Vec<(&'static str, &'static str)> {
-    users::ROUTES.iter().chain(locations::ROUTES).chain(groups::ROUTES).copied().collect()
+    users::ROUTES
+        .iter()
+        .chain(locations::ROUTES)
+        .chain(groups::ROUTES)
+        .chain(trips::ROUTES)
+        .chain(trips_v2::ROUTES)
+        .copied()
+        .collect()
 }
 
 /// The whole service over `state`, ready to serve.

@@ -5,4 +5,5 @@ pub mod groups;
 pub mod ingest;
 pub mod locations;
 pub mod projects;
+pub mod trips;
 pub mod users;

@@ -1,0 +1,215 @@
+//! Trips, v1 and v3: `/v{1,3}/api/trips/` (create, list/get, update; delete in v3), `summary/`,
+//! and Waymark's lifecycle operations `controls/` and `quick/`.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use shared::auth::SecretKey;
+use shared::domain::trips::json::{summary_json, trip_v1_json};
+use shared::domain::trips::{self, Action, Api, ListFilter, NewTrip, Trip, TripUpdate, WaypointInput, WaypointKind};
+use shared::geometry::LngLat;
+use shared::http::route;
+use shared::time::Timestamp;
+use shared::{ApiError, ApiJson, AppState, Envelope, Params};
+
+/// Every operation this function serves: (HTTP method, path with its trailing slash).
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/v1/api/trips/"),
+    ("GET", "/v1/api/trips/"),
+    ("PUT", "/v1/api/trips/"),
+    ("GET", "/v1/api/trips/summary/"),
+    ("POST", "/v1/api/trips/controls/"),
+    ("POST", "/v1/api/trips/quick/"),
+    ("POST", "/v3/api/trips/"),
+    ("GET", "/v3/api/trips/"),
+    ("PUT", "/v3/api/trips/"),
+    ("DELETE", "/v3/api/trips/"),
+    ("GET", "/v3/api/trips/summary/"),
+    ("POST", "/v3/api/trips/controls/"),
+    ("POST", "/v3/api/trips/quick/"),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ver {
+    V1,
+    V3,
+}
+
+pub fn router() -> Router<AppState> {
+    let mut r = Router::new();
+    for (ver, base) in [(Ver::V1, "/v1/api/trips/"), (Ver::V3, "/v3/api/trips/")] {
+        let mut main = post(create).put(update).get(move |k, s, q| list(ver, k, s, q));
+        if ver == Ver::V3 {
+            main = main.delete(delete);
+        }
+        r = route(r, base, main);
+        r = route(r, &format!("{base}summary/"), get(move |k, s, q| summary(ver, k, s, q)));
+        r = route(r, &format!("{base}controls/"), post(controls));
+        r = route(r, &format!("{base}quick/"), post(quick));
+    }
+    r
+}
+
+/// Create body (also the quick trip's): every field optional.
+#[derive(Debug, Deserialize)]
+struct CreateBody {
+    #[serde(default)]
+    user_id: Option<String>,
+    #[serde(default)]
+    origins: Option<Vec<LngLat>>,
+    #[serde(default)]
+    destinations: Option<Vec<LngLat>>,
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+}
+
+fn waypoints(kind: WaypointKind, list: Option<Vec<LngLat>>) -> Vec<WaypointInput> {
+    list.unwrap_or_default()
+        .into_iter()
+        .map(|c| WaypointInput {
+            kind,
+            coordinates: c,
+            radius_m: None,
+            name: None,
+            description: None,
+            metadata: None,
+            address: None,
+        })
+        .collect()
+}
+
+impl CreateBody {
+    fn into_new(self) -> NewTrip {
+        let mut w = waypoints(WaypointKind::Origin, self.origins);
+        w.extend(waypoints(WaypointKind::Destination, self.destinations));
+        NewTrip { user_id: self.user_id, metadata: self.metadata, waypoints: w, ..NewTrip::default() }
+    }
+}
+
+fn render(s: &AppState, t: &Trip) -> Value {
+    trip_v1_json(t, &s.config.tracking_base_url)
+}
+
+async fn create(
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<CreateBody>,
+) -> Result<Envelope<Value>, ApiError> {
+    let mut trip = trips::create(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
+    // The creation event is recorded; the response shows the trip as created, events empty.
+    trip.events.clear();
+    Ok(Envelope::created("Trip created", json!([render(&s, &trip)])))
+}
+
+async fn list(
+    ver: Ver,
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    q: Params,
+) -> Result<Envelope<Value>, ApiError> {
+    let store = s.store.as_ref();
+    if let Some(id) = q.opt("trip_id") {
+        let trip = trips::get(store, &p, Api::V1, id).await?;
+        return Ok(Envelope::ok("Trip found", json!([render(&s, &trip)])));
+    }
+    if ver == Ver::V3 {
+        q.required("start_date")?;
+        q.required("end_date")?;
+    }
+    let filter = ListFilter {
+        user_id: q.opt("user_id").map(str::to_owned),
+        range: q.date_range(None)?,
+        metadata: q.metadata_filter()?,
+    };
+    let (list, info) = trips::list_v1(store, &p, &filter, q.page_number()?).await?;
+    let rendered: Vec<Value> = list.iter().map(|t| render(&s, t)).collect();
+    let data = match ver {
+        Ver::V3 => json!(rendered),
+        Ver::V1 => {
+            json!({"next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page, "trips": rendered})
+        }
+    };
+    Ok(Envelope::ok("Trips listed", data))
+}
+
+#[derive(Debug, Deserialize)]
+struct UpdateBody {
+    trip_id: String,
+    #[serde(default)]
+    user_id: Option<String>,
+    #[serde(default)]
+    origins: Option<Vec<LngLat>>,
+    #[serde(default)]
+    destinations: Option<Vec<LngLat>>,
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+}
+
+async fn update(
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    ApiJson(b): ApiJson<UpdateBody>,
+) -> Result<Envelope<Value>, ApiError> {
+    let mut replace = Vec::new();
+    if b.origins.is_some() {
+        replace.push((WaypointKind::Origin, waypoints(WaypointKind::Origin, b.origins)));
+    }
+    if b.destinations.is_some() {
+        replace.push((WaypointKind::Destination, waypoints(WaypointKind::Destination, b.destinations)));
+    }
+    let up = TripUpdate { user_id: b.user_id, metadata: b.metadata, replace, ..TripUpdate::default() };
+    let trip = trips::update(s.store.as_ref(), &p, Api::V1, &b.trip_id, up).await?;
+    Ok(Envelope::created("Trip updated", json!([render(&s, &trip)])))
+}
+
+async fn delete(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+    trips::delete(s.store.as_ref(), &p, Api::V1, q.required("trip_id")?).await?;
+    Ok(Envelope::ok("Trip deleted successfully", Value::Null))
+}
+
+async fn summary(
+    ver: Ver,
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    q: Params,
+) -> Result<Envelope<Value>, ApiError> {
+    let sum = trips::summary(s.store.as_ref(), &p, Api::V1, q.required("trip_id")?).await?;
+    Ok(Envelope::ok("Trip summary", summary_json(&sum, ver == Ver::V1)))
+}
+
+/// A lifecycle move: `action` and, optionally, the time of the move in its own field.
+#[derive(Debug, Deserialize)]
+struct ControlBody {
+    trip_id: String,
+    action: String,
+    #[serde(default)]
+    started_at: Option<Timestamp>,
+    #[serde(default)]
+    paused_at: Option<Timestamp>,
+    #[serde(default)]
+    resumed_at: Option<Timestamp>,
+    #[serde(default)]
+    ended_at: Option<Timestamp>,
+}
+
+async fn controls(
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    ApiJson(b): ApiJson<ControlBody>,
+) -> Result<Envelope<Value>, ApiError> {
+    let action = Action::parse(&b.action)?;
+    let at = action.pick([b.started_at, b.paused_at, b.resumed_at, b.ended_at]);
+    let trip = trips::control(s.store.as_ref(), &p, Api::V1, &b.trip_id, action, at).await?;
+    Ok(Envelope::ok("Trip updated", json!([render(&s, &trip)])))
+}
+
+async fn quick(
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<CreateBody>,
+) -> Result<Envelope<Value>, ApiError> {
+    let trip = trips::quick(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
+    Ok(Envelope::created("Trip created and started", json!([render(&s, &trip)])))
+}

@@ -1,0 +1,181 @@
+//! Trip shapes: v1/v3 (`trip_tracking_url`, origins/destinations, flags) and v2 (name, stops,
+//! `trip_state`, totals), and the summary.
+
+use serde_json::{Value, json};
+
+use super::route::{Activity, Route};
+use super::{Summary, Trip, TripEvent, TripState, Waypoint, WaypointKind};
+use crate::domain::locations::location_json;
+use crate::domain::users::User;
+use crate::geometry::GeoPoint;
+
+fn ts(t: Option<crate::time::Timestamp>) -> Value {
+    t.map(|t| Value::String(t.format(None))).unwrap_or(Value::Null)
+}
+
+pub fn tracking_url(base: &str, t: &Trip) -> String {
+    format!("{}/{}", base.trim_end_matches('/'), t.tracking_token)
+}
+
+pub fn event_json(e: &TripEvent) -> Value {
+    let mut v = json!({
+        "id": e.id, "trip_id": e.trip_id, "user_id": e.user_id, "event_type": e.event_type,
+        "created_at": e.created_at.format(None), "is_deleted": e.is_deleted,
+    });
+    let m = v.as_object_mut().expect("object literal");
+    for (k, val) in [
+        ("event_source", &e.event_source),
+        ("event_version", &e.event_version),
+        ("trip_location_id", &e.trip_location_id),
+        ("user_location_id", &e.user_location_id),
+    ] {
+        if let Some(val) = val {
+            m.insert(k.into(), val.clone().into());
+        }
+    }
+    v
+}
+
+fn trip_location_json(trip_id: &str, w: &Waypoint) -> Value {
+    let mut v = json!({
+        "id": w.id, "trip_id": trip_id, "created_at": w.created_at.format(None), "updated_at": w.updated_at.format(None),
+        "coordinates": GeoPoint::from(w.coordinates),
+        "loc_type": if w.kind == WaypointKind::Origin { "origin" } else { "destination" },
+        "reached": w.reached_at.is_some(),
+    });
+    if w.kind == WaypointKind::Origin {
+        v["left"] = w.left_at.is_some().into();
+    }
+    v
+}
+
+/// The v1/v3 Trip.
+pub fn trip_v1_json(t: &Trip, tracking_base: &str) -> Value {
+    let locs = |kind| t.waypoints(kind).map(|w| trip_location_json(&t.id, w)).collect::<Vec<_>>();
+    let mut v = json!({
+        "id": t.id,
+        "project_id": t.project_id,
+        "user_id": t.user_id,
+        "origins": locs(WaypointKind::Origin),
+        "destinations": locs(WaypointKind::Destination),
+        "events": t.events.iter().map(event_json).collect::<Vec<_>>(),
+        "is_started": t.state != TripState::Created,
+        "is_ended": t.state == TripState::Ended,
+        "is_deleted": t.is_deleted,
+        "is_paused": t.state == TripState::Paused,
+        "trip_started_at": ts(t.started_at),
+        "trip_ended_at": ts(t.ended_at),
+        "created_at": t.created_at.format(None),
+        "updated_at": t.updated_at.format(None),
+        "trip_tracking_url": tracking_url(tracking_base, t),
+    });
+    let m = v.as_object_mut().expect("object literal");
+    if t.state == TripState::Ended {
+        m.insert("distance_covered".into(), round2(t.distance_m.unwrap_or(0.0)).into());
+        m.insert("duration".into(), t.duration_s.unwrap_or(0).into());
+    }
+    if let Some(md) = &t.metadata {
+        m.insert("metadata".into(), Value::Object(md.clone()));
+    }
+    v
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn stop_json(w: &Waypoint) -> Value {
+    json!({
+        "id": w.id, "name": w.name, "description": w.description,
+        "metadata": w.metadata.clone().unwrap_or_default(), "address": w.address,
+        "geometry_radius": w.radius_m, "geometry": GeoPoint::from(w.coordinates),
+        "created_at": w.created_at.format(None), "updated_at": w.updated_at.format(None),
+        "arrived_at": ts(w.reached_at), "departed_at": ts(w.left_at),
+    })
+}
+
+/// The user as v2 expands it. Users have no name field; `metadata.name` is used when it is text.
+pub fn user_v2_json(u: Option<&User>) -> Value {
+    match u {
+        None => Value::Null,
+        Some(u) => json!({
+            "id": u.id,
+            "name": u.metadata.as_ref().and_then(|m| m.get("name")).filter(|n| n.is_string()),
+            "description": u.description,
+            "metadata": u.metadata.clone().unwrap_or_default(),
+        }),
+    }
+}
+
+/// The v2 Trip.
+pub fn trip_v2_json(t: &Trip, user: Option<&User>) -> Value {
+    let loc = |l: &Option<crate::domain::locations::Location>| {
+        l.as_ref().map(|l| location_json(l, None)).unwrap_or_else(|| json!({}))
+    };
+    json!({
+        "id": t.id,
+        "name": t.name,
+        "description": t.description,
+        "trip_state": t.state.as_str(),
+        "total_distance": round2(t.distance_m.unwrap_or(0.0)),
+        "total_duration": t.duration_s.unwrap_or(0),
+        "total_elevation_gain": round2(t.elevation_gain_m.unwrap_or(0.0)),
+        "metadata": t.metadata.clone().unwrap_or_default(),
+        "start_location": loc(&t.start_location),
+        "end_location": loc(&t.end_location),
+        "user": user_v2_json(user),
+        "started_at": ts(t.started_at),
+        "ended_at": ts(t.ended_at),
+        "created_at": t.created_at.format(None),
+        "updated_at": t.updated_at.format(None),
+        "events": t.events.iter().map(event_json).collect::<Vec<_>>(),
+        "stops": t.waypoints(WaypointKind::Stop).map(stop_json).collect::<Vec<_>>(),
+    })
+}
+
+/// `route_indexes`: one index for a one-point segment, else its first and last.
+pub fn route_indexes(r: &Route) -> Vec<Vec<usize>> {
+    r.segments.iter().map(|&(a, b, _)| if a == b { vec![a] } else { vec![a, b] }).collect()
+}
+
+/// The summary; `detailed` adds v1's per-point figures and `total_elevation_gain`.
+pub fn summary_json(s: &Summary, detailed: bool) -> Value {
+    let t = &s.trip;
+    let route: Vec<Value> = s
+        .route
+        .points
+        .iter()
+        .map(|pt| {
+            let mut v = json!({
+                "coordinates": GeoPoint::from(pt.location.coordinates),
+                "altitude": pt.location.altitude,
+                "activity": pt.activity.as_str(),
+                "recorded_at": pt.location.recorded_at.format(None),
+            });
+            if detailed {
+                v["distance"] = round2(pt.distance).into();
+                v["duration"] = pt.duration.into();
+                v["elevation_gain"] = round2(pt.elevation_gain).into();
+            }
+            v
+        })
+        .collect();
+    let status = match t.state {
+        TripState::Ended => "completed",
+        other => other.as_str(),
+    };
+    let mut v = json!({
+        "trip_id": t.id, "user_id": t.user_id, "project_id": t.project_id, "trip_status": status,
+        "distance_covered": round2(s.distance_m), "duration": s.duration_s,
+        "route": route, "route_indexes": route_indexes(&s.route),
+    });
+    if detailed {
+        v["total_elevation_gain"] = round2(s.route.elevation_gain_m).into();
+    }
+    v
+}
+
+/// Count of stops found, for callers that report it.
+pub fn stop_count(r: &Route) -> usize {
+    r.segments.iter().filter(|s| s.2 == Activity::Stop).count()
+}

@@ -1,0 +1,898 @@
+//! Trips: v1/v3 (origins and destinations) and v2 (named, with stops) share one record and one
+//! lifecycle; only their shapes differ.
+//!
+//! Layout (main table):
+//! - `<project>#T1` / `<project>#T2`, sort key trip id: v1/v3 and v2 trips, so each list is one
+//!   Query in creation order; a deleted trip moves to `<project>#TD` (kept, never listed);
+//! - `<project>#UT#<user>`, sort key trip id: the user's started trips, which the ingest hook
+//!   reads to find the trips a batch of locations moves (one Query, not a scan of trips);
+//! - `TRACK#<sha256(token)>`: the tracking link's token, resolved to its trip.
+//!
+//! Every change is a read-modify-write checked on `version`, retried on conflict, so two
+//! controls or updates racing on one trip never lose an event or leave contradictory flags.
+
+pub mod json;
+pub mod route;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::auth::{Project, hash_secret};
+use crate::domain::locations::{Location, locations_pk};
+use crate::domain::users;
+use crate::error::ApiError;
+use crate::ids::{id_range, is_id, new_id, random_hex};
+use crate::metadata::{self, MetadataFilter};
+use crate::paging::{PageInfo, PageNumber, list_page};
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::time::{DateRange, Timestamp};
+
+/// Radius (meters) within which an origin or destination counts as reached (v1/v3 have none).
+pub const WAYPOINT_RADIUS_M: u32 = 100;
+/// A reached waypoint is left once a fix is this much (meters) beyond its radius (hysteresis, so
+/// jitter at the edge does not flap between reached and left).
+pub const LEAVE_MARGIN_M: f64 = 25.0;
+/// Locations recorded inside an ended trip's active time still update its figures when they
+/// arrive up to this long after the trip ended (offline devices syncing).
+pub const LATE_WINDOW_HOURS: i64 = 72;
+/// Most origins, destinations or stops on one trip.
+pub const MAX_WAYPOINTS: usize = 50;
+/// Control times may be this far in the future (device clock skew).
+pub const CLOCK_SKEW_SECONDS: i64 = 300;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    V1,
+    V2,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TripState {
+    Created,
+    Started,
+    Paused,
+    Resumed,
+    Ended,
+}
+
+impl TripState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TripState::Created => "created",
+            TripState::Started => "started",
+            TripState::Paused => "paused",
+            TripState::Resumed => "resumed",
+            TripState::Ended => "ended",
+        }
+    }
+    pub fn parse(field: &str, s: &str) -> Result<Self, ApiError> {
+        serde_json::from_value(Value::String(s.to_owned())).map_err(|_| {
+            ApiError::field(field, format!("'{s}' is not one of created, started, paused, resumed, ended"))
+        })
+    }
+    /// Started and not ended: locations move it.
+    pub fn is_active(self) -> bool {
+        matches!(self, TripState::Started | TripState::Resumed)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaypointKind {
+    Origin,
+    Destination,
+    Stop,
+}
+
+/// An origin or destination (v1/v3) or a stop (v2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Waypoint {
+    pub id: String,
+    pub kind: WaypointKind,
+    pub coordinates: crate::geometry::LngLat,
+    pub radius_m: u32,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub metadata: Option<Map<String, Value>>,
+    pub address: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub reached_at: Option<Timestamp>,
+    pub left_at: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TripEvent {
+    pub id: String,
+    pub trip_id: String,
+    pub user_id: Option<String>,
+    pub event_type: String,
+    pub created_at: Timestamp,
+    pub is_deleted: bool,
+    pub event_source: Option<String>,
+    pub event_version: Option<String>,
+    pub trip_location_id: Option<String>,
+    pub user_location_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pause {
+    pub paused_at: Timestamp,
+    pub resumed_at: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trip {
+    pub id: String,
+    pub project_id: String,
+    pub account_id: String,
+    pub api: Api,
+    pub user_id: Option<String>,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub metadata: Option<Map<String, Value>>,
+    pub waypoints: Vec<Waypoint>,
+    pub events: Vec<TripEvent>,
+    pub state: TripState,
+    pub is_deleted: bool,
+    pub started_at: Option<Timestamp>,
+    pub ended_at: Option<Timestamp>,
+    pub pauses: Vec<Pause>,
+    pub start_location: Option<Location>,
+    pub end_location: Option<Location>,
+    pub distance_m: Option<f64>,
+    pub duration_s: Option<i64>,
+    pub elevation_gain_m: Option<f64>,
+    pub tracking_token: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub version: u64,
+}
+
+impl Trip {
+    pub fn waypoints(&self, kind: WaypointKind) -> impl Iterator<Item = &Waypoint> {
+        self.waypoints.iter().filter(move |w| w.kind == kind)
+    }
+
+    /// Intervals of active time so far: from start to end (or `now`), pauses cut out.
+    pub fn active_intervals(&self, now: Timestamp) -> Vec<(Timestamp, Timestamp)> {
+        let Some(start) = self.started_at else { return Vec::new() };
+        let end = self.ended_at.unwrap_or(now);
+        let mut out = Vec::new();
+        let mut from = start;
+        for p in &self.pauses {
+            if p.paused_at > from {
+                out.push((from, p.paused_at.min(end)));
+            }
+            match p.resumed_at {
+                Some(r) => from = r,
+                None => return out,
+            }
+        }
+        if end > from {
+            out.push((from, end));
+        }
+        out
+    }
+
+    /// Closed pauses, a still-open one closed at `end`.
+    pub fn pause_intervals(&self, end: Timestamp) -> Vec<(Timestamp, Timestamp)> {
+        self.pauses.iter().map(|p| (p.paused_at, p.resumed_at.unwrap_or(end))).collect()
+    }
+
+    fn push_event(
+        &mut self,
+        event_type: &str,
+        source: Option<&str>,
+        trip_location_id: Option<String>,
+        user_location_id: Option<String>,
+    ) {
+        self.events.push(TripEvent {
+            id: new_id(),
+            trip_id: self.id.clone(),
+            user_id: self.user_id.clone(),
+            event_type: event_type.to_owned(),
+            created_at: Timestamp::now(),
+            is_deleted: false,
+            event_source: source.map(str::to_owned),
+            event_version: source.map(|_| "1.0".to_owned()),
+            trip_location_id,
+            user_location_id,
+        });
+    }
+}
+
+fn trips_pk(project_id: &str, api: Api) -> String {
+    match api {
+        Api::V1 => format!("{project_id}#T1"),
+        Api::V2 => format!("{project_id}#T2"),
+    }
+}
+fn deleted_pk(project_id: &str) -> String {
+    format!("{project_id}#TD")
+}
+fn user_trips_pk(project_id: &str, user_id: &str) -> String {
+    format!("{project_id}#UT#{user_id}")
+}
+pub fn tracking_pk(token: &str) -> String {
+    format!("TRACK#{}", hash_secret(token))
+}
+
+/// Entry of the user's started trips.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct UserTrip {
+    trip_id: String,
+    api: Api,
+}
+
+/// Where a tracking token leads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrackingRef {
+    pub project_id: String,
+    pub api: Api,
+    pub trip_id: String,
+}
+
+/// A waypoint as given in a request.
+#[derive(Debug, Clone)]
+pub struct WaypointInput {
+    pub kind: WaypointKind,
+    pub coordinates: crate::geometry::LngLat,
+    pub radius_m: Option<u32>,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub metadata: Option<Map<String, Value>>,
+    pub address: Option<String>,
+}
+
+/// What a new trip carries; shape-specific parsing happens in the handlers' input types.
+#[derive(Debug, Clone, Default)]
+pub struct NewTrip {
+    pub user_id: Option<String>,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub metadata: Option<Map<String, Value>>,
+    pub waypoints: Vec<WaypointInput>,
+}
+
+fn make_waypoints(input: Vec<WaypointInput>, now: Timestamp) -> Result<Vec<Waypoint>, ApiError> {
+    if input.len() > MAX_WAYPOINTS {
+        return Err(ApiError::bad_request(format!(
+            "a trip has at most {MAX_WAYPOINTS} origins, destinations or stops"
+        )));
+    }
+    input
+        .into_iter()
+        .map(|w| {
+            if let Some(m) = &w.metadata {
+                metadata::validate("metadata", m)?;
+            }
+            Ok(Waypoint {
+                id: new_id(),
+                kind: w.kind,
+                coordinates: w.coordinates,
+                radius_m: w.radius_m.unwrap_or(WAYPOINT_RADIUS_M),
+                name: w.name,
+                description: w.description,
+                metadata: w.metadata,
+                address: w.address,
+                created_at: now,
+                updated_at: now,
+                reached_at: None,
+                left_at: None,
+            })
+        })
+        .collect()
+}
+
+async fn check_user(store: &dyn Store, p: &Project, user_id: &Option<String>) -> Result<(), ApiError> {
+    if let Some(u) = user_id {
+        users::require(store, p, "user_id", u).await?;
+    }
+    Ok(())
+}
+
+/// Create a trip. A `service:trip:created` event is recorded (v1/v3 responses still show the
+/// events as they were before it, empty).
+pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) -> Result<Trip, ApiError> {
+    check_user(store, p, &input.user_id).await?;
+    if let Some(m) = &input.metadata {
+        metadata::validate("metadata", m)?;
+    }
+    let now = Timestamp::now();
+    let mut trip = Trip {
+        id: new_id(),
+        project_id: p.project_id.clone(),
+        account_id: p.account_id.clone(),
+        api,
+        user_id: input.user_id,
+        name: input.name,
+        description: input.description,
+        metadata: input.metadata,
+        waypoints: make_waypoints(input.waypoints, now)?,
+        events: Vec::new(),
+        state: TripState::Created,
+        is_deleted: false,
+        started_at: None,
+        ended_at: None,
+        pauses: Vec::new(),
+        start_location: None,
+        end_location: None,
+        distance_m: None,
+        duration_s: None,
+        elevation_gain_m: None,
+        tracking_token: random_hex(16),
+        created_at: now,
+        updated_at: now,
+        version: 1,
+    };
+    trip.push_event("service:trip:created", Some("service:trip"), None, None);
+    let tracking = TrackingRef { project_id: p.project_id.clone(), api, trip_id: trip.id.clone() };
+    store
+        .transact(vec![
+            WriteOp::Put {
+                table: Table::Main,
+                item: to_item(&trips_pk(&p.project_id, api), &trip.id, &trip)?,
+                cond: Cond::NotExists,
+            },
+            WriteOp::Put {
+                table: Table::Main,
+                item: to_item(&tracking_pk(&trip.tracking_token), "-", &tracking)?,
+                cond: Cond::NotExists,
+            },
+        ])
+        .await?;
+    Ok(trip)
+}
+
+/// A trip that is not deleted, or 404.
+pub async fn get(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> Result<Trip, ApiError> {
+    let missing = || ApiError::not_found(format!("trip_id: no trip '{trip_id}' in this project"));
+    if !is_id(trip_id) {
+        return Err(missing());
+    }
+    let item = store.get(Table::Main, &trips_pk(&p.project_id, api), trip_id).await?.ok_or_else(missing)?;
+    Ok(from_item(item)?)
+}
+
+async fn is_deleted(store: &dyn Store, p: &Project, trip_id: &str) -> Result<bool, ApiError> {
+    Ok(is_id(trip_id) && store.get(Table::Main, &deleted_pk(&p.project_id), trip_id).await?.is_some())
+}
+
+/// Read-modify-write of one trip, retried on version conflicts. `change` returns extra writes
+/// to commit in the same transaction (index entries).
+async fn modify(
+    store: &dyn Store,
+    p: &Project,
+    api: Api,
+    trip_id: &str,
+    mut change: impl FnMut(&mut Trip) -> Result<Vec<WriteOp>, ApiError>,
+) -> Result<Trip, ApiError> {
+    for _ in 0..30 {
+        let snapshot = get_or_deleted(store, p, api, trip_id).await?;
+        if let Some(trip) = modify_once(store, p, api, &snapshot, &mut change).await? {
+            return Ok(trip);
+        }
+    }
+    Err(ApiError::conflict(format!("trip_id: trip '{trip_id}' is being changed by other requests; retry")))
+}
+
+/// What an update may change; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct TripUpdate {
+    pub user_id: Option<String>,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub metadata: Option<Map<String, Value>>,
+    /// Replace the waypoints of these kinds with the given ones.
+    pub replace: Vec<(WaypointKind, Vec<WaypointInput>)>,
+}
+
+/// Update a trip that has not started. v1/v3 updates append one `motion:trip:created` event.
+pub async fn update(store: &dyn Store, p: &Project, api: Api, trip_id: &str, up: TripUpdate) -> Result<Trip, ApiError> {
+    check_user(store, p, &up.user_id).await?;
+    if let Some(m) = &up.metadata {
+        metadata::validate("metadata", m)?;
+    }
+    modify(store, p, api, trip_id, |trip| {
+        if trip.state != TripState::Created {
+            return Err(ApiError::conflict(format!(
+                "trip_id: trip is {}; only a trip that has not started can be updated",
+                trip.state.as_str()
+            )));
+        }
+        let now = Timestamp::now();
+        for (kind, list) in &up.replace {
+            trip.waypoints.retain(|w| w.kind != *kind);
+            trip.waypoints.extend(make_waypoints(list.clone(), now)?);
+        }
+        if trip.waypoints.len() > MAX_WAYPOINTS {
+            return Err(ApiError::bad_request(format!(
+                "a trip has at most {MAX_WAYPOINTS} origins, destinations or stops"
+            )));
+        }
+        if let Some(u) = &up.user_id {
+            trip.user_id = Some(u.clone());
+        }
+        if let Some(n) = &up.name {
+            trip.name = Some(n.clone());
+        }
+        if let Some(d) = &up.description {
+            trip.description = Some(d.clone());
+        }
+        if let Some(m) = &up.metadata {
+            trip.metadata = Some(m.clone());
+        }
+        if api == Api::V1 {
+            trip.push_event("motion:trip:created", Some("motion:trip"), None, None);
+        }
+        Ok(Vec::new())
+    })
+    .await
+}
+
+/// Delete a trip: it leaves lists and lookups, its tracking link stops working, and it can no
+/// longer be started. The record is kept aside.
+pub async fn delete(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> Result<Trip, ApiError> {
+    for _ in 0..30 {
+        let mut trip = get(store, p, api, trip_id).await?;
+        let expected = trip.version;
+        trip.is_deleted = true;
+        trip.version += 1;
+        trip.updated_at = Timestamp::now();
+        let mut ops = vec![
+            WriteOp::Delete {
+                table: Table::Main,
+                pk: trips_pk(&p.project_id, api),
+                sk: trip.id.clone(),
+                cond: Cond::Equals("version", expected.into()),
+            },
+            WriteOp::Put {
+                table: Table::Main,
+                item: to_item(&deleted_pk(&p.project_id), &trip.id, &trip)?,
+                cond: Cond::None,
+            },
+            WriteOp::Delete {
+                table: Table::Main,
+                pk: tracking_pk(&trip.tracking_token),
+                sk: "-".into(),
+                cond: Cond::None,
+            },
+        ];
+        if let Some(u) = &trip.user_id {
+            ops.push(WriteOp::Delete {
+                table: Table::Main,
+                pk: user_trips_pk(&p.project_id, u),
+                sk: trip.id.clone(),
+                cond: Cond::None,
+            });
+        }
+        match store.transact(ops).await {
+            Ok(()) => return Ok(trip),
+            Err(StoreError::ConditionFailed) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::conflict(format!("trip_id: trip '{trip_id}' is being changed by other requests; retry")))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Start,
+    Pause,
+    Resume,
+    End,
+}
+
+impl Action {
+    pub fn parse(s: &str) -> Result<Self, ApiError> {
+        serde_json::from_value(Value::String(s.to_owned()))
+            .map_err(|_| ApiError::field("action", format!("'{s}' is not one of start, pause, resume, end")))
+    }
+    /// The body field that may carry the time of the move.
+    pub fn time_field(self) -> &'static str {
+        match self {
+            Action::Start => "started_at",
+            Action::Pause => "paused_at",
+            Action::Resume => "resumed_at",
+            Action::End => "ended_at",
+        }
+    }
+    /// Of the times given as `[started_at, paused_at, resumed_at, ended_at]`, the one for this
+    /// action (the others are ignored).
+    pub fn pick(self, times: [Option<Timestamp>; 4]) -> Option<Timestamp> {
+        times[self as usize]
+    }
+    fn verb(self) -> &'static str {
+        match self {
+            Action::Start => "start",
+            Action::Pause => "pause",
+            Action::Resume => "resume",
+            Action::End => "end",
+        }
+    }
+}
+
+/// The time of the latest move so far (a control may not go back before it).
+fn last_move(t: &Trip) -> Option<Timestamp> {
+    let mut last = t.started_at;
+    for p in &t.pauses {
+        last = last.max(Some(p.paused_at)).max(p.resumed_at);
+    }
+    last.max(t.ended_at)
+}
+
+/// Move a trip through its lifecycle: created → started → paused ↔ resumed → ended.
+pub async fn control(
+    store: &dyn Store,
+    p: &Project,
+    api: Api,
+    trip_id: &str,
+    action: Action,
+    at: Option<Timestamp>,
+) -> Result<Trip, ApiError> {
+    let now = Timestamp::now();
+    let at = at.unwrap_or(now);
+    if (at.0 - now.0).num_seconds() > CLOCK_SKEW_SECONDS {
+        return Err(ApiError::field(action.time_field(), "is in the future"));
+    }
+    // Read outside the retry loop only what does not change with the trip's version.
+    let mut last_fix: Option<Location> = None;
+    let mut route: Option<route::Route> = None;
+    for _ in 0..30 {
+        let snapshot = get_or_deleted(store, p, api, trip_id).await?;
+        legal(&snapshot, action)?;
+        if last_move(&snapshot).is_some_and(|l| at < l) {
+            return Err(ApiError::field(action.time_field(), "is before the trip's previous move"));
+        }
+        match action {
+            Action::Start => {
+                let user = snapshot.user_id.as_deref().ok_or_else(|| {
+                    ApiError::conflict("trip_id: the trip has no user; assign one with an update before starting it")
+                })?;
+                last_fix = users::get(store, p, user).await?.and_then(|u| u.last_location_update);
+            }
+            Action::End => {
+                let mut ended = snapshot.clone();
+                ended.ended_at = Some(at);
+                let locs = trip_locations(store, p, &ended, at).await?;
+                last_fix = locs.last().cloned();
+                route = Some(route::analyse(&locs, &ended.pause_intervals(at)));
+            }
+            _ => {}
+        }
+        let result = modify_once(store, p, api, &snapshot, &mut |trip: &mut Trip| {
+            apply(trip, action, at, last_fix.as_ref(), route.as_ref());
+            Ok(index_ops(p, trip, action))
+        })
+        .await;
+        match result {
+            Ok(Some(trip)) => return Ok(trip),
+            Ok(None) => continue, // lost a race: re-read and re-check legality
+            Err(e) => return Err(e),
+        }
+    }
+    Err(ApiError::conflict(format!("trip_id: trip '{trip_id}' is being changed by other requests; retry")))
+}
+
+async fn get_or_deleted(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> Result<Trip, ApiError> {
+    match get(store, p, api, trip_id).await {
+        Err(e) if e.status == axum::http::StatusCode::NOT_FOUND && is_deleted(store, p, trip_id).await? => {
+            Err(ApiError::conflict(format!("trip_id: trip '{trip_id}' is deleted")))
+        }
+        other => other,
+    }
+}
+
+/// One version-checked write of `snapshot` changed by `change`; `None` when another write got in.
+async fn modify_once(
+    store: &dyn Store,
+    p: &Project,
+    api: Api,
+    snapshot: &Trip,
+    change: &mut impl FnMut(&mut Trip) -> Result<Vec<WriteOp>, ApiError>,
+) -> Result<Option<Trip>, ApiError> {
+    let mut trip = snapshot.clone();
+    let mut ops = change(&mut trip)?;
+    trip.version += 1;
+    trip.updated_at = Timestamp::now();
+    let item = to_item(&trips_pk(&p.project_id, api), &trip.id, &trip)?;
+    ops.insert(0, WriteOp::Put { table: Table::Main, item, cond: Cond::Equals("version", snapshot.version.into()) });
+    match store.transact(ops).await {
+        Ok(()) => Ok(Some(trip)),
+        Err(StoreError::ConditionFailed) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn legal(t: &Trip, action: Action) -> Result<(), ApiError> {
+    use TripState::*;
+    let ok = matches!(
+        (t.state, action),
+        (Created, Action::Start)
+            | (Started | Resumed, Action::Pause)
+            | (Paused, Action::Resume)
+            | (Started | Paused | Resumed, Action::End)
+    );
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::conflict(format!("action: cannot {} a trip that is {}", action.verb(), t.state.as_str())))
+    }
+}
+
+fn apply(trip: &mut Trip, action: Action, at: Timestamp, fix: Option<&Location>, route: Option<&route::Route>) {
+    match action {
+        Action::Start => {
+            trip.state = TripState::Started;
+            trip.started_at = Some(at);
+            trip.push_event("trip:started", None, None, fix.map(|f| f.id.clone()));
+            if let Some(f) = fix {
+                progress(trip, std::slice::from_ref(f));
+            }
+        }
+        Action::Pause => {
+            trip.state = TripState::Paused;
+            trip.pauses.push(Pause { paused_at: at, resumed_at: None });
+        }
+        Action::Resume => {
+            trip.state = TripState::Resumed;
+            if let Some(p) = trip.pauses.last_mut() {
+                p.resumed_at = Some(at);
+            }
+        }
+        Action::End => {
+            if let Some(p) = trip.pauses.last_mut().filter(|p| p.resumed_at.is_none()) {
+                p.resumed_at = Some(at);
+            }
+            trip.state = TripState::Ended;
+            trip.ended_at = Some(at);
+            if let Some(r) = route {
+                set_figures(trip, r, at);
+            }
+            trip.end_location = fix.cloned();
+            trip.push_event("trip:completed", None, None, fix.map(|f| f.id.clone()));
+        }
+    }
+}
+
+fn set_figures(trip: &mut Trip, r: &route::Route, end: Timestamp) {
+    trip.distance_m = Some(r.distance_m);
+    trip.elevation_gain_m = Some(r.elevation_gain_m);
+    trip.duration_s = trip.started_at.map(|s| route::active_seconds(s, end, &trip.pause_intervals(end)));
+}
+
+/// Index writes for a move: a started trip enters the user's list of trips that locations move.
+fn index_ops(p: &Project, trip: &Trip, action: Action) -> Vec<WriteOp> {
+    let (Action::Start, Some(user)) = (action, &trip.user_id) else { return Vec::new() };
+    let entry = UserTrip { trip_id: trip.id.clone(), api: trip.api };
+    match to_item(&user_trips_pk(&p.project_id, user), &trip.id, &entry) {
+        Ok(item) => vec![WriteOp::Put { table: Table::Main, item, cond: Cond::None }],
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Create a trip for a user and start it at once (for a user with no planned trip).
+pub async fn quick(store: &dyn Store, p: &Project, api: Api, input: NewTrip) -> Result<Trip, ApiError> {
+    if input.user_id.is_none() {
+        return Err(ApiError::field("user_id", "is required for a quick trip"));
+    }
+    let trip = create(store, p, api, input).await?;
+    control(store, p, api, &trip.id, Action::Start, None).await
+}
+
+/// The trip's locations inside its active time up to `now`, pauses excluded, oldest first.
+pub async fn trip_locations(
+    store: &dyn Store,
+    p: &Project,
+    trip: &Trip,
+    now: Timestamp,
+) -> Result<Vec<Location>, ApiError> {
+    let (Some(user), Some(start)) = (&trip.user_id, trip.started_at) else { return Ok(Vec::new()) };
+    let end = trip.ended_at.unwrap_or(now);
+    if end <= start {
+        return Ok(Vec::new());
+    }
+    let (lo, hi) = id_range(&DateRange { start: start.0, end: end.0 + chrono::Duration::milliseconds(1) });
+    let page =
+        store.query(Table::Locations, &Query::new(locations_pk(&p.project_id, user), SkRange::Between(lo, hi))).await?;
+    let intervals = trip.active_intervals(end);
+    let locs = page
+        .items
+        .into_iter()
+        .map(from_item::<Location>)
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .filter(|l| intervals.iter().any(|(a, b)| *a <= l.recorded_at && l.recorded_at <= *b))
+        .collect();
+    Ok(locs)
+}
+
+/// Update waypoint progress from fixes in `recorded_at` order, recording reached/left events.
+fn progress(trip: &mut Trip, fixes: &[Location]) {
+    let mut events = Vec::new();
+    for f in fixes.iter().filter(|f| f.horizontal_accuracy.or(f.accuracy).is_none_or(|a| a <= route::MAX_ACCURACY_M)) {
+        for w in trip.waypoints.iter_mut() {
+            let d = w.coordinates.distance_m(f.coordinates);
+            if w.reached_at.is_none() && d <= f64::from(w.radius_m) {
+                w.reached_at = Some(f.recorded_at);
+                w.updated_at = Timestamp::now();
+                events.push((reach_event(w.kind, true), w.id.clone(), f.id.clone()));
+            } else if w.reached_at.is_some() && w.left_at.is_none() && d > f64::from(w.radius_m) + LEAVE_MARGIN_M {
+                w.left_at = Some(f.recorded_at);
+                w.updated_at = Timestamp::now();
+                events.push((reach_event(w.kind, false), w.id.clone(), f.id.clone()));
+            }
+        }
+    }
+    for (ty, wp, loc) in events {
+        trip.push_event(ty, None, Some(wp), Some(loc));
+    }
+}
+
+fn reach_event(kind: WaypointKind, reached: bool) -> &'static str {
+    match (kind, reached) {
+        (WaypointKind::Origin, true) => "trip:user_reached_origin",
+        (WaypointKind::Origin, false) => "trip:user_left_origin",
+        (WaypointKind::Destination, true) => "trip:user_reached_destination",
+        (WaypointKind::Destination, false) => "trip:user_left_destination",
+        (WaypointKind::Stop, true) => "trip:user_reached_stop",
+        (WaypointKind::Stop, false) => "trip:user_left_stop",
+    }
+}
+
+/// The ingest hook: a stored batch of the user's locations moves their started trips (progress
+/// events, start location) and updates the figures of trips that ended recently (late batches).
+pub async fn on_locations(store: &dyn Store, p: &Project, user_id: &str, stored: &[Location]) -> Result<(), ApiError> {
+    let pk = user_trips_pk(&p.project_id, user_id);
+    let entries = store.query(Table::Main, &Query::new(&pk, SkRange::All)).await?.items;
+    let now = Timestamp::now();
+    for e in entries {
+        let e: UserTrip = from_item(e)?;
+        let trip = match get(store, p, e.api, &e.trip_id).await {
+            Ok(t) => t,
+            Err(err) if err.status == axum::http::StatusCode::NOT_FOUND => {
+                store.delete(Table::Main, &pk, &e.trip_id, Cond::None).await?;
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
+        if trip.ended_at.is_some_and(|end| (now.0 - end.0).num_hours() >= LATE_WINDOW_HOURS) {
+            store.delete(Table::Main, &pk, &e.trip_id, Cond::None).await?;
+            continue;
+        }
+        let intervals = trip.active_intervals(now);
+        let inside: Vec<Location> = stored
+            .iter()
+            .filter(|l| intervals.iter().any(|(a, b)| *a <= l.recorded_at && l.recorded_at <= *b))
+            .cloned()
+            .collect();
+        if inside.is_empty() {
+            continue;
+        }
+        if trip.state == TripState::Ended {
+            // A late batch: recompute the stored figures from the whole history.
+            let end = trip.ended_at.unwrap_or(now);
+            let locs = trip_locations(store, p, &trip, now).await?;
+            let r = route::analyse(&locs, &trip.pause_intervals(end));
+            modify(store, p, e.api, &e.trip_id, |t| {
+                set_figures(t, &r, end);
+                if t.start_location.as_ref().is_none_or(|s| locs.first().is_some_and(|f| f.recorded_at < s.recorded_at))
+                {
+                    t.start_location = locs.first().cloned();
+                }
+                t.end_location = locs.last().cloned();
+                Ok(Vec::new())
+            })
+            .await?;
+        } else {
+            modify(store, p, e.api, &e.trip_id, |t| {
+                if t.start_location.as_ref().is_none_or(|s| inside[0].recorded_at < s.recorded_at) {
+                    t.start_location = Some(inside[0].clone());
+                }
+                progress(t, &inside);
+                Ok(Vec::new())
+            })
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Filters of the v1/v3 list.
+#[derive(Debug, Default)]
+pub struct ListFilter {
+    pub user_id: Option<String>,
+    pub range: Option<DateRange>,
+    pub metadata: Option<MetadataFilter>,
+}
+
+/// v1/v3 trips in creation order, one page.
+pub async fn list_v1(
+    store: &dyn Store,
+    p: &Project,
+    f: &ListFilter,
+    page: PageNumber,
+) -> Result<(Vec<Trip>, PageInfo), ApiError> {
+    let sk = f.range.map(|r| id_range(&r)).map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
+    let keep = |t: &Trip| {
+        f.user_id.as_ref().is_none_or(|u| t.user_id.as_ref() == Some(u))
+            && f.metadata.as_ref().is_none_or(|m| m.matches(t.metadata.as_ref()))
+    };
+    let filtered = f.user_id.is_some() || f.metadata.is_some();
+    let keep_ref: Option<&(dyn Fn(&Trip) -> bool + Sync)> = if filtered { Some(&keep) } else { None };
+    Ok(list_page(store, Table::Main, &trips_pk(&p.project_id, Api::V1), sk, page, keep_ref).await?)
+}
+
+/// Cursor paging of v2 trips, newest first (`starting_after`: older than that trip;
+/// `ending_before`: newer than it).
+pub async fn list_v2(
+    store: &dyn Store,
+    p: &Project,
+    user_id: Option<&str>,
+    state: Option<TripState>,
+    starting_after: Option<&str>,
+    ending_before: Option<&str>,
+    limit: usize,
+) -> Result<(Vec<Trip>, bool), ApiError> {
+    let pk = trips_pk(&p.project_id, Api::V2);
+    let newer_first = ending_before.is_none();
+    let mut q = Query::new(&pk, SkRange::All).limit(100);
+    if newer_first {
+        q = q.descending();
+    }
+    q.after = starting_after.or(ending_before).map(str::to_owned);
+    let keep = |t: &Trip| user_id.is_none_or(|u| t.user_id.as_deref() == Some(u)) && state.is_none_or(|s| t.state == s);
+    let mut out = Vec::new();
+    loop {
+        let page = store.query(Table::Main, &q).await?;
+        for item in page.items {
+            let t: Trip = from_item(item)?;
+            if keep(&t) {
+                out.push(t);
+            }
+        }
+        if out.len() > limit || page.last_sk.is_none() {
+            break;
+        }
+        q.after = page.last_sk;
+    }
+    let has_more = out.len() > limit;
+    out.truncate(limit);
+    if !newer_first {
+        out.reverse();
+    }
+    Ok((out, has_more))
+}
+
+/// Resolve a tracking token to its trip (None when unknown or the trip is deleted).
+pub async fn by_token(store: &dyn Store, token: &str) -> Result<Option<Trip>, ApiError> {
+    if token.len() != 32 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(None);
+    }
+    let Some(item) = store.get(Table::Main, &tracking_pk(token), "-").await? else { return Ok(None) };
+    let r: TrackingRef = from_item(item)?;
+    let item = store.get(Table::Main, &trips_pk(&r.project_id, r.api), &r.trip_id).await?;
+    Ok(item.map(from_item).transpose()?)
+}
+
+/// Everything a summary reports, computed from the trip's locations now.
+pub struct Summary {
+    pub trip: Trip,
+    pub route: route::Route,
+    pub distance_m: f64,
+    pub duration_s: i64,
+}
+
+pub async fn summary(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> Result<Summary, ApiError> {
+    let trip = get(store, p, api, trip_id).await?;
+    let now = Timestamp::now();
+    let end = trip.ended_at.unwrap_or(now);
+    let locs = trip_locations(store, p, &trip, now).await?;
+    let route = route::analyse(&locs, &trip.pause_intervals(end));
+    let duration_s = trip.started_at.map(|s| route::active_seconds(s, end, &trip.pause_intervals(end))).unwrap_or(0);
+    Ok(Summary { distance_m: route.distance_m, duration_s, route, trip })
+}
