@@ -51,6 +51,8 @@ pub async fn store(backend: Backend) -> AppState {
 pub enum Key<'a> {
     Secret,
     Publishable,
+    /// `Authorization: Bearer <access token>` (v2).
+    Bearer,
     None,
     Raw(&'a str),
 }
@@ -89,6 +91,7 @@ impl TestApp {
         match key {
             Key::Secret => req = req.header("Api-Key", &self.project.api_key),
             Key::Publishable => req = req.header("Api-Key", &self.project.publishable_key),
+            Key::Bearer => req = req.header("Authorization", format!("Bearer {}", self.project.access_token)),
             Key::Raw(k) => req = req.header("api-key", k),
             Key::None => {}
         }

@@ -7,4 +7,6 @@ mod errors;
 mod groups;
 mod locations;
 mod store;
+mod trace;
+mod trip_trace;
 mod users;

@@ -8,12 +8,17 @@
 //! 2. a stop is a run of fixes that stays within [`STOP_RADIUS_M`] of its running centroid for
 //!    at least [`STOP_MIN_SECONDS`]; the whole stop counts as one point (its centroid), so
 //!    wandering inside it adds nothing;
-//! 3. the remaining polyline is simplified (Ramer–Douglas–Peucker) with a tolerance of
-//!    [`SIMPLIFY_TOLERANCE_M`], which removes sideways noise smaller than that while keeping turns;
-//! 4. its length is the sum of geodesic distances (WGS 84) between the kept points.
+//! 3. the moving fixes between stops are smoothed with a Rauch–Tung–Striebel smoother (a
+//!    constant-velocity Kalman filter run forwards and backwards) that trusts each fix according
+//!    to its reported accuracy (default [`DEFAULT_ACCURACY_M`]) and lets the vehicle accelerate
+//!    by about [`ACCELERATION_NOISE`]; this removes jitter without cutting corners the way a
+//!    moving average does;
+//! 4. the smoothed polyline is simplified (Ramer–Douglas–Peucker) with a tolerance of
+//!    [`SIMPLIFY_TOLERANCE_M`] to drop what wiggle remains;
+//! 5. its length is the sum of geodesic distances (WGS 84) between the kept points.
 //!
-//! A customer can reason about it so: noise below ~10 m and stationary wandering below 50 m are
-//! not counted; detours longer than 10 m sideways are.
+//! A customer can reason about it so: jitter of the size of the reported accuracy and wandering
+//! inside a 50 m stop are not counted; real detours are.
 
 use geo::SimplifyIdx;
 
@@ -27,8 +32,15 @@ pub const MAX_ACCURACY_M: f64 = 50.0;
 pub const STOP_RADIUS_M: f64 = 50.0;
 /// ...for at least this long (seconds).
 pub const STOP_MIN_SECONDS: i64 = 120;
-/// Sideways deviation (meters) below which the path is treated as straight.
-pub const SIMPLIFY_TOLERANCE_M: f64 = 10.0;
+/// Sideways deviation (meters) of the smoothed path below which it is treated as straight.
+pub const SIMPLIFY_TOLERANCE_M: f64 = 2.0;
+/// Accuracy (meters, 1 sigma per axis) assumed for fixes that report none.
+pub const DEFAULT_ACCURACY_M: f64 = 5.0;
+/// Fixes never count as more accurate than this (meters).
+pub const MIN_ACCURACY_M: f64 = 2.0;
+/// Spectral density of the acceleration the smoother allows (m²/s³): about a car's braking and
+/// cornering.
+pub const ACCELERATION_NOISE: f64 = 3.0;
 /// Altitude changes smaller than this (meters) are treated as GPS noise.
 pub const ELEVATION_NOISE_M: f64 = 5.0;
 
@@ -111,7 +123,8 @@ pub fn analyse(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> Rou
         activity[a..=b].fill(Activity::Stop);
     }
 
-    // Nodes of the cleaned path: every moving fix, and one centroid per stop.
+    let smoothed = smooth(&fixes, &activity);
+    // Nodes of the cleaned path: every moving fix (smoothed), and one centroid per stop.
     let mut nodes: Vec<LngLat> = Vec::new();
     let mut node_of = vec![0usize; fixes.len()];
     let mut stops = Vec::new();
@@ -132,7 +145,7 @@ pub fn analyse(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> Rou
             });
             i = b + 1;
         } else {
-            nodes.push(fixes[i].coordinates);
+            nodes.push(smoothed[i]);
             node_of[i] = nodes.len() - 1;
             i += 1;
         }
@@ -205,6 +218,123 @@ fn detect_stops(fixes: &[&Location]) -> Vec<(usize, usize)> {
     runs
 }
 
+/// Smoothed positions of the moving fixes (stop fixes are returned as they are): each run of
+/// moving fixes between stops is smoothed on its own, per axis, in a local flat frame in meters.
+fn smooth(fixes: &[&Location], activity: &[Activity]) -> Vec<LngLat> {
+    let mut out: Vec<LngLat> = fixes.iter().map(|l| l.coordinates).collect();
+    let mut i = 0;
+    while i < fixes.len() {
+        if activity[i] == Activity::Stop {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j + 1 < fixes.len() && activity[j + 1] == Activity::Moving {
+            j += 1;
+        }
+        let run = &fixes[i..=j];
+        if run.len() >= 3 {
+            let frame = Frame::around(&run.iter().map(|l| l.coordinates).collect::<Vec<_>>());
+            let xy: Vec<(f64, f64)> = run.iter().map(|l| frame.to_xy(l.coordinates)).collect();
+            let t: Vec<f64> = run
+                .iter()
+                .map(|l| (l.recorded_at.0 - run[0].recorded_at.0).num_milliseconds() as f64 / 1000.0)
+                .collect();
+            let r: Vec<f64> = run
+                .iter()
+                .map(|l| l.horizontal_accuracy.or(l.accuracy).unwrap_or(DEFAULT_ACCURACY_M).max(MIN_ACCURACY_M))
+                .collect();
+            let xs = rts(&t, &xy.iter().map(|p| p.0).collect::<Vec<_>>(), &r);
+            let ys = rts(&t, &xy.iter().map(|p| p.1).collect::<Vec<_>>(), &r);
+            for k in 0..run.len() {
+                out[i + k] = frame.to_lnglat(xs[k], ys[k]);
+            }
+        }
+        i = j + 1;
+    }
+    out
+}
+
+/// Rauch–Tung–Striebel smoothing of one axis: state (position, velocity), white-noise
+/// acceleration of density ACCELERATION_NOISE, measurements `z` with standard deviations `r`.
+fn rts(t: &[f64], z: &[f64], r: &[f64]) -> Vec<f64> {
+    type M = [[f64; 2]; 2];
+    let n = z.len();
+    let q = ACCELERATION_NOISE;
+    let mul = |a: &M, b: &M| -> M {
+        [
+            [a[0][0] * b[0][0] + a[0][1] * b[1][0], a[0][0] * b[0][1] + a[0][1] * b[1][1]],
+            [a[1][0] * b[0][0] + a[1][1] * b[1][0], a[1][0] * b[0][1] + a[1][1] * b[1][1]],
+        ]
+    };
+    let tr = |a: &M| -> M { [[a[0][0], a[1][0]], [a[0][1], a[1][1]]] };
+    let inv = |a: &M| -> M {
+        let d = a[0][0] * a[1][1] - a[0][1] * a[1][0];
+        [[a[1][1] / d, -a[0][1] / d], [-a[1][0] / d, a[0][0] / d]]
+    };
+    let (mut xf, mut pf) = (vec![[0.0; 2]; n], vec![[[0.0; 2]; 2]; n]);
+    let (mut xp, mut pp) = (vec![[0.0; 2]; n], vec![[[0.0; 2]; 2]; n]);
+    let mut fs: Vec<M> = vec![[[1.0, 0.0], [0.0, 1.0]]; n];
+    // Start at the first fix, velocity unknown (wide prior).
+    xp[0] = [z[0], 0.0];
+    pp[0] = [[r[0] * r[0], 0.0], [0.0, 100.0]];
+    for k in 0..n {
+        if k > 0 {
+            let dt = (t[k] - t[k - 1]).max(1e-3);
+            let f: M = [[1.0, dt], [0.0, 1.0]];
+            fs[k] = f;
+            let x = xf[k - 1];
+            xp[k] = [x[0] + dt * x[1], x[1]];
+            let qm: M = [[q * dt.powi(3) / 3.0, q * dt * dt / 2.0], [q * dt * dt / 2.0, q * dt]];
+            let p = mul(&mul(&f, &pf[k - 1]), &tr(&f));
+            pp[k] = [[p[0][0] + qm[0][0], p[0][1] + qm[0][1]], [p[1][0] + qm[1][0], p[1][1] + qm[1][1]]];
+        }
+        // Update with the position measurement.
+        let p = pp[k];
+        let s = p[0][0] + r[k] * r[k];
+        let kg = [p[0][0] / s, p[1][0] / s];
+        let innov = z[k] - xp[k][0];
+        xf[k] = [xp[k][0] + kg[0] * innov, xp[k][1] + kg[1] * innov];
+        pf[k] = [
+            [(1.0 - kg[0]) * p[0][0], (1.0 - kg[0]) * p[0][1]],
+            [p[1][0] - kg[1] * p[0][0], p[1][1] - kg[1] * p[0][1]],
+        ];
+    }
+    let mut xs = xf.clone();
+    for k in (0..n - 1).rev() {
+        let c = mul(&mul(&pf[k], &tr(&fs[k + 1])), &inv(&pp[k + 1]));
+        let d = [xs[k + 1][0] - xp[k + 1][0], xs[k + 1][1] - xp[k + 1][1]];
+        xs[k] = [xf[k][0] + c[0][0] * d[0] + c[0][1] * d[1], xf[k][1] + c[1][0] * d[0] + c[1][1] * d[1]];
+    }
+    xs.iter().map(|x| x[0]).collect()
+}
+
+/// A local flat frame in meters around a set of positions (equirectangular): good to well
+/// under a meter over a few tens of kilometers, which is all smoothing and simplifying need.
+struct Frame {
+    lng0: f64,
+    lat0: f64,
+    kx: f64,
+    ky: f64,
+}
+
+impl Frame {
+    fn around(points: &[LngLat]) -> Self {
+        let lat0 = points.iter().map(|p| p.lat).sum::<f64>() / points.len().max(1) as f64;
+        let ky = EARTH_RADIUS_M * std::f64::consts::PI / 180.0;
+        Self { lng0: points.first().map(|p| p.lng).unwrap_or(0.0), lat0, kx: ky * lat0.to_radians().cos(), ky }
+    }
+    fn to_xy(&self, p: LngLat) -> (f64, f64) {
+        // Wrap longitude differences so a route across the antimeridian stays continuous.
+        let dlng = (p.lng - self.lng0 + 540.0).rem_euclid(360.0) - 180.0;
+        (dlng * self.kx, (p.lat - self.lat0) * self.ky)
+    }
+    fn to_lnglat(&self, x: f64, y: f64) -> LngLat {
+        let lng = self.lng0 + x / self.kx;
+        LngLat { lng: (lng + 540.0).rem_euclid(360.0) - 180.0, lat: (self.lat0 + y / self.ky).clamp(-90.0, 90.0) }
+    }
+}
+
 fn centroid(fixes: &[&Location]) -> LngLat {
     let n = fixes.len() as f64;
     LngLat {
@@ -214,20 +344,17 @@ fn centroid(fixes: &[&Location]) -> LngLat {
 }
 
 /// Indexes of the nodes kept by Ramer–Douglas–Peucker at SIMPLIFY_TOLERANCE_M, computed in a
-/// local flat projection in meters (geo's epsilon is in the units of the coordinates).
+/// local flat frame in meters (geo's epsilon is in the units of the coordinates).
 fn simplify(nodes: &[LngLat]) -> Vec<usize> {
     if nodes.len() < 3 {
         return (0..nodes.len()).collect();
     }
-    let lat0 = nodes.iter().map(|p| p.lat).sum::<f64>() / nodes.len() as f64;
-    let lng0 = nodes[0].lng;
-    let k = EARTH_RADIUS_M * std::f64::consts::PI / 180.0;
+    let frame = Frame::around(nodes);
     let line: geo::LineString<f64> = nodes
         .iter()
         .map(|p| {
-            // Wrap longitude differences so a route across the antimeridian stays continuous.
-            let dlng = (p.lng - lng0 + 540.0).rem_euclid(360.0) - 180.0;
-            geo::Coord { x: dlng * k * lat0.to_radians().cos(), y: (p.lat - lat0) * k }
+            let (x, y) = frame.to_xy(*p);
+            geo::Coord { x, y }
         })
         .collect();
     line.simplify_idx(SIMPLIFY_TOLERANCE_M)
@@ -262,4 +389,46 @@ fn segments(activity: &[Activity]) -> Vec<(usize, usize, Activity)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fix(lng: f64, lat: f64, secs: i64, accuracy: f64) -> Location {
+        let at = chrono::DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap_or_default();
+        serde_json::from_value(serde_json::json!({
+            "coordinates": [lng, lat],
+            "recorded_at": at.format("%Y-%m-%dT%H:%M:%S").to_string(),
+            "accuracy": accuracy,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_long_wait_is_one_stop_and_adds_no_distance() {
+        let mut locs = vec![fix(13.0, 52.0, 0, 5.0), fix(13.001, 52.0, 10, 5.0)];
+        // Ten minutes wandering a few meters around one place, one wild fix among them.
+        for i in 0..60 {
+            let wobble = if i % 2 == 0 { 0.00003 } else { -0.00003 };
+            locs.push(fix(13.002 + wobble, 52.0 + wobble, 20 + i * 10, 8.0));
+        }
+        locs.push(fix(13.01, 52.01, 300, 200.0));
+        locs.sort_by_key(|l| l.recorded_at);
+        locs.push(fix(13.003, 52.0, 640, 5.0));
+        locs.push(fix(13.004, 52.0, 650, 5.0));
+        let r = analyse(&locs, &[]);
+        assert_eq!(r.stops.len(), 1);
+        assert_eq!(r.points.len(), locs.len() - 1, "the wild fix is dropped");
+        let clean = LngLat { lng: 13.0, lat: 52.0 }.distance_m(LngLat { lng: 13.004, lat: 52.0 });
+        assert!((r.distance_m - clean).abs() / clean < 0.02, "{} vs {clean}", r.distance_m);
+        assert_eq!(r.segments.iter().filter(|s| s.2 == Activity::Stop).count(), 1);
+    }
+
+    #[test]
+    fn paused_time_is_not_active() {
+        let t = |s| Timestamp(chrono::DateTime::from_timestamp(s, 0).unwrap_or_default());
+        assert_eq!(active_seconds(t(0), t(100), &[(t(10), t(40)), (t(90), t(200))]), 60);
+        assert_eq!(active_seconds(t(0), t(100), &[]), 100);
+    }
 }
