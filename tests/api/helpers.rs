@@ -26,23 +26,26 @@ fn dynamo_prefix() -> String {
 
 static TABLES_READY: AtomicBool = AtomicBool::new(false);
 
+/// A DynamoDB Local store with this process's tables (see [`store`]).
+pub async fn dynamo_store() -> DynamoStore {
+    assert!(
+        std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_some(),
+        "AWS_ENDPOINT_URL_DYNAMODB is not set: run the tests with scripts/test.sh, which starts DynamoDB Local"
+    );
+    let store = DynamoStore::from_env(TableNames::with_prefix(&dynamo_prefix())).await;
+    if !TABLES_READY.load(Ordering::Acquire) {
+        store.ensure_tables().await.expect("creating tables in DynamoDB Local");
+        TABLES_READY.store(true, Ordering::Release);
+    }
+    store
+}
+
 /// A store of the backend. DynamoDB Local must be running (scripts/test.sh starts it and sets
 /// `AWS_ENDPOINT_URL_DYNAMODB`); without it the DynamoDB half of the suite fails, on purpose.
 pub async fn store(backend: Backend) -> AppState {
     match backend {
         Backend::Embedded => AppState::new(EmbeddedStore::memory().expect("in-memory store")),
-        Backend::DynamoDb => {
-            assert!(
-                std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_some(),
-                "AWS_ENDPOINT_URL_DYNAMODB is not set: run the tests with scripts/test.sh, which starts DynamoDB Local"
-            );
-            let store = DynamoStore::from_env(TableNames::with_prefix(&dynamo_prefix())).await;
-            if !TABLES_READY.load(Ordering::Acquire) {
-                store.ensure_tables().await.expect("creating tables in DynamoDB Local");
-                TABLES_READY.store(true, Ordering::Release);
-            }
-            AppState::new(store)
-        }
+        Backend::DynamoDb => AppState::new(dynamo_store().await),
     }
 }
 
@@ -65,7 +68,11 @@ pub struct TestApp {
 
 impl TestApp {
     pub async fn new(backend: Backend) -> Self {
-        let state = store(backend).await;
+        Self::with_state(store(backend).await).await
+    }
+
+    /// A fresh project on a store the caller built (e.g. to read its consumed capacity).
+    pub async fn with_state(state: AppState) -> Self {
         let project =
             projects::create(state.store.as_ref(), "test", &ChosenKeys::default()).await.expect("project created");
         let router = local::app(state.clone());

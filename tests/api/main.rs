@@ -3,10 +3,13 @@
 mod helpers;
 
 mod auth;
+mod capacity;
 mod errors;
 mod groups;
 mod locations;
 mod store;
 mod trace;
 mod trip_trace;
+mod trips;
+mod trips_v2;
 mod users;

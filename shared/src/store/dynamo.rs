@@ -3,6 +3,7 @@
 //! next request (read-your-writes, as the embedded store gives).
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -10,8 +11,8 @@ use aws_sdk_dynamodb::client::Waiters;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, Delete, KeySchemaElement, KeyType, Put, ScalarAttributeType,
-    Select, TransactWriteItem,
+    AttributeDefinition, AttributeValue, BillingMode, ConsumedCapacity, Delete, KeySchemaElement, KeyType, Put,
+    ReturnConsumedCapacity, ScalarAttributeType, Select, TransactWriteItem,
 };
 use futures::{StreamExt, TryStreamExt};
 
@@ -29,6 +30,8 @@ const PUT_CONCURRENCY: usize = 32;
 pub struct DynamoStore {
     client: Client,
     names: TableNames,
+    /// Capacity units consumed by this store's calls so far (DynamoDB reports them per call).
+    consumed: Arc<Mutex<f64>>,
 }
 
 fn backend<E: std::fmt::Debug>(e: E) -> StoreError {
@@ -37,7 +40,17 @@ fn backend<E: std::fmt::Debug>(e: E) -> StoreError {
 
 impl DynamoStore {
     pub fn new(client: Client, names: TableNames) -> Self {
-        Self { client, names }
+        Self { client, names, consumed: Arc::default() }
+    }
+
+    /// Read and write capacity units consumed by this store's calls so far.
+    pub fn consumed_capacity(&self) -> f64 {
+        *self.consumed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn count_capacity<'a>(&self, used: impl IntoIterator<Item = &'a ConsumedCapacity>) {
+        let units: f64 = used.into_iter().filter_map(|c| c.capacity_units).sum();
+        *self.consumed.lock().unwrap_or_else(|e| e.into_inner()) += units;
     }
 
     /// A client from the standard AWS configuration chain. `AWS_ENDPOINT_URL_DYNAMODB` points it
@@ -135,9 +148,11 @@ impl Store for DynamoStore {
             .table_name(self.name(table))
             .set_key(Some(key_av(pk, sk)))
             .consistent_read(true)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
             .map_err(backend)?;
+        self.count_capacity(&out.consumed_capacity);
         out.item.map(from_av).transpose()
     }
 
@@ -151,10 +166,14 @@ impl Store for DynamoStore {
             .set_condition_expression(expr)
             .set_expression_attribute_names(names)
             .set_expression_attribute_values(values)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
         match r {
-            Ok(_) => Ok(()),
+            Ok(out) => {
+                self.count_capacity(&out.consumed_capacity);
+                Ok(())
+            }
             Err(e) if is_condition_failure(&e) => Err(StoreError::ConditionFailed),
             Err(e) => Err(backend(e)),
         }
@@ -170,10 +189,14 @@ impl Store for DynamoStore {
             .set_condition_expression(expr)
             .set_expression_attribute_names(names)
             .set_expression_attribute_values(values)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
         match r {
-            Ok(_) => Ok(()),
+            Ok(out) => {
+                self.count_capacity(&out.consumed_capacity);
+                Ok(())
+            }
             Err(e) if is_condition_failure(&e) => Err(StoreError::ConditionFailed),
             Err(e) => Err(backend(e)),
         }
@@ -198,9 +221,11 @@ impl Store for DynamoStore {
                 .consistent_read(true)
                 .set_limit(remaining.map(|r| r.min(i32::MAX as usize) as i32))
                 .set_exclusive_start_key(start.take())
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
                 .await
                 .map_err(backend)?;
+            self.count_capacity(&out.consumed_capacity);
             for av in out.items.unwrap_or_default() {
                 items.push(from_av(av)?);
             }
@@ -232,9 +257,11 @@ impl Store for DynamoStore {
                 .select(Select::Count)
                 .consistent_read(true)
                 .set_exclusive_start_key(start.take())
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
                 .await
                 .map_err(backend)?;
+            self.count_capacity(&out.consumed_capacity);
             total += out.count.max(0) as usize;
             match out.last_evaluated_key {
                 Some(k) => start = Some(k),
@@ -280,8 +307,18 @@ impl Store for DynamoStore {
             };
             items.push(item);
         }
-        match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
-            Ok(_) => Ok(()),
+        let r = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        match r {
+            Ok(out) => {
+                self.count_capacity(out.consumed_capacity.iter().flatten());
+                Ok(())
+            }
             Err(e) => {
                 let cancelled_by_condition = e
                     .as_service_error()
