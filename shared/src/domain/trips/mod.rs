@@ -534,17 +534,18 @@ pub async fn control(
     action: Action,
     at: Option<Timestamp>,
 ) -> Result<Trip, ApiError> {
-    let now = Timestamp::now();
-    let at = at.unwrap_or(now);
-    if (at.0 - now.0).num_seconds() > CLOCK_SKEW_SECONDS {
+    let given = at;
+    if given.is_some_and(|t| (t.0 - Timestamp::now().0).num_seconds() > CLOCK_SKEW_SECONDS) {
         return Err(ApiError::field(action.time_field(), "is in the future"));
     }
-    // Read outside the retry loop only what does not change with the trip's version.
     let mut last_fix: Option<Location> = None;
     let mut route: Option<route::Route> = None;
     for _ in 0..30 {
         let snapshot = get_or_deleted(store, p, api, trip_id).await?;
         legal(&snapshot, action)?;
+        // Without a given time the move happens now, taken afresh on each attempt: a concurrent
+        // move that won the race may have happened after this request began.
+        let at = given.unwrap_or_else(|| Timestamp::now().max(last_move(&snapshot).unwrap_or(Timestamp::now())));
         if last_move(&snapshot).is_some_and(|l| at < l) {
             return Err(ApiError::field(action.time_field(), "is before the trip's previous move"));
         }
