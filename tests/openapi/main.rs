@@ -1,6 +1,6 @@
 //! `openapi.yaml` against the router: it documents exactly the operations the functions serve,
-//! and every one of them is really routed (with and without the trailing slash), with the key
-//! rules the document states.
+//! and every one of them is really routed (with and without the trailing slash), answers in the
+//! envelope of its generation (v1/v3 or v2), with the key rules the document states.
 
 use std::collections::BTreeSet;
 
@@ -59,10 +59,26 @@ fn app() -> Router {
     local::app(AppState::memory().expect("memory store"))
 }
 
-async fn call(app: &Router, method: &str, path: &str, key: Option<&str>) -> (StatusCode, String, Option<Value>) {
-    let mut req = Request::builder().method(Method::from_bytes(method.as_bytes()).expect("method")).uri(path);
-    if let Some(k) = key {
-        req = req.header("Api-Key", k);
+/// A credential as a request carries it.
+#[derive(Debug, Clone, Copy)]
+enum Cred<'a> {
+    None,
+    /// `Api-Key: <key>` (secret or publishable key).
+    ApiKey(&'a str),
+    /// `Authorization: Bearer <access token>`.
+    Bearer(&'a str),
+}
+
+/// A well-formed id that names nothing, for `{id}` path parameters.
+const SAMPLE_ID: &str = "0123456789abcdef01234567";
+
+async fn call(app: &Router, method: &str, path: &str, cred: Cred<'_>) -> (StatusCode, String, Option<Value>) {
+    let uri = path.replace("{id}", SAMPLE_ID);
+    let mut req = Request::builder().method(Method::from_bytes(method.as_bytes()).expect("method")).uri(uri);
+    match cred {
+        Cred::None => {}
+        Cred::ApiKey(k) => req = req.header("Api-Key", k),
+        Cred::Bearer(t) => req = req.header(header::AUTHORIZATION, format!("Bearer {t}")),
     }
     let res = app.clone().oneshot(req.body(Body::empty()).expect("request")).await.expect("the router is infallible");
     let status = res.status();
@@ -71,14 +87,26 @@ async fn call(app: &Router, method: &str, path: &str, key: Option<&str>) -> (Sta
     (status, allow, serde_json::from_slice(&bytes).ok())
 }
 
-/// The error envelope `{status: false, msg, code: <status>, data: null}`.
-fn assert_error_envelope(what: &str, status: StatusCode, body: Option<&Value>) {
+fn is_v2(path: &str) -> bool {
+    path.starts_with("/v2/")
+}
+
+/// The error envelope of the path's generation: v1/v3 `{status: false, msg, code, data: null}`,
+/// v2 `{code, message, description}`; `code` is the HTTP status.
+fn assert_error_envelope(path: &str, what: &str, status: StatusCode, body: Option<&Value>) {
     let body = body.unwrap_or_else(|| panic!("{what}: body is not JSON"));
-    assert_eq!(body["status"], Value::Bool(false), "{what}: {body}");
     assert_eq!(body["code"], Value::from(status.as_u16()), "{what}: {body}");
-    assert!(body["data"].is_null(), "{what}: {body}");
-    assert!(body["msg"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {body}");
-    assert_eq!(body.as_object().map(|o| o.len()), Some(4), "{what}: {body}");
+    if is_v2(path) {
+        let message = body["message"].as_str().unwrap_or("");
+        assert!(!message.is_empty() && message.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'), "{what}: {body}");
+        assert!(body["description"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {body}");
+        assert_eq!(body.as_object().map(|o| o.len()), Some(3), "{what}: {body}");
+    } else {
+        assert_eq!(body["status"], Value::Bool(false), "{what}: {body}");
+        assert!(body["data"].is_null(), "{what}: {body}");
+        assert!(body["msg"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {body}");
+        assert_eq!(body.as_object().map(|o| o.len()), Some(4), "{what}: {body}");
+    }
 }
 
 /// Each path as the spec writes it (with the slash) and as it may also be called (without).
@@ -110,10 +138,10 @@ async fn every_operation_is_routed_and_asks_for_a_key() {
     let app = app();
     for (method, path) in served() {
         for p in both_forms(&path) {
-            let (status, _, body) = call(&app, &method, &p, None).await;
+            let (status, _, body) = call(&app, &method, &p, Cred::None).await;
             let what = format!("{method} {p} without a key");
             assert_eq!(status, StatusCode::UNAUTHORIZED, "{what}: {body:?}");
-            assert_error_envelope(&what, status, body.as_ref());
+            assert_error_envelope(&p, &what, status, body.as_ref());
         }
     }
 }
@@ -129,55 +157,69 @@ async fn other_methods_answer_405_in_the_envelope() {
         let implied = |m: &str| m == "HEAD" && allowed.contains("GET");
         for method in METHODS.iter().filter(|m| !allowed.contains(*m) && !implied(m)) {
             for p in both_forms(path) {
-                let (status, allow, body) = call(&app, method, &p, None).await;
+                let (status, allow, body) = call(&app, method, &p, Cred::None).await;
                 let what = format!("{method} {p}");
                 assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{what}: {body:?}");
                 let listed: BTreeSet<&str> = allow.split(',').map(str::trim).filter(|m| *m != "HEAD").collect();
                 assert_eq!(listed, allowed, "{what}: Allow header '{allow}'");
                 if *method != "HEAD" {
-                    assert_error_envelope(&what, status, body.as_ref());
+                    assert_error_envelope(&p, &what, status, body.as_ref());
                 }
             }
         }
     }
 }
 
-/// The key got past authentication: requests here carry no body or query, so an accepted key
-/// ends in 400 (missing input) or 200 (a plain list), never 401/403.
+/// The credential got past authentication: requests here carry no body and no query, so an
+/// accepted credential ends in 400 (missing input), 404 (the sample id) or 200 (a plain list),
+/// never 401/403/405.
 fn accepted(status: StatusCode) -> bool {
     status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN && status != StatusCode::METHOD_NOT_ALLOWED
 }
 
-/// Operations whose `security` lists `PublishableKey` accept the publishable SDK key; every
-/// other operation answers it 403. The secret key is accepted everywhere.
+/// The security schemes an operation accepts (its own `security`, else the document's).
+fn schemes<'a>(spec: &'a Yaml, op: &'a Yaml) -> Vec<&'a str> {
+    let security = if op["security"].is_null() { &spec["security"] } else { &op["security"] };
+    security
+        .as_sequence()
+        .expect("security is a list")
+        .iter()
+        .flat_map(|req| req.as_mapping().into_iter().flat_map(|m| m.keys().filter_map(Yaml::as_str)))
+        .collect()
+}
+
+/// Each credential is accepted exactly where the operation's `security` lists its scheme:
+/// `ApiKey` (secret key), `PublishableKey` (publishable SDK key, else 403 where the secret key
+/// is wanted), `bearer` (v2 access token); anywhere else it is a 401 in the path's envelope.
 #[tokio::test]
-async fn publishable_key_rules_match_the_spec() {
+async fn credentials_match_the_documented_security() {
     let state = AppState::memory().expect("memory store");
     let issued = projects::create(state.store.as_ref(), "openapi", &ChosenKeys::default()).await.expect("project");
     let app = local::app(state);
     let spec = spec();
-    let default_security = &spec["security"];
     for (method, path) in served() {
         let op = &spec["paths"][path.as_str()][method.to_ascii_lowercase().as_str()];
-        let security = if op["security"].is_null() { default_security } else { &op["security"] };
-        let schemes: Vec<&str> = security
-            .as_sequence()
-            .expect("security is a list")
-            .iter()
-            .flat_map(|req| req.as_mapping().into_iter().flat_map(|m| m.keys().filter_map(Yaml::as_str)))
-            .collect();
-        assert!(schemes.contains(&"ApiKey"), "{method} {path}: every operation takes the secret key");
-        let sdk = schemes.contains(&"PublishableKey");
-        let (status, _, body) = call(&app, &method, &path, Some(&issued.publishable_key)).await;
-        let what = format!("{method} {path} with the publishable key");
-        if sdk {
-            assert!(accepted(status), "{what}: documented as allowed, got {status}: {body:?}");
-        } else {
-            assert_eq!(status, StatusCode::FORBIDDEN, "{what}: documented as secret-only: {body:?}");
-            assert_error_envelope(&what, status, body.as_ref());
+        let schemes = schemes(&spec, op);
+        assert!(!schemes.is_empty(), "{method} {path}: no security documented");
+        for (scheme, cred) in [
+            ("ApiKey", Cred::ApiKey(&issued.api_key)),
+            ("PublishableKey", Cred::ApiKey(&issued.publishable_key)),
+            ("bearer", Cred::Bearer(&issued.access_token)),
+        ] {
+            let (status, _, body) = call(&app, &method, &path, cred).await;
+            let what = format!("{method} {path} with the {scheme} credential");
+            if schemes.contains(&scheme) {
+                assert!(accepted(status), "{what}: documented as accepted, got {status}: {body:?}");
+                continue;
+            }
+            let expected = if scheme == "PublishableKey" && schemes.contains(&"ApiKey") {
+                StatusCode::FORBIDDEN
+            } else {
+                StatusCode::UNAUTHORIZED
+            };
+            assert_eq!(status, expected, "{what}: not documented as accepted: {body:?}");
+            assert_error_envelope(&path, &what, status, body.as_ref());
         }
-        let (status, _, body) = call(&app, &method, &path, Some(&issued.api_key)).await;
-        assert!(accepted(status), "{method} {path} with the secret key, got {status}: {body:?}");
     }
 }
 
@@ -194,5 +236,14 @@ fn operations_document_their_errors() {
         }
         let has_body = !op["requestBody"].is_null();
         assert_eq!(codes.contains("413"), has_body, "{method} {path}: 413 exactly when there is a body");
+        // Errors are documented in the envelope of the path's generation.
+        for (code, response) in responses {
+            if code.as_str() == Some("200") {
+                continue;
+            }
+            let r = response["$ref"].as_str().unwrap_or_else(|| panic!("{method} {path} {code:?}: not a $ref"));
+            let v2 = r.starts_with("#/components/responses/V2");
+            assert_eq!(v2, is_v2(&path), "{method} {path} {code:?}: {r} is the other generation's error");
+        }
     }
 }
