@@ -66,7 +66,16 @@ impl std::fmt::Display for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        Self::internal(e)
+        match e {
+            StoreError::TooLarge(n) => Self::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "body: the record would take {n} bytes, more than the {} a record may hold; send less text, metadata or fewer items",
+                    crate::store::MAX_ITEM_BYTES
+                ),
+            ),
+            other => Self::internal(other),
+        }
     }
 }
 

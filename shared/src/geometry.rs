@@ -40,7 +40,10 @@ impl LngLat {
         if !lat.is_finite() || !(-90.0..=90.0).contains(lat) {
             return Err(ApiError::field(field, format!("latitude {lat} is outside -90..90")));
         }
-        Ok(Self { lng: *lng, lat: *lat })
+        // Below a nanodegree (0.1 mm) a coordinate is zero; DynamoDB cannot store magnitudes
+        // below 1e-130, so both backends agree on this.
+        let tidy = |x: f64| if x.abs() < 1e-9 { 0.0 } else { x };
+        Ok(Self { lng: tidy(*lng), lat: tidy(*lat) })
     }
 
     pub fn point(self) -> Point<f64> {

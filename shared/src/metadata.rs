@@ -17,7 +17,44 @@ pub fn validate(field: &str, m: &Map<String, Value>) -> Result<(), ApiError> {
     if size > MAX_METADATA_BYTES {
         return Err(ApiError::field(field, format!("at most {MAX_METADATA_BYTES} bytes of JSON")));
     }
+    check_values(field, m, 1)
+}
+
+/// Deepest nesting of objects and arrays accepted (DynamoDB stores at most 32 levels).
+pub const MAX_METADATA_DEPTH: usize = 16;
+
+/// Keys must be non-empty and numbers storable, at any depth: DynamoDB rejects empty attribute
+/// names and numbers outside about 1e-130..1e126, and both backends must accept the same input.
+fn check_values(field: &str, m: &Map<String, Value>, depth: usize) -> Result<(), ApiError> {
+    if depth > MAX_METADATA_DEPTH {
+        return Err(ApiError::field(field, format!("nested deeper than {MAX_METADATA_DEPTH} levels")));
+    }
+    for (k, v) in m {
+        if k.is_empty() {
+            return Err(ApiError::field(field, "keys must not be empty"));
+        }
+        check_value(&format!("{field}.{k}"), v, depth)?;
+    }
     Ok(())
+}
+
+fn check_value(field: &str, v: &Value, depth: usize) -> Result<(), ApiError> {
+    match v {
+        Value::Object(m) => check_values(field, m, depth + 1),
+        Value::Array(_) if depth + 1 > MAX_METADATA_DEPTH => {
+            Err(ApiError::field(field, format!("nested deeper than {MAX_METADATA_DEPTH} levels")))
+        }
+        Value::Array(a) => a.iter().try_for_each(|x| check_value(field, x, depth + 1)),
+        Value::Number(n) if !n.as_f64().is_some_and(storable) => {
+            Err(ApiError::field(field, format!("{n} is outside the storable range (about 1e-130 to 1e125)")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Whether DynamoDB can store the number (zero, or magnitude between 1e-130 and 1e125).
+pub fn storable(x: f64) -> bool {
+    x == 0.0 || (1e-130..1e125).contains(&x.abs())
 }
 
 /// Every listed pair must match. Values compare as text, so `count:3` matches `{"count": 3}` and
@@ -65,6 +102,19 @@ mod tests {
         let m = json!({"team": "red"}).as_object().cloned();
         assert!(!f.matches(m.as_ref()));
         assert!(!f.matches(None));
+    }
+
+    #[test]
+    fn unstorable_metadata_is_refused() {
+        for bad in [json!({"": 1}), json!({"a": {"": 1}}), json!({"a": [1e-200]}), json!({"a": 1e200})] {
+            assert!(validate("metadata", bad.as_object().unwrap()).is_err(), "{bad}");
+        }
+        let mut deep = json!(1);
+        for _ in 0..20 {
+            deep = json!({"k": deep});
+        }
+        assert!(validate("metadata", deep.as_object().unwrap()).is_err());
+        assert!(validate("metadata", json!({"a": {"b": [1, 2.5, "x", null]}}).as_object().unwrap()).is_ok());
     }
 
     #[test]

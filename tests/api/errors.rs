@@ -88,3 +88,37 @@ both!(unknown_paths_and_methods_answer_in_the_envelope, |app| async move {
     let (s, r) = app.call("DELETE", "/v1/api/location", crate::helpers::Key::Secret, None).await;
     assert_error(s, &r, StatusCode::METHOD_NOT_ALLOWED, "DELETE");
 });
+
+both!(input_dynamodb_cannot_store_is_refused_or_normalised_on_both_backends, |app| async move {
+    let user = app.create_user(json!({})).await;
+    for metadata in [json!({"": 1}), json!({"a": {"": 1}}), json!({"a": [1e-200]}), json!({"a": 1e200})] {
+        let (s, r) =
+            app.post("/v1/api/user/", &json!({"app_type": 1, "device_token": "t", "metadata": metadata})).await;
+        assert_error(s, &r, StatusCode::BAD_REQUEST, "metadata");
+    }
+    let loc = |extra: serde_json::Value| {
+        let mut l = json!({"coordinates": [1.0, 2.0], "recorded_at": "2024-01-01T00:00:00.000"});
+        l.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        json!({"user_id": user, "locations": [l]})
+    };
+    let (s, r) = app.post("/v1/api/location/", &loc(json!({"accuracy": 1.79e308}))).await;
+    assert_error(s, &r, StatusCode::BAD_REQUEST, "locations[0].accuracy");
+    // A sub-nanodegree coordinate is zero.
+    let (s, r) = app.post("/v1/api/location/", &loc(json!({"coordinates": [2.3e-283, 1.0]}))).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let (_, r) = app.get(&format!("/v1/api/location/?user_id={user}")).await;
+    assert_eq!(r["data"]["locations"][0]["coordinates"]["coordinates"], json!([0.0, 1.0]));
+    // Long trip text is refused before it reaches a store.
+    let long = "x".repeat(2000);
+    let (s, r) = app.call("POST", "/v2/trips", crate::helpers::Key::Bearer, Some(&json!({"name": long}))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{r}");
+    assert!(r["description"].as_str().unwrap().contains("name"), "{r}");
+    let stop = json!({"address": long, "geometry": {"type": "Point", "coordinates": [1.0, 2.0]}});
+    let (s, r) = app.call("POST", "/v2/trips", crate::helpers::Key::Bearer, Some(&json!({"stops": [stop]}))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{r}");
+    assert!(r["description"].as_str().unwrap().contains("stops[0].address"), "{r}");
+    // A path segment that is not UTF-8 answers in the v2 envelope.
+    let (s, r) = app.call("GET", "/v2/trips/%FF", crate::helpers::Key::Bearer, None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{r}");
+    assert_eq!(r["message"], "bad_request");
+});

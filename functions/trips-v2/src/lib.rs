@@ -2,7 +2,8 @@
 //! envelope; plus Waymark's `/v2/trips/{id}/controls` and `/v2/trips/{id}/summary`.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -28,6 +29,19 @@ pub const ROUTES: &[(&str, &str)] = &[
 
 /// Stop radius bounds (meters) and default.
 pub const STOP_RADIUS: std::ops::RangeInclusive<u32> = 10..=10_000;
+
+/// The `{id}` of a v2 path; a segment that is not valid text is a 400 in the v2 envelope.
+struct TripId(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for TripId {
+    type Rejection = V2Error;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, V2Error> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(id)| TripId(id))
+            .map_err(|e| ApiError::field("id", e.body_text()).into())
+    }
+}
 
 pub fn router() -> Router<AppState> {
     let r = route(Router::new(), "/v2/trips/", post(create).get(list));
@@ -114,7 +128,7 @@ async fn create(
     Ok(V2Envelope::new(201, "trip_created", "Trip created").with("trip", render(&s, &p, &trip).await?))
 }
 
-async fn read(Bearer(p): Bearer, State(s): State<AppState>, Path(id): Path<String>) -> Result<V2Envelope, V2Error> {
+async fn read(Bearer(p): Bearer, State(s): State<AppState>, TripId(id): TripId) -> Result<V2Envelope, V2Error> {
     let trip = trips::get(s.store.as_ref(), &p, Api::V2, &id).await?;
     Ok(V2Envelope::new(200, "trip_found", "Trip found").with("trip", render(&s, &p, &trip).await?))
 }
@@ -148,7 +162,7 @@ async fn list(Bearer(p): Bearer, State(s): State<AppState>, V2Params(q): V2Param
 async fn update(
     Bearer(p): Bearer,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    TripId(id): TripId,
     V2Json(b): V2Json<TripBody>,
 ) -> Result<V2Envelope, V2Error> {
     let replace = match b.stops {
@@ -160,12 +174,12 @@ async fn update(
     Ok(V2Envelope::new(200, "trip_updated", "Trip updated").with("trip", render(&s, &p, &trip).await?))
 }
 
-async fn delete(Bearer(p): Bearer, State(s): State<AppState>, Path(id): Path<String>) -> Result<V2Envelope, V2Error> {
+async fn delete(Bearer(p): Bearer, State(s): State<AppState>, TripId(id): TripId) -> Result<V2Envelope, V2Error> {
     let trip = trips::delete(s.store.as_ref(), &p, Api::V2, &id).await?;
     Ok(V2Envelope::new(200, "trip_deleted", "Trip deleted").with("trip", json!({"id": trip.id, "is_deleted": true})))
 }
 
-async fn summary(Bearer(p): Bearer, State(s): State<AppState>, Path(id): Path<String>) -> Result<V2Envelope, V2Error> {
+async fn summary(Bearer(p): Bearer, State(s): State<AppState>, TripId(id): TripId) -> Result<V2Envelope, V2Error> {
     let sum = trips::summary(s.store.as_ref(), &p, Api::V2, &id).await?;
     Ok(V2Envelope::new(200, "trip_summary", "Trip summary").with("summary", summary_json(&sum, true)))
 }
@@ -186,7 +200,7 @@ struct ControlBody {
 async fn controls(
     Bearer(p): Bearer,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    TripId(id): TripId,
     V2Json(b): V2Json<ControlBody>,
 ) -> Result<V2Envelope, V2Error> {
     let action = Action::parse(&b.action)?;

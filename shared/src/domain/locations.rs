@@ -134,8 +134,11 @@ pub fn validate_batch(batch: &IngestBatch) -> Result<(), ApiError> {
             ("altitude", l.altitude),
             ("course", l.course),
         ] {
-            if v.is_some_and(|x| !x.is_finite()) {
-                return Err(ApiError::field(&format!("locations[{i}].{name}"), "must be a finite number"));
+            if v.is_some_and(|x| !x.is_finite() || !crate::metadata::storable(x) || x.abs() > 1e12) {
+                return Err(ApiError::field(
+                    &format!("locations[{i}].{name}"),
+                    "must be 0 or a number of magnitude between 1e-130 and 1e12",
+                ));
             }
         }
     }

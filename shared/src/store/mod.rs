@@ -29,7 +29,14 @@ pub enum StoreError {
     Backend(String),
     #[error("stored item cannot be read: {0}")]
     Corrupt(String),
+    /// The item would exceed [`MAX_ITEM_BYTES`].
+    #[error("item too large: {0} bytes")]
+    TooLarge(usize),
 }
+
+/// Largest item written, as JSON: below DynamoDB's 400 KB item limit with room for attribute
+/// overhead, and enforced for the embedded store too so both backends accept the same data.
+pub const MAX_ITEM_BYTES: usize = 350_000;
 
 /// A condition on the item currently at the written key.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,6 +129,10 @@ pub fn to_item<T: Serialize>(pk: &str, sk: &str, record: &T) -> Result<Item, Sto
     };
     item.insert("pk".into(), pk.into());
     item.insert("sk".into(), sk.into());
+    let size = serde_json::to_vec(&item).map(|v| v.len()).unwrap_or(usize::MAX);
+    if size > MAX_ITEM_BYTES {
+        return Err(StoreError::TooLarge(size));
+    }
     Ok(item)
 }
 
@@ -155,5 +166,17 @@ fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
         _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_over_the_limit_are_refused_before_any_backend() {
+        let big = serde_json::json!({"text": "x".repeat(MAX_ITEM_BYTES)});
+        assert!(matches!(to_item("p", "s", &big), Err(StoreError::TooLarge(_))));
+        assert!(to_item("p", "s", &serde_json::json!({"text": "x"})).is_ok());
     }
 }

@@ -257,6 +257,16 @@ pub struct NewTrip {
     pub waypoints: Vec<WaypointInput>,
 }
 
+/// Free text of trips and stops is limited like a user's.
+fn check_text(field: &str, v: &Option<String>) -> Result<(), ApiError> {
+    match v {
+        Some(s) if s.len() > users::MAX_TEXT => {
+            Err(ApiError::field(field, format!("at most {} characters", users::MAX_TEXT)))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn make_waypoints(input: Vec<WaypointInput>, now: Timestamp) -> Result<Vec<Waypoint>, ApiError> {
     if input.len() > MAX_WAYPOINTS {
         return Err(ApiError::bad_request(format!(
@@ -265,10 +275,14 @@ fn make_waypoints(input: Vec<WaypointInput>, now: Timestamp) -> Result<Vec<Waypo
     }
     input
         .into_iter()
-        .map(|w| {
+        .enumerate()
+        .map(|(i, w)| {
             if let Some(m) = &w.metadata {
-                metadata::validate("metadata", m)?;
+                metadata::validate(&format!("stops[{i}].metadata"), m)?;
             }
+            check_text(&format!("stops[{i}].name"), &w.name)?;
+            check_text(&format!("stops[{i}].description"), &w.description)?;
+            check_text(&format!("stops[{i}].address"), &w.address)?;
             Ok(Waypoint {
                 id: new_id(),
                 kind: w.kind,
@@ -297,6 +311,8 @@ async fn check_user(store: &dyn Store, p: &Project, user_id: &Option<String>) ->
 /// Create a trip. A `service:trip:created` event is recorded (v1/v3 responses still show the
 /// events as they were before it, empty).
 pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) -> Result<Trip, ApiError> {
+    check_text("name", &input.name)?;
+    check_text("description", &input.description)?;
     check_user(store, p, &input.user_id).await?;
     if let Some(m) = &input.metadata {
         metadata::validate("metadata", m)?;
@@ -392,6 +408,8 @@ pub struct TripUpdate {
 
 /// Update a trip that has not started. v1/v3 updates append one `motion:trip:created` event.
 pub async fn update(store: &dyn Store, p: &Project, api: Api, trip_id: &str, up: TripUpdate) -> Result<Trip, ApiError> {
+    check_text("name", &up.name)?;
+    check_text("description", &up.description)?;
     check_user(store, p, &up.user_id).await?;
     if let Some(m) = &up.metadata {
         metadata::validate("metadata", m)?;
