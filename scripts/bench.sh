@@ -6,14 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dur="${1:-20s}"
 export CARGO_TARGET_DIR="${CARGO_RELEASE_TARGET_DIR:-$HOME/.cache/waymark-release}"
-cargo build --release --workspace --bins -q
+[ -n "${SKIP_BUILD:-}" ] || cargo build --release --workspace --bins -q
 bin="$CARGO_TARGET_DIR/release"
 
 echo "== release binary sizes"
-for b in users locations groups waymark; do printf '%-10s %s bytes\n' "$b" "$(stat -c %s "$bin/$b")"; done
+for b in users locations groups trips trips-v2 waymark; do printf '%-10s %s bytes\n' "$b" "$(stat -c %s "$bin/$b")"; done
 
 echo "== Lambda function start to ready"
-for b in users locations groups; do python3 scripts/bench/coldstart.py "$bin/$b" 10; done
+for b in users locations groups trips trips-v2; do python3 scripts/bench/coldstart.py "$bin/$b" 10; done
 
 echo "== waymark serve (file store)"
 data="$(mktemp -d)"
