@@ -1,7 +1,7 @@
 //! GeoJSON geometry at the boundary, validated once; distances and encodings through `geo`,
 //! `geohash` and `polyline`.
 
-use geo::{Distance, Geodesic, Point};
+use geo::{Distance, Geodesic, Haversine, Point};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
@@ -53,6 +53,12 @@ impl LngLat {
     /// Geodesic distance in meters on the WGS 84 ellipsoid (Karney's algorithm, via `geo`).
     pub fn distance_m(self, other: LngLat) -> f64 {
         Geodesic.distance(self.point(), other.point())
+    }
+
+    /// Great-circle distance in meters on a sphere (via `geo`): within 0.5% of the geodesic and
+    /// several times cheaper; for radius tests of tens of meters where that error is millimetres.
+    pub fn haversine_m(self, other: LngLat) -> f64 {
+        Haversine.distance(self.point(), other.point())
     }
 
     /// The geohash cell of `precision` characters that holds this position.

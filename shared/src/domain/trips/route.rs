@@ -200,7 +200,8 @@ fn detect_stops(fixes: &[&Location]) -> Vec<(usize, usize)> {
         let mut j = i;
         while j + 1 < fixes.len() {
             let c = LngLat { lng: sum_lng / n, lat: sum_lat / n };
-            if c.distance_m(fixes[j + 1].coordinates) > STOP_RADIUS_M {
+            // Haversine: at 50 m its error is millimetres and it is much cheaper than the geodesic.
+            if c.haversine_m(fixes[j + 1].coordinates) > STOP_RADIUS_M {
                 break;
             }
             j += 1;
