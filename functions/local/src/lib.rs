@@ -13,6 +13,8 @@ pub fn routes() -> Router<AppState> {
         .merge(groups::router())
         .merge(trips::router())
         .merge(trips_v2::router())
+        .merge(geofences::router())
+        .merge(search::router())
 }
 
 /// Every operation the service answers, as (HTTP method, path with its trailing slash); each path
@@ -24,6 +26,8 @@ pub fn all_routes() -> Vec<(&'static str, &'static str)> {
         .chain(groups::ROUTES)
         .chain(trips::ROUTES)
         .chain(trips_v2::ROUTES)
+        .chain(geofences::ROUTES)
+        .chain(search::ROUTES)
         .copied()
         .collect()
 }

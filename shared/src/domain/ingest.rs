@@ -7,7 +7,7 @@ use crate::error::ApiError;
 use crate::store::Store;
 
 use super::locations::Location;
-use super::{trips, users};
+use super::{geofences, trips, users};
 
 /// Called after a batch for `user_id` was stored; `stored` is in `recorded_at` order.
 pub async fn after_store(store: &dyn Store, p: &Project, user_id: &str, stored: &[Location]) -> Result<(), ApiError> {
@@ -21,5 +21,6 @@ pub async fn after_store(store: &dyn Store, p: &Project, user_id: &str, stored: 
         Ok(newer)
     })
     .await?;
-    trips::on_locations(store, p, user_id, stored).await
+    trips::on_locations(store, p, user_id, stored).await?;
+    geofences::events::on_locations(store, p, user_id, stored).await
 }

@@ -1,0 +1,213 @@
+//! Geofences, v1 and v3: `/v{1,3}/api/geofence/` (create, update, list, delete one or many),
+//! the v1 metadata-filter list at `GET /v1/api/geofence` (no trailing slash), and the geofence
+//! events list `GET /v1/api/event/`.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::routing::{MethodRouter, get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use shared::auth::SecretKey;
+use shared::domain::geofences::{
+    self, CreateGeofence, GeometryType, ListFilter, UpdateGeofence, events, geofence_json,
+};
+use shared::extract::parse_json;
+use shared::http::route;
+use shared::{ApiError, ApiJson, AppState, Envelope, Params};
+
+/// Every operation this function serves: (HTTP method, path with its trailing slash). The v1
+/// metadata list is the one path whose bare form is a different operation.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/v1/api/geofence/"),
+    ("PUT", "/v1/api/geofence/"),
+    ("GET", "/v1/api/geofence/"),
+    ("DELETE", "/v1/api/geofence/"),
+    ("GET", "/v1/api/geofence"),
+    ("POST", "/v3/api/geofence/"),
+    ("PUT", "/v3/api/geofence/"),
+    ("GET", "/v3/api/geofence/"),
+    ("DELETE", "/v3/api/geofence/"),
+    ("GET", "/v1/api/event/"),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ver {
+    V1,
+    V3,
+}
+
+pub fn router() -> Router<AppState> {
+    let common = || -> MethodRouter<AppState> { post(create).put(update).delete(delete) };
+    Router::new()
+        .route("/v1/api/geofence/", common().get(|k, s, q| list(Ver::V1, k, s, q)))
+        .route("/v1/api/geofence", common().get(list_by_metadata))
+        .merge(route(Router::new(), "/v3/api/geofence/", common().get(|k, s, q| list(Ver::V3, k, s, q))))
+        .merge(route(Router::new(), "/v1/api/event/", get(list_events)))
+}
+
+async fn create(
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<CreateGeofence>,
+) -> Result<Envelope<Value>, ApiError> {
+    let g = geofences::create(s.store.as_ref(), &p, body).await?;
+    let data = if g.scoped { geofences::scoped_created_json(&g) } else { geofence_json(&g, "id") };
+    Ok(Envelope::created("Geofence created", data))
+}
+
+/// Update body: `geofence_id` is a string (v3 documents it as an integer; both are taken).
+#[derive(Debug, Deserialize)]
+struct UpdateBody {
+    geofence_id: Value,
+    #[serde(flatten)]
+    changes: UpdateGeofence,
+}
+
+fn id_text(v: &Value) -> Result<String, ApiError> {
+    match v {
+        Value::String(s) if !s.is_empty() => Ok(s.clone()),
+        Value::Number(n) => Ok(n.to_string()),
+        _ => Err(ApiError::field("geofence_id", "must be a geofence id")),
+    }
+}
+
+async fn update(
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<UpdateBody>,
+) -> Result<Envelope<Value>, ApiError> {
+    let id = id_text(&body.geofence_id)?;
+    let g = geofences::update(s.store.as_ref(), &p, &id, body.changes).await?;
+    Ok(Envelope::ok("Geofence updated", geofence_json(&g, "id")))
+}
+
+/// Delete one (`geofence_id` in the query, or a string in the body) or many (an array of up to
+/// 200 in the body).
+async fn delete(
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    q: Params,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Envelope<Value>, ApiError> {
+    let store = s.store.as_ref();
+    if let Some(id) = q.opt("geofence_id") {
+        geofences::delete(store, &p, id).await?;
+        return Ok(Envelope::ok("Geofence deleted", json!({})));
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::field("geofence_id", "is required (in the query, or in a JSON body)"));
+    }
+    let json_body = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json"));
+    if !json_body {
+        return Err(ApiError::bad_request("Content-Type: the body must be sent as application/json"));
+    }
+    #[derive(Deserialize)]
+    struct DeleteBody {
+        geofence_id: Value,
+    }
+    let b: DeleteBody = parse_json(&body)?;
+    match &b.geofence_id {
+        Value::Array(ids) => {
+            let ids = ids.iter().map(id_text).collect::<Result<Vec<_>, _>>()?;
+            let n = geofences::delete_many(store, &p, &ids).await?;
+            Ok(Envelope::ok(format!("{n} geofence(s) deleted"), json!({})))
+        }
+        other => {
+            geofences::delete(store, &p, &id_text(other)?).await?;
+            Ok(Envelope::ok("Geofence deleted", json!({})))
+        }
+    }
+}
+
+fn envelope_list(p: &shared::auth::Project, info: shared::paging::PageInfo, fences: Vec<Value>) -> Value {
+    json!({
+        "next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page,
+        "account_id": p.account_id, "project_id": p.project_id, "geofences": fences,
+    })
+}
+
+/// A fence as lists show it; with `count`, its `counts: {events, users}`.
+async fn render(
+    store: &dyn shared::store::Store,
+    p: &shared::auth::Project,
+    g: &geofences::Geofence,
+    count: bool,
+) -> Result<Value, ApiError> {
+    let mut v = geofence_json(g, "id");
+    if count {
+        v["counts"] = events::counts(store, p, &g.id).await?;
+    }
+    Ok(v)
+}
+
+async fn list(
+    ver: Ver,
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    q: Params,
+) -> Result<Envelope<Value>, ApiError> {
+    let store = s.store.as_ref();
+    let count = ver == Ver::V3 && q.bool("count", false)?;
+    if ver == Ver::V3 {
+        q.required("start_date")?;
+        q.required("end_date")?;
+    }
+    if let Some(id) = q.opt("geofence_id") {
+        let g = geofences::get(store, &p, id).await?;
+        let info = shared::paging::PageInfo::new(shared::paging::PageNumber(1), 1);
+        return Ok(Envelope::ok("Geofence found", envelope_list(&p, info, vec![render(store, &p, &g, count).await?])));
+    }
+    let filter = ListFilter {
+        range: if ver == Ver::V3 { q.date_range(None)? } else { None },
+        color_code: if ver == Ver::V1 { q.opt("color_code").map(str::to_owned) } else { None },
+        tag: if ver == Ver::V1 { q.opt("tag").map(str::to_owned) } else { None },
+        geometry_type: match (ver, q.opt("geometry_type")) {
+            (Ver::V1, Some(t)) => Some(GeometryType::parse("geometry_type", t)?),
+            _ => None,
+        },
+        metadata: None,
+    };
+    let (list, info) = geofences::list(store, &p, &filter, q.page_number()?).await?;
+    let mut out = Vec::with_capacity(list.len());
+    for g in &list {
+        out.push(render(store, &p, g, count).await?);
+    }
+    Ok(Envelope::ok("Geofences listed", envelope_list(&p, info, out)))
+}
+
+async fn list_by_metadata(
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    q: Params,
+) -> Result<Envelope<Value>, ApiError> {
+    let filter = ListFilter { range: q.date_range(None)?, metadata: q.metadata_filter()?, ..ListFilter::default() };
+    let (list, info) = geofences::list(s.store.as_ref(), &p, &filter, q.page_number()?).await?;
+    let data = json!({
+        "next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page,
+        "geofences": list.iter().map(|g| geofence_json(g, "geofence_id")).collect::<Vec<_>>(),
+    });
+    Ok(Envelope::ok("Geofences listed", data))
+}
+
+async fn list_events(
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    q: Params,
+) -> Result<Envelope<Value>, ApiError> {
+    q.required("start_date")?;
+    q.required("end_date")?;
+    let range = q.date_range(None)?.ok_or_else(|| ApiError::field("start_date", "is required"))?;
+    let (list, info) =
+        events::list(s.store.as_ref(), &p, range, q.opt("user_id"), q.opt("geofence_id"), q.page_number()?).await?;
+    let data = json!({
+        "next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page,
+        "events": list.iter().map(events::event_json).collect::<Vec<_>>(),
+    });
+    Ok(Envelope::ok("Events listed", data))
+}

@@ -1,0 +1,82 @@
+//! Nearby geofence search: `GET /v1/api/search/geofences/?location=<lat>,<lng>&radius=<m>`
+//! (or `user_id=` for the user's latest location), nearest first, `page_limit` per page.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use serde_json::{Value, json};
+use shared::auth::SecretKey;
+use shared::domain::geofences::{self, MAX_SEARCH_RADIUS_M, geofence_json};
+use shared::domain::users;
+use shared::geometry::LngLat;
+use shared::http::route;
+use shared::{ApiError, AppState, Envelope, Params};
+
+/// Every operation this function serves: (HTTP method, path with its trailing slash).
+pub const ROUTES: &[(&str, &str)] = &[("GET", "/v1/api/search/geofences/")];
+
+/// `page_limit`: entries per page, 1 to 100, default 10.
+pub const MAX_PAGE_LIMIT: usize = 100;
+
+pub fn router() -> Router<AppState> {
+    route(Router::new(), "/v1/api/search/geofences/", get(search))
+}
+
+/// `lat,lng` as the interface's sample writes it.
+fn parse_location(s: &str) -> Result<LngLat, ApiError> {
+    let bad = || ApiError::field("location", format!("'{s}' is not 'latitude,longitude' in degrees"));
+    let (lat, lng) = s.split_once(',').ok_or_else(bad)?;
+    let lat: f64 = lat.trim().parse().map_err(|_| bad())?;
+    let lng: f64 = lng.trim().parse().map_err(|_| bad())?;
+    LngLat::parse("location", &[lng, lat])
+}
+
+async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+    let store = s.store.as_ref();
+    let radius: f64 = q
+        .required("radius")?
+        .parse()
+        .ok()
+        .filter(|r: &f64| r.is_finite() && *r > 0.0)
+        .ok_or_else(|| ApiError::field("radius", "must be a positive number of meters"))?;
+    if radius > MAX_SEARCH_RADIUS_M {
+        return Err(ApiError::field("radius", format!("at most {MAX_SEARCH_RADIUS_M} meters")));
+    }
+    let at = match (q.opt("location"), q.opt("user_id")) {
+        (Some(l), None) => parse_location(l)?,
+        (None, Some(u)) => {
+            let user = users::require(store, &p, "user_id", u).await?;
+            user.last_location_update
+                .map(|l| l.coordinates)
+                .ok_or_else(|| ApiError::field("user_id", "the user has no location yet"))?
+        }
+        (Some(_), Some(_)) => return Err(ApiError::field("location", "give location or user_id, not both")),
+        (None, None) => return Err(ApiError::field("location", "is required (latitude,longitude), or user_id")),
+    };
+    let limit = match q.opt("page_limit") {
+        None => 10,
+        Some(l) => l.parse::<usize>().ok().filter(|n| (1..=MAX_PAGE_LIMIT).contains(n)).ok_or_else(|| {
+            ApiError::field("page_limit", format!("'{l}' is not a whole number from 1 to {MAX_PAGE_LIMIT}"))
+        })?,
+    };
+    let page = q.page_number()?.0;
+    let (hits, _) = geofences::search(store, &p, at, radius).await?;
+    let pages = hits.len().div_ceil(limit);
+    let list: Vec<Value> = hits
+        .iter()
+        .skip((page - 1) * limit)
+        .take(limit)
+        .map(|(g, d)| {
+            let mut v = geofence_json(g, "id");
+            v["distance"] = json!((d * 100.0).round() / 100.0);
+            v
+        })
+        .collect();
+    let data = json!({
+        "next_page": (page < pages).then_some(page + 1),
+        "pages": pages,
+        "prev_page": (page > 1 && pages > 0).then_some((page - 1).min(pages)),
+        "geofences": list,
+    });
+    Ok(Envelope::ok("Geofences found", data))
+}

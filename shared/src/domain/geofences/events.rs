@@ -1,0 +1,262 @@
+//! Geofence events from ingested locations, and the events list.
+//!
+//! For a user whose `geofence_events` flag is on, each newly stored location (in `recorded_at`
+//! order) is tested against the fences indexed in its cell that are enabled, inside their active
+//! window and apply to the user (everyone, the user, or one of the user's groups):
+//! - `motion:geofence:entry` when the user is inside a fence they were not inside;
+//! - `motion:geofence:exit` when they are no longer inside one they were inside;
+//! - `motion:geofence:dwell` once per visit after [`DWELL_SECONDS`] inside.
+//!
+//! The inside/outside state per user and fence is stored (`<project>#GS#<user>`), with a per-user
+//! watermark: the `recorded_at` of the newest location evaluated. A location not newer than the
+//! watermark (a late batch) is stored but fires nothing, so events never go back in time; a batch
+//! split in two fires what the whole batch fires, and a re-sent batch stores nothing and fires
+//! nothing. Fixes less accurate than [`MAX_ACCURACY_M`] are not evaluated.
+//!
+//! Each event is written three times in one transaction, so every list is one Query: by project
+//! (`<project>#E`), by fence (`<project>#FE#<fence>`, also what `counts.events` counts) and by
+//! user (`<project>#UE#<user>`); `<project>#FU#<fence>` holds one item per user who caused an
+//! event there (`counts.users`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{Geofence, in_cell, index};
+use crate::auth::Project;
+use crate::domain::locations::Location;
+use crate::domain::{groups, users};
+use crate::error::ApiError;
+use crate::ids::{id_at, id_range};
+use crate::paging::{PageInfo, PageNumber, list_page};
+use crate::store::{Cond, MAX_TRANSACT_OPS, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::time::{DateRange, Timestamp};
+
+/// Seconds inside a fence after which a dwell event is recorded (once per visit).
+pub const DWELL_SECONDS: i64 = 300;
+/// Fixes less accurate than this (meters) are not evaluated.
+pub const MAX_ACCURACY_M: f64 = 100.0;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeofenceEvent {
+    pub id: String,
+    pub user_id: String,
+    pub user_description: Option<String>,
+    pub geofence_id: String,
+    pub geofence_description: Option<String>,
+    pub location_id: String,
+    pub event_type: String,
+    pub recorded_at: Timestamp,
+    pub created_at: Timestamp,
+    pub is_deleted: bool,
+}
+
+/// A user inside a fence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Inside {
+    geofence_id: String,
+    since: Timestamp,
+    dwell_fired: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Watermark {
+    last: Option<Timestamp>,
+    version: u64,
+}
+
+fn state_pk(pid: &str, uid: &str) -> String {
+    format!("{pid}#GS#{uid}")
+}
+fn watermark_pk(pid: &str, uid: &str) -> String {
+    format!("{pid}#GW#{uid}")
+}
+fn events_pk(pid: &str) -> String {
+    format!("{pid}#E")
+}
+fn fence_events_pk(pid: &str, fid: &str) -> String {
+    format!("{pid}#FE#{fid}")
+}
+fn user_events_pk(pid: &str, uid: &str) -> String {
+    format!("{pid}#UE#{uid}")
+}
+fn fence_users_pk(pid: &str, fid: &str) -> String {
+    format!("{pid}#FU#{fid}")
+}
+
+/// The ingest hook: evaluate newly stored locations (in `recorded_at` order) for the user.
+pub async fn on_locations(store: &dyn Store, p: &Project, user_id: &str, stored: &[Location]) -> Result<(), ApiError> {
+    let Some(user) = users::get(store, p, user_id).await? else { return Ok(()) };
+    if !user.flags.geofence_events || stored.is_empty() {
+        return Ok(());
+    }
+    let user_groups = groups::groups_of(store, p, user_id).await?;
+    for _ in 0..20 {
+        let wm_item = store.get(Table::Main, &watermark_pk(&p.project_id, user_id), "-").await?;
+        let wm: Watermark = wm_item.map(from_item).transpose()?.unwrap_or_default();
+        let fixes: Vec<&Location> = stored
+            .iter()
+            .filter(|l| wm.last.is_none_or(|w| l.recorded_at > w))
+            .filter(|l| l.horizontal_accuracy.or(l.accuracy).is_none_or(|a| a <= MAX_ACCURACY_M))
+            .collect();
+        let Some(newest) = fixes.last().map(|l| l.recorded_at) else { return Ok(()) };
+        let before: BTreeMap<String, Inside> = store
+            .query(Table::Main, &crate::store::Query::new(state_pk(&p.project_id, user_id), SkRange::All))
+            .await?
+            .items
+            .into_iter()
+            .map(from_item::<Inside>)
+            .map(|r| r.map(|i| (i.geofence_id.clone(), i)))
+            .collect::<Result<_, _>>()?;
+        let mut inside = before.clone();
+        let mut cells: HashMap<String, Vec<Geofence>> = HashMap::new();
+        let mut fired: Vec<(GeofenceEvent, Geofence)> = Vec::new();
+        // Ids are `recorded_at` then this sequence then random bits, so events of one fix list
+        // in the order they fired (exit before entry).
+        let mut seq: u64 = 0;
+        for fix in fixes {
+            let cell = index::cell_of(fix.coordinates)?;
+            if !cells.contains_key(&cell) {
+                cells.insert(cell.clone(), in_cell(store, p, &cell).await?);
+            }
+            let now_in: Vec<&Geofence> = cells[&cell]
+                .iter()
+                .filter(|g| g.active_at(fix.recorded_at) && g.applies_to(user_id, &user_groups))
+                .filter(|g| g.shape().contains(fix.coordinates))
+                .collect();
+            let mut event = |g: &Geofence, kind: &str| {
+                seq += 1;
+                fired.push((
+                    GeofenceEvent {
+                        id: id_at(fix.recorded_at.0, (seq << 36) | (rand::random::<u64>() >> 28)),
+                        user_id: user_id.to_owned(),
+                        user_description: user.description.clone(),
+                        geofence_id: g.id.clone(),
+                        geofence_description: g.description.clone(),
+                        location_id: fix.id.clone(),
+                        event_type: kind.to_owned(),
+                        recorded_at: fix.recorded_at,
+                        created_at: Timestamp::now(),
+                        is_deleted: false,
+                    },
+                    g.clone(),
+                ))
+            };
+            // Exits first (a fence left), then entries, then dwell of those still inside.
+            let left: Vec<String> = inside.keys().filter(|id| !now_in.iter().any(|g| &&g.id == id)).cloned().collect();
+            for id in left {
+                inside.remove(&id);
+                let g = cells.values().flatten().find(|g| g.id == id).cloned();
+                let g = match g {
+                    Some(g) => g,
+                    None => match super::get(store, p, &id).await {
+                        Ok(g) => g,
+                        Err(_) => continue, // the fence is gone: nothing to report
+                    },
+                };
+                event(&g, "motion:geofence:exit");
+            }
+            for g in &now_in {
+                match inside.get_mut(&g.id) {
+                    None => {
+                        inside.insert(
+                            g.id.clone(),
+                            Inside { geofence_id: g.id.clone(), since: fix.recorded_at, dwell_fired: false },
+                        );
+                        event(g, "motion:geofence:entry");
+                    }
+                    Some(st) if !st.dwell_fired && (fix.recorded_at.0 - st.since.0).num_seconds() >= DWELL_SECONDS => {
+                        st.dwell_fired = true;
+                        event(g, "motion:geofence:dwell");
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        // One conditional write of the watermark makes this evaluation the only one to commit.
+        let mut ops = vec![WriteOp::Put {
+            table: Table::Main,
+            item: to_item(
+                &watermark_pk(&p.project_id, user_id),
+                "-",
+                &Watermark { last: Some(newest), version: wm.version + 1 },
+            )?,
+            cond: if wm.version == 0 { Cond::NotExists } else { Cond::Equals("version", wm.version.into()) },
+        }];
+        let spk = state_pk(&p.project_id, user_id);
+        for (id, st) in &inside {
+            if before.get(id) != Some(st) {
+                ops.push(WriteOp::Put { table: Table::Main, item: to_item(&spk, id, st)?, cond: Cond::None });
+            }
+        }
+        for id in before.keys().filter(|id| !inside.contains_key(*id)) {
+            ops.push(WriteOp::Delete { table: Table::Main, pk: spk.clone(), sk: id.clone(), cond: Cond::None });
+        }
+        for (e, _) in &fired {
+            for pk in [
+                events_pk(&p.project_id),
+                fence_events_pk(&p.project_id, &e.geofence_id),
+                user_events_pk(&p.project_id, user_id),
+            ] {
+                ops.push(WriteOp::Put { table: Table::Main, item: to_item(&pk, &e.id, e)?, cond: Cond::None });
+            }
+            let who = json!({"user_id": user_id});
+            ops.push(WriteOp::Put {
+                table: Table::Main,
+                item: to_item(&fence_users_pk(&p.project_id, &e.geofence_id), user_id, &who)?,
+                cond: Cond::None,
+            });
+        }
+        // The first chunk carries the watermark condition; later chunks only add facts.
+        let mut chunks = ops.chunks(MAX_TRANSACT_OPS);
+        match store.transact(chunks.next().map(<[WriteOp]>::to_vec).unwrap_or_default()).await {
+            Ok(()) => {}
+            Err(StoreError::ConditionFailed) => continue, // another batch got in: evaluate again
+            Err(e) => return Err(e.into()),
+        }
+        for chunk in chunks {
+            store.transact(chunk.to_vec()).await?;
+        }
+        return Ok(());
+    }
+    Err(ApiError::conflict("user_id: locations of this user are being evaluated by other requests; retry"))
+}
+
+/// `{events, users}` of one fence.
+pub async fn counts(store: &dyn Store, p: &Project, fid: &str) -> Result<Value, ApiError> {
+    let events = store.count(Table::Main, &fence_events_pk(&p.project_id, fid), &SkRange::All).await?;
+    let users = store.count(Table::Main, &fence_users_pk(&p.project_id, fid), &SkRange::All).await?;
+    Ok(json!({"events": events, "users": users}))
+}
+
+/// Events recorded inside `range` (by `recorded_at`), optionally of one user and/or fence.
+pub async fn list(
+    store: &dyn Store,
+    p: &Project,
+    range: DateRange,
+    user_id: Option<&str>,
+    geofence_id: Option<&str>,
+    page: PageNumber,
+) -> Result<(Vec<GeofenceEvent>, PageInfo), ApiError> {
+    let (lo, hi) = id_range(&range);
+    let pk = match (geofence_id, user_id) {
+        (Some(f), _) => fence_events_pk(&p.project_id, f),
+        (None, Some(u)) => user_events_pk(&p.project_id, u),
+        (None, None) => events_pk(&p.project_id),
+    };
+    let keep = |e: &GeofenceEvent| user_id.is_none_or(|u| e.user_id == u);
+    let both = geofence_id.is_some() && user_id.is_some();
+    let keep_ref: Option<&(dyn Fn(&GeofenceEvent) -> bool + Sync)> = if both { Some(&keep) } else { None };
+    Ok(list_page(store, Table::Main, &pk, SkRange::Between(lo, hi), page, keep_ref).await?)
+}
+
+pub fn event_json(e: &GeofenceEvent) -> Value {
+    json!({
+        "id": e.id, "user_id": e.user_id, "user_description": e.user_description,
+        "geofence_id": e.geofence_id, "geofence_description": e.geofence_description,
+        "location_id": e.location_id, "event_type": e.event_type,
+        "recorded_at": e.recorded_at.format(None), "created_at": e.created_at.format(None),
+        "is_deleted": e.is_deleted,
+    })
+}

@@ -1,0 +1,192 @@
+//! The geohash index of geofences: a fence is indexed under every cell of [`PRECISION`] that its
+//! shape overlaps; a search reads the cells that cover its circle, an evaluation the one cell
+//! that holds the location. Exact geometry decides in the end.
+//!
+//! Precision 6 cells are about 1.2 km × 0.6 km at the equator (narrower towards the poles): a
+//! 50 m fence falls in 1 to 4 cells, a 1000 m fence in about 6 to 15, and a location's cell holds
+//! only the fences near it. Shapes and search circles must stay between latitudes −85 and 85 and
+//! must not cross the antimeridian; anything else is refused with 400.
+
+use geo::{Contains, HaversineClosestPoint, Intersects, Rect};
+
+use crate::error::ApiError;
+use crate::geometry::LngLat;
+
+pub const PRECISION: usize = 6;
+/// Cell size at PRECISION in degrees: 15 bits of longitude and 15 of latitude.
+const CELL_LNG: f64 = 360.0 / 32768.0;
+const CELL_LAT: f64 = 180.0 / 32768.0;
+/// Latitude limit of indexed shapes and searches.
+pub const MAX_LAT: f64 = 85.0;
+/// Meters per degree of latitude (mean), for bounding boxes only; exact tests use `geo`.
+const M_PER_DEG: f64 = 111_320.0;
+
+/// A shape that can be indexed and tested.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shape {
+    Circle { center: LngLat, radius_m: f64 },
+    Polygon(geo::Polygon<f64>),
+}
+
+/// Bounding box (min lng, min lat, max lng, max lat) of a circle, refusing the areas the index
+/// does not cover.
+pub fn circle_bbox(field: &str, center: LngLat, radius_m: f64) -> Result<Rect<f64>, ApiError> {
+    let dlat = radius_m / M_PER_DEG;
+    let (lat0, lat1) = (center.lat - dlat, center.lat + dlat);
+    if lat0 < -MAX_LAT || lat1 > MAX_LAT {
+        return Err(ApiError::field(field, format!("areas beyond latitude ±{MAX_LAT} are not supported")));
+    }
+    let dlng = radius_m / (M_PER_DEG * lat1.abs().max(lat0.abs()).to_radians().cos());
+    let (lng0, lng1) = (center.lng - dlng, center.lng + dlng);
+    if lng0 < -180.0 || lng1 > 180.0 {
+        return Err(ApiError::field(field, "areas crossing the antimeridian (longitude ±180) are not supported"));
+    }
+    Ok(Rect::new(geo::Coord { x: lng0, y: lat0 }, geo::Coord { x: lng1, y: lat1 }))
+}
+
+impl Shape {
+    pub fn bbox(&self, field: &str) -> Result<Rect<f64>, ApiError> {
+        match self {
+            Shape::Circle { center, radius_m } => circle_bbox(field, *center, *radius_m),
+            Shape::Polygon(p) => {
+                let r = geo::BoundingRect::bounding_rect(p)
+                    .ok_or_else(|| ApiError::field(field, "a polygon needs at least 3 distinct points"))?;
+                if r.min().y < -MAX_LAT || r.max().y > MAX_LAT {
+                    return Err(ApiError::field(field, format!("areas beyond latitude ±{MAX_LAT} are not supported")));
+                }
+                // A ring spanning more than half the globe in longitude is taken as crossing the
+                // antimeridian (its edges would be read the short way round).
+                if r.max().x - r.min().x > 180.0 {
+                    return Err(ApiError::field(
+                        field,
+                        "areas crossing the antimeridian (longitude ±180) are not supported",
+                    ));
+                }
+                Ok(r)
+            }
+        }
+    }
+
+    /// Whether the shape overlaps the rectangle (a geohash cell).
+    fn overlaps(&self, cell: &Rect<f64>) -> bool {
+        match self {
+            Shape::Circle { center, radius_m } => {
+                let clamped = LngLat {
+                    lng: center.lng.clamp(cell.min().x, cell.max().x),
+                    lat: center.lat.clamp(cell.min().y, cell.max().y),
+                };
+                // Haversine for the cover: a cell is included if within the radius plus 0.5%,
+                // so the sphere/ellipsoid difference can only add a cell, never lose one.
+                center.haversine_m(clamped) <= radius_m * 1.005
+            }
+            Shape::Polygon(p) => cell.intersects(p),
+        }
+    }
+
+    /// Whether the point is inside (boundary included).
+    pub fn contains(&self, p: LngLat) -> bool {
+        match self {
+            Shape::Circle { center, radius_m } => center.distance_m(p) <= *radius_m,
+            Shape::Polygon(poly) => poly.intersects(&p.point()),
+        }
+    }
+
+    /// Meters from the point to the shape (0 inside): geodesic for circles; for polygons the
+    /// distance to the nearest point of the boundary on the sphere.
+    pub fn distance_m(&self, p: LngLat) -> f64 {
+        match self {
+            Shape::Circle { center, radius_m } => (center.distance_m(p) - radius_m).max(0.0),
+            Shape::Polygon(poly) => {
+                if poly.intersects(&p.point()) || poly.contains(&p.point()) {
+                    return 0.0;
+                }
+                match poly.exterior().haversine_closest_point(&p.point()) {
+                    geo::Closest::Intersection(q) | geo::Closest::SinglePoint(q) => {
+                        p.distance_m(LngLat { lng: q.x(), lat: q.y() })
+                    }
+                    geo::Closest::Indeterminate => f64::INFINITY,
+                }
+            }
+        }
+    }
+
+    /// The cells of PRECISION the shape overlaps.
+    pub fn cells(&self, field: &str) -> Result<Vec<String>, ApiError> {
+        cells_in(&self.bbox(field)?, |cell| self.overlaps(cell))
+    }
+}
+
+/// Cells of PRECISION whose rectangles meet `bbox` and pass `keep`.
+fn cells_in(bbox: &Rect<f64>, keep: impl Fn(&Rect<f64>) -> bool) -> Result<Vec<String>, ApiError> {
+    let i0 = ((bbox.min().x + 180.0) / CELL_LNG).floor() as i64;
+    let i1 = ((bbox.max().x + 180.0) / CELL_LNG).floor() as i64;
+    let j0 = ((bbox.min().y + 90.0) / CELL_LAT).floor() as i64;
+    let j1 = ((bbox.max().y + 90.0) / CELL_LAT).floor() as i64;
+    let mut out = Vec::new();
+    for j in j0..=j1 {
+        for i in i0..=i1 {
+            let min = geo::Coord { x: -180.0 + i as f64 * CELL_LNG, y: -90.0 + j as f64 * CELL_LAT };
+            let cell = Rect::new(min, geo::Coord { x: min.x + CELL_LNG, y: min.y + CELL_LAT });
+            if keep(&cell) {
+                let centre = geo::Coord { x: min.x + CELL_LNG / 2.0, y: min.y + CELL_LAT / 2.0 };
+                out.push(geohash::encode(centre, PRECISION).map_err(ApiError::internal)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The cell that holds the point.
+pub fn cell_of(p: LngLat) -> Result<String, ApiError> {
+    p.geohash(PRECISION)
+}
+
+/// The cells covering a search circle.
+pub fn search_cells(center: LngLat, radius_m: f64) -> Result<Vec<String>, ApiError> {
+    Shape::Circle { center, radius_m }.cells("radius")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_circle_is_indexed_in_every_cell_it_touches_and_only_those() {
+        let c = LngLat { lng: 77.5946, lat: 12.9716 };
+        let shape = Shape::Circle { center: c, radius_m: 1000.0 };
+        let cells = shape.cells("c").unwrap();
+        assert!(cells.contains(&cell_of(c).unwrap()));
+        // Every point of the circle's edge lies in an indexed cell.
+        for k in 0..360 {
+            let a = (k as f64).to_radians();
+            let p = LngLat {
+                lng: c.lng + 999.0 * a.cos() / (M_PER_DEG * c.lat.to_radians().cos()),
+                lat: c.lat + 999.0 * a.sin() / M_PER_DEG,
+            };
+            assert!(cells.contains(&cell_of(p).unwrap()), "edge point {k}° not covered");
+        }
+        assert!(cells.len() <= 20, "{}", cells.len());
+    }
+
+    #[test]
+    fn polygon_boundary_counts_as_inside() {
+        let poly = geo::Polygon::new(
+            geo::LineString::from(vec![(0.0, 0.0), (0.01, 0.0), (0.01, 0.01), (0.0, 0.01), (0.0, 0.0)]),
+            vec![],
+        );
+        let s = Shape::Polygon(poly);
+        assert!(s.contains(LngLat { lng: 0.005, lat: 0.0 }));
+        assert!(s.contains(LngLat { lng: 0.0, lat: 0.0 }));
+        assert!(!s.contains(LngLat { lng: 0.005, lat: -0.0001 }));
+        assert_eq!(s.distance_m(LngLat { lng: 0.005, lat: 0.0 }), 0.0);
+        let d = s.distance_m(LngLat { lng: 0.005, lat: -0.001 });
+        assert!((d - 110.6).abs() < 1.0, "{d}");
+    }
+
+    #[test]
+    fn antimeridian_and_polar_areas_are_refused() {
+        assert!(circle_bbox("c", LngLat { lng: 179.999, lat: 0.0 }, 500.0).is_err());
+        assert!(circle_bbox("c", LngLat { lng: 0.0, lat: 84.999 }, 500.0).is_err());
+        assert!(circle_bbox("c", LngLat { lng: 0.0, lat: 60.0 }, 500.0).is_ok());
+    }
+}

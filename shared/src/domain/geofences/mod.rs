@@ -1,0 +1,596 @@
+//! Geofences (v1/v3): circles and polygons, optionally scoped to users or groups and to an
+//! active window; the geohash index behind nearby search and event evaluation.
+//!
+//! Layout (main table):
+//! - `<project>#F`, sort key fence id: the project's fences in creation order; a deleted fence
+//!   moves to `<project>#FD` (kept, never listed);
+//! - `<project>#C#<geohash>`, sort key fence id: a full copy of each fence in every cell its shape
+//!   overlaps, so a search or an evaluation reads only index items. A fence and all its cell
+//!   copies are written in one transaction, so the index never disagrees with the fence; hence a
+//!   shape may cover at most [`MAX_CELLS`] cells (a circle of 1000 m covers about 15).
+
+pub mod events;
+pub mod index;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::auth::Project;
+use crate::domain::{groups, users};
+use crate::error::ApiError;
+use crate::geometry::{GeoPoint, GeoPolygon, LngLat};
+use crate::ids::{id_range, is_id, new_id};
+use crate::metadata::{self, MetadataFilter};
+use crate::paging::{PageInfo, PageNumber, list_page};
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::time::{DateRange, Timestamp, parse_ts};
+
+use index::Shape;
+
+/// Circle radius bounds in meters (interface.md).
+pub const RADIUS_M: std::ops::RangeInclusive<i64> = 50..=1000;
+/// Most cells one fence may be indexed in (one transaction holds the fence, its deleted copy and
+/// every cell copy).
+pub const MAX_CELLS: usize = 98;
+/// Most vertices of a polygon.
+pub const MAX_VERTICES: usize = 500;
+/// Most ids in one bulk delete (interface.md).
+pub const MAX_BULK_DELETE: usize = 200;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GeometryType {
+    Circle,
+    Polygon,
+}
+
+impl GeometryType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GeometryType::Circle => "circle",
+            GeometryType::Polygon => "polygon",
+        }
+    }
+    pub fn parse(field: &str, s: &str) -> Result<Self, ApiError> {
+        match s.to_ascii_lowercase().as_str() {
+            "circle" => Ok(Self::Circle),
+            "polygon" => Ok(Self::Polygon),
+            _ => Err(ApiError::field(field, format!("'{s}' is not circle or polygon"))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Geofence {
+    pub id: String,
+    pub project_id: String,
+    pub account_id: String,
+    pub geometry_type: GeometryType,
+    pub center: LngLat,
+    pub radius_m: Option<u32>,
+    pub ring: Option<Vec<LngLat>>,
+    pub description: Option<String>,
+    pub tag: Option<String>,
+    pub color_code: Option<String>,
+    pub metadata: Option<Map<String, Value>>,
+    pub is_enabled: bool,
+    pub active_from: Option<Timestamp>,
+    pub active_until: Option<Timestamp>,
+    /// Created with the user/group-scoped form (its `is_enabled` is shown as an array).
+    pub scoped: bool,
+    pub user_ids: Vec<String>,
+    pub group_ids: Vec<String>,
+    pub cells: Vec<String>,
+    pub is_deleted: bool,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub version: u64,
+}
+
+impl Geofence {
+    pub fn shape(&self) -> Shape {
+        match (&self.ring, self.radius_m) {
+            (Some(ring), _) => Shape::Polygon(polygon(ring)),
+            (None, r) => Shape::Circle { center: self.center, radius_m: f64::from(r.unwrap_or(0)) },
+        }
+    }
+
+    /// Whether it triggers events at `t`: enabled and inside its window.
+    pub fn active_at(&self, t: Timestamp) -> bool {
+        self.is_enabled && self.active_from.is_none_or(|a| a <= t) && self.active_until.is_none_or(|b| t <= b)
+    }
+
+    /// Whether it applies to a user in these groups: no users and no groups means everyone.
+    pub fn applies_to(&self, user_id: &str, groups: &[String]) -> bool {
+        (self.user_ids.is_empty() && self.group_ids.is_empty())
+            || self.user_ids.iter().any(|u| u == user_id)
+            || self.group_ids.iter().any(|g| groups.contains(g))
+    }
+}
+
+fn polygon(ring: &[LngLat]) -> geo::Polygon<f64> {
+    geo::Polygon::new(ring.iter().map(|p| geo::Coord { x: p.lng, y: p.lat }).collect(), vec![])
+}
+
+fn fences_pk(project_id: &str) -> String {
+    format!("{project_id}#F")
+}
+fn deleted_pk(project_id: &str) -> String {
+    format!("{project_id}#FD")
+}
+pub fn cell_pk(project_id: &str, cell: &str) -> String {
+    format!("{project_id}#C#{cell}")
+}
+
+/// `is_enabled` as given: a boolean, or `[boolean, start_time, end_time]` (the scoped form).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Enabled {
+    Flag(bool),
+    Window(Vec<Value>),
+}
+
+/// The create body, both forms.
+#[derive(Debug, Deserialize)]
+pub struct CreateGeofence {
+    pub coordinates: Value,
+    pub geometry_type: String,
+    #[serde(default)]
+    pub geometry_radius: Option<Value>,
+    #[serde(default)]
+    pub color_code: Option<String>,
+    #[serde(default)]
+    pub tag: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub is_enabled: Option<Enabled>,
+    #[serde(default)]
+    pub user_ids: Option<Vec<String>>,
+    #[serde(default)]
+    pub group_ids: Option<Vec<String>>,
+}
+
+/// 3 or 6 hex digits, no `#`.
+pub fn check_color(c: &Option<String>) -> Result<(), ApiError> {
+    match c {
+        Some(c) if !matches!(c.len(), 3 | 6) || !c.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Err(ApiError::field("color_code", format!("'{c}' is not 3 or 6 hex digits (CSS color without #)")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_text(field: &str, v: &Option<String>) -> Result<(), ApiError> {
+    match v {
+        Some(s) if s.len() > users::MAX_TEXT => {
+            Err(ApiError::field(field, format!("at most {} characters", users::MAX_TEXT)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A radius: an integer from 50 to 1000 meters.
+pub fn parse_radius(v: Option<&Value>) -> Result<u32, ApiError> {
+    let v = v.ok_or_else(|| ApiError::field("geometry_radius", "is required for a circle (50 to 1000 meters)"))?;
+    v.as_i64().filter(|r| RADIUS_M.contains(r)).map(|r| r as u32).ok_or_else(|| {
+        ApiError::field("geometry_radius", format!("{v} is not a whole number from 50 to 1000 (meters)"))
+    })
+}
+
+/// Parse a polygon ring: `[[lng, lat], ...]` (or GeoJSON's `[[[lng, lat], ...]]`), closed if
+/// open, at least 3 distinct points, no self-intersection.
+pub fn parse_ring(v: &Value) -> Result<Vec<LngLat>, ApiError> {
+    let field = "coordinates";
+    let rings: Vec<Vec<Vec<f64>>> = match serde_json::from_value::<Vec<Vec<f64>>>(v.clone()) {
+        Ok(r) => vec![r],
+        Err(_) => serde_json::from_value(v.clone())
+            .map_err(|_| ApiError::field(field, "a polygon is an array of [longitude, latitude] positions"))?,
+    };
+    let mut ring: Vec<Vec<f64>> = rings.into_iter().next().unwrap_or_default();
+    if ring.len() > MAX_VERTICES {
+        return Err(ApiError::field(field, format!("at most {MAX_VERTICES} positions")));
+    }
+    if ring.first().is_some() && ring.first() != ring.last() {
+        ring.push(ring[0].clone());
+    }
+    let poly = GeoPolygon::from_ring(field, &ring).map_err(|_| {
+        ApiError::field(field, "a polygon needs at least 3 distinct [longitude, latitude] positions in range")
+    })?;
+    let pts = poly.coordinates.into_iter().next().unwrap_or_default();
+    let mut distinct = pts[..pts.len() - 1].to_vec();
+    distinct.sort_by(|a, b| a.lng.total_cmp(&b.lng).then(a.lat.total_cmp(&b.lat)));
+    distinct.dedup();
+    if distinct.len() < 3 {
+        return Err(ApiError::field(field, "a polygon needs at least 3 distinct positions"));
+    }
+    if !geo::Validation::is_valid(&polygon(&pts)) {
+        return Err(ApiError::field(field, "the polygon's edges cross each other or it has no area"));
+    }
+    Ok(pts)
+}
+
+fn parse_window(v: &[Value]) -> Result<(bool, Option<Timestamp>, Option<Timestamp>), ApiError> {
+    let field = "is_enabled";
+    let flag = v
+        .first()
+        .and_then(Value::as_bool)
+        .ok_or_else(|| ApiError::field(field, "must be a boolean or [boolean, start_time, end_time]"))?;
+    if v.len() > 3 {
+        return Err(ApiError::field(field, "must be [boolean, start_time, end_time]"));
+    }
+    let ts = |i: usize, name: &str| -> Result<Option<Timestamp>, ApiError> {
+        match v.get(i) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if s.is_empty() => Ok(None),
+            Some(Value::String(s)) => parse_ts(&format!("is_enabled[{i}] ({name})"), s).map(|t| Some(Timestamp(t))),
+            Some(_) => Err(ApiError::field(&format!("is_enabled[{i}]"), "must be a timestamp")),
+        }
+    };
+    let (a, b) = (ts(1, "start_time")?, ts(2, "end_time")?);
+    if let (Some(a), Some(b)) = (a, b) {
+        if b <= a {
+            return Err(ApiError::field("is_enabled[2]", "end_time must be after start_time"));
+        }
+    }
+    Ok((flag, a, b))
+}
+
+/// Ids of users of this project (all must exist) and group ids (must be well-formed and have
+/// members in this project).
+async fn check_scope(
+    store: &dyn Store,
+    p: &Project,
+    user_ids: &[String],
+    group_ids: &[String],
+) -> Result<(), ApiError> {
+    let mut unknown = Vec::new();
+    for u in user_ids {
+        if users::get(store, p, u).await?.is_none() {
+            unknown.push(u.as_str());
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(ApiError::field("user_ids", format!("no such user in this project: {}", unknown.join(", "))));
+    }
+    let mut unknown = Vec::new();
+    for g in group_ids {
+        if groups::check_group_id(g).is_err() || groups::members(store, p, g).await?.is_empty() {
+            unknown.push(g.as_str());
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(ApiError::field("group_ids", format!("no such group in this project: {}", unknown.join(", "))));
+    }
+    Ok(())
+}
+
+/// The transaction that writes `g` and its cell copies (and removes cells it left).
+fn write_ops(g: &Geofence, cond: Cond) -> Result<Vec<WriteOp>, ApiError> {
+    let mut ops = vec![WriteOp::Put { table: Table::Main, item: to_item(&fences_pk(&g.project_id), &g.id, g)?, cond }];
+    for c in &g.cells {
+        ops.push(WriteOp::Put {
+            table: Table::Main,
+            item: to_item(&cell_pk(&g.project_id, c), &g.id, g)?,
+            cond: Cond::None,
+        });
+    }
+    Ok(ops)
+}
+
+pub async fn create(store: &dyn Store, p: &Project, input: CreateGeofence) -> Result<Geofence, ApiError> {
+    let kind = GeometryType::parse("geometry_type", &input.geometry_type)?;
+    check_color(&input.color_code)?;
+    check_text("tag", &input.tag)?;
+    check_text("description", &input.description)?;
+    if let Some(m) = &input.metadata {
+        metadata::validate("metadata", m)?;
+    }
+    let (center, radius_m, ring) = match kind {
+        GeometryType::Circle => {
+            let c: Vec<f64> = serde_json::from_value(input.coordinates.clone())
+                .map_err(|_| ApiError::field("coordinates", "a circle's center is [longitude, latitude]"))?;
+            (LngLat::parse("coordinates", &c)?, Some(parse_radius(input.geometry_radius.as_ref())?), None)
+        }
+        GeometryType::Polygon => {
+            let ring = parse_ring(&input.coordinates)?;
+            let c = geo::Centroid::centroid(&polygon(&ring))
+                .ok_or_else(|| ApiError::field("coordinates", "the polygon has no area"))?;
+            (LngLat { lng: c.x(), lat: c.y() }, None, Some(ring))
+        }
+    };
+    let (is_enabled, active_from, active_until, window_form) = match &input.is_enabled {
+        None => (false, None, None, false),
+        Some(Enabled::Flag(b)) => (*b, None, None, false),
+        Some(Enabled::Window(v)) => {
+            let (f, a, b) = parse_window(v)?;
+            (f, a, b, true)
+        }
+    };
+    let user_ids = dedup(input.user_ids.clone().unwrap_or_default());
+    let group_ids = dedup(input.group_ids.clone().unwrap_or_default());
+    check_scope(store, p, &user_ids, &group_ids).await?;
+    let now = Timestamp::now();
+    let mut g = Geofence {
+        id: new_id(),
+        project_id: p.project_id.clone(),
+        account_id: p.account_id.clone(),
+        geometry_type: kind,
+        center,
+        radius_m,
+        ring,
+        description: input.description,
+        tag: input.tag,
+        color_code: input.color_code,
+        metadata: input.metadata,
+        is_enabled,
+        active_from,
+        active_until,
+        scoped: window_form || input.user_ids.is_some() || input.group_ids.is_some(),
+        user_ids,
+        group_ids,
+        cells: Vec::new(),
+        is_deleted: false,
+        created_at: now,
+        updated_at: now,
+        version: 1,
+    };
+    g.cells = g.shape().cells("coordinates")?;
+    if g.cells.len() > MAX_CELLS {
+        return Err(ApiError::field(
+            "coordinates",
+            format!(
+                "the shape covers {} index cells; at most {MAX_CELLS} (a polygon up to about 5 km across)",
+                g.cells.len()
+            ),
+        ));
+    }
+    store.transact(write_ops(&g, Cond::NotExists)?).await?;
+    Ok(g)
+}
+
+fn dedup(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+pub async fn get(store: &dyn Store, p: &Project, id: &str) -> Result<Geofence, ApiError> {
+    let missing = || ApiError::not_found(format!("geofence_id: no geofence '{id}' in this project"));
+    if !is_id(id) {
+        return Err(missing());
+    }
+    let item = store.get(Table::Main, &fences_pk(&p.project_id), id).await?.ok_or_else(missing)?;
+    Ok(from_item(item)?)
+}
+
+/// What an update may change.
+#[derive(Debug, Default, Deserialize)]
+pub struct UpdateGeofence {
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub color_code: Option<String>,
+    #[serde(default)]
+    pub tag: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub is_enabled: Option<bool>,
+}
+
+pub async fn update(store: &dyn Store, p: &Project, id: &str, up: UpdateGeofence) -> Result<Geofence, ApiError> {
+    check_color(&up.color_code)?;
+    check_text("tag", &up.tag)?;
+    check_text("description", &up.description)?;
+    if let Some(m) = &up.metadata {
+        metadata::validate("metadata", m)?;
+    }
+    for _ in 0..20 {
+        let mut g = get(store, p, id).await?;
+        let expected = g.version;
+        if let Some(m) = &up.metadata {
+            g.metadata = Some(m.clone());
+        }
+        for (slot, v) in
+            [(&mut g.color_code, &up.color_code), (&mut g.tag, &up.tag), (&mut g.description, &up.description)]
+        {
+            if let Some(v) = v {
+                *slot = Some(v.clone());
+            }
+        }
+        if let Some(e) = up.is_enabled {
+            g.is_enabled = e;
+        }
+        g.version += 1;
+        g.updated_at = Timestamp::now();
+        match store.transact(write_ops(&g, Cond::Equals("version", expected.into()))?).await {
+            Ok(()) => return Ok(g),
+            Err(StoreError::ConditionFailed) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::conflict("geofence_id: the geofence is being changed by other requests; retry"))
+}
+
+/// Delete one fence: it leaves lists, search and evaluation at once (same transaction).
+pub async fn delete(store: &dyn Store, p: &Project, id: &str) -> Result<(), ApiError> {
+    for _ in 0..20 {
+        let mut g = get(store, p, id).await?;
+        let expected = g.version;
+        g.is_deleted = true;
+        g.updated_at = Timestamp::now();
+        let mut ops = vec![
+            WriteOp::Delete {
+                table: Table::Main,
+                pk: fences_pk(&p.project_id),
+                sk: g.id.clone(),
+                cond: Cond::Equals("version", expected.into()),
+            },
+            WriteOp::Put {
+                table: Table::Main,
+                item: to_item(&deleted_pk(&p.project_id), &g.id, &g)?,
+                cond: Cond::None,
+            },
+        ];
+        for c in &g.cells {
+            ops.push(WriteOp::Delete {
+                table: Table::Main,
+                pk: cell_pk(&p.project_id, c),
+                sk: g.id.clone(),
+                cond: Cond::None,
+            });
+        }
+        match store.transact(ops).await {
+            Ok(()) => return Ok(()),
+            Err(StoreError::ConditionFailed) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::conflict("geofence_id: the geofence is being changed by other requests; retry"))
+}
+
+/// Delete up to 200 fences; every id must exist (checked first, so an unknown id deletes none).
+pub async fn delete_many(store: &dyn Store, p: &Project, ids: &[String]) -> Result<usize, ApiError> {
+    if ids.is_empty() || ids.len() > MAX_BULK_DELETE {
+        return Err(ApiError::field("geofence_id", format!("give 1 to {MAX_BULK_DELETE} ids, got {}", ids.len())));
+    }
+    let ids = dedup(ids.to_vec());
+    let mut unknown = Vec::new();
+    for id in &ids {
+        if !is_id(id) || store.get(Table::Main, &fences_pk(&p.project_id), id).await?.is_none() {
+            unknown.push(id.as_str());
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(ApiError::not_found(format!(
+            "geofence_id: no such geofence in this project: {}",
+            unknown.join(", ")
+        )));
+    }
+    for id in &ids {
+        delete(store, p, id).await?;
+    }
+    Ok(ids.len())
+}
+
+/// Filters of the lists.
+#[derive(Debug, Default)]
+pub struct ListFilter {
+    pub range: Option<DateRange>,
+    pub color_code: Option<String>,
+    pub tag: Option<String>,
+    pub geometry_type: Option<GeometryType>,
+    pub metadata: Option<MetadataFilter>,
+}
+
+pub async fn list(
+    store: &dyn Store,
+    p: &Project,
+    f: &ListFilter,
+    page: PageNumber,
+) -> Result<(Vec<Geofence>, PageInfo), ApiError> {
+    let sk = f.range.map(|r| id_range(&r)).map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
+    let keep = |g: &Geofence| {
+        f.color_code.as_ref().is_none_or(|c| g.color_code.as_ref().is_some_and(|gc| gc.eq_ignore_ascii_case(c)))
+            && f.tag.as_ref().is_none_or(|t| g.tag.as_ref() == Some(t))
+            && f.geometry_type.is_none_or(|k| g.geometry_type == k)
+            && f.metadata.as_ref().is_none_or(|m| m.matches(g.metadata.as_ref()))
+    };
+    let filtered = f.color_code.is_some() || f.tag.is_some() || f.geometry_type.is_some() || f.metadata.is_some();
+    let keep_ref: Option<&(dyn Fn(&Geofence) -> bool + Sync)> = if filtered { Some(&keep) } else { None };
+    Ok(list_page(store, Table::Main, &fences_pk(&p.project_id), sk, page, keep_ref).await?)
+}
+
+/// Fences indexed in one cell (copies from the index).
+pub async fn in_cell(store: &dyn Store, p: &Project, cell: &str) -> Result<Vec<Geofence>, ApiError> {
+    let page = store.query(Table::Main, &Query::new(cell_pk(&p.project_id, cell), SkRange::All)).await?;
+    Ok(page.items.into_iter().map(from_item).collect::<Result<_, _>>()?)
+}
+
+/// Largest search radius (meters): the search reads every index cell the circle covers.
+pub const MAX_SEARCH_RADIUS_M: f64 = 5000.0;
+
+/// Fences whose shape comes within `radius_m` of `at`, nearest first (ties by id), with their
+/// distances; and how many index items were read.
+pub async fn search(
+    store: &dyn Store,
+    p: &Project,
+    at: LngLat,
+    radius_m: f64,
+) -> Result<(Vec<(Geofence, f64)>, usize), ApiError> {
+    let cells = index::search_cells(at, radius_m)?;
+    let pages = futures::future::try_join_all(cells.iter().map(|c| in_cell(store, p, c))).await?;
+    let read = pages.iter().map(Vec::len).sum();
+    let mut seen = std::collections::HashSet::new();
+    let mut hits: Vec<(Geofence, f64)> = pages
+        .into_iter()
+        .flatten()
+        .filter(|g| seen.insert(g.id.clone()))
+        .filter_map(|g| {
+            let d = g.shape().distance_m(at);
+            (d <= radius_m).then_some((g, d))
+        })
+        .collect();
+    hits.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.id.cmp(&b.0.id)));
+    Ok((hits, read))
+}
+
+/// The Geofence shape of v1/v3 responses (`id_key` is `id` or, in the metadata list, `geofence_id`).
+pub fn geofence_json(g: &Geofence, id_key: &str) -> Value {
+    let mut v = json!({
+        id_key: g.id,
+        "account_id": g.account_id,
+        "project_id": g.project_id,
+        "geometry_type": g.geometry_type.as_str(),
+        "geometry_center": GeoPoint::from(g.center),
+        "is_enabled": enabled_json(g),
+        "is_deleted": g.is_deleted,
+        "description": g.description,
+        "tag": g.tag,
+        "color_code": g.color_code,
+        "metadata": g.metadata.clone().unwrap_or_default(),
+        "created_at": g.created_at.format(None),
+        "updated_at": g.updated_at.format(None),
+    });
+    let m = v.as_object_mut().expect("object literal");
+    if let Some(r) = g.radius_m {
+        m.insert("geometry_radius".into(), r.into());
+    }
+    if let Some(ring) = &g.ring {
+        m.insert("geometry".into(), json!({"type": "Polygon", "coordinates": [ring]}));
+    }
+    if g.scoped {
+        m.insert("user_ids".into(), json!(g.user_ids));
+        m.insert("group_ids".into(), json!(g.group_ids));
+    }
+    v
+}
+
+fn enabled_json(g: &Geofence) -> Value {
+    if g.scoped {
+        json!([g.is_enabled, g.active_from.map(|t| t.format(None)), g.active_until.map(|t| t.format(None))])
+    } else {
+        json!(g.is_enabled)
+    }
+}
+
+/// The response of the user/group-scoped create (interface.md).
+pub fn scoped_created_json(g: &Geofence) -> Value {
+    let mut v = json!({
+        "geofence_id": g.id,
+        "geometry_radius": g.radius_m,
+        "geometry_center": GeoPoint::from(g.center),
+        "is_enabled": enabled_json(g),
+        "user_ids": g.user_ids,
+        "group_ids": g.group_ids,
+        "created_at": g.created_at.format(None),
+        "updated_at": g.updated_at.format(None),
+    });
+    if let Some(ring) = &g.ring {
+        v["geometry"] = json!({"type": "Polygon", "coordinates": [ring]});
+    }
+    v
+}
