@@ -7,6 +7,7 @@ mod capacity;
 mod errors;
 mod groups;
 mod locations;
+mod moving;
 mod store;
 mod trace;
 mod trip_trace;

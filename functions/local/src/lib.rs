@@ -15,6 +15,7 @@ pub fn routes() -> Router<AppState> {
         .merge(trips_v2::router())
         .merge(geofences::router())
         .merge(search::router())
+        .merge(moving_geofences::router())
 }
 
 /// Every operation the service answers, as (HTTP method, path with its trailing slash); each path
@@ -28,6 +29,7 @@ pub fn all_routes() -> Vec<(&'static str, &'static str)> {
         .chain(trips_v2::ROUTES)
         .chain(geofences::ROUTES)
         .chain(search::ROUTES)
+        .chain(moving_geofences::ROUTES)
         .copied()
         .collect()
 }

@@ -194,19 +194,7 @@ pub async fn on_locations(store: &dyn Store, p: &Project, user_id: &str, stored:
             ops.push(WriteOp::Delete { table: Table::Main, pk: spk.clone(), sk: id.clone(), cond: Cond::None });
         }
         for (e, _) in &fired {
-            for pk in [
-                events_pk(&p.project_id),
-                fence_events_pk(&p.project_id, &e.geofence_id),
-                user_events_pk(&p.project_id, user_id),
-            ] {
-                ops.push(WriteOp::Put { table: Table::Main, item: to_item(&pk, &e.id, e)?, cond: Cond::None });
-            }
-            let who = json!({"user_id": user_id});
-            ops.push(WriteOp::Put {
-                table: Table::Main,
-                item: to_item(&fence_users_pk(&p.project_id, &e.geofence_id), user_id, &who)?,
-                cond: Cond::None,
-            });
+            ops.extend(event_ops(p, e)?);
         }
         // The first chunk carries the watermark condition; later chunks only add facts.
         let mut chunks = ops.chunks(MAX_TRANSACT_OPS);
@@ -221,6 +209,25 @@ pub async fn on_locations(store: &dyn Store, p: &Project, user_id: &str, stored:
         return Ok(());
     }
     Err(ApiError::conflict("user_id: locations of this user are being evaluated by other requests; retry"))
+}
+
+/// The writes that record one event: its three copies and the fence's user.
+pub(crate) fn event_ops(p: &Project, e: &GeofenceEvent) -> Result<Vec<WriteOp>, ApiError> {
+    let mut ops = Vec::with_capacity(4);
+    for pk in [
+        events_pk(&p.project_id),
+        fence_events_pk(&p.project_id, &e.geofence_id),
+        user_events_pk(&p.project_id, &e.user_id),
+    ] {
+        ops.push(WriteOp::Put { table: Table::Main, item: to_item(&pk, &e.id, e)?, cond: Cond::None });
+    }
+    let who = json!({"user_id": e.user_id});
+    ops.push(WriteOp::Put {
+        table: Table::Main,
+        item: to_item(&fence_users_pk(&p.project_id, &e.geofence_id), &e.user_id, &who)?,
+        cond: Cond::None,
+    });
+    Ok(ops)
 }
 
 /// `{events, users}` of one fence.

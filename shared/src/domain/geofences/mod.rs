@@ -11,6 +11,7 @@
 
 pub mod events;
 pub mod index;
+pub mod moving;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};

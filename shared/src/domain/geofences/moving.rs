@@ -1,0 +1,403 @@
+//! Moving geofences (v3): a circle around each followed user's latest location. Another user
+//! of the project who comes inside it causes `motion:geofence:entry`, leaving it
+//! `motion:geofence:exit` (the event's `user_id` is the user who came near, `geofence_id` the
+//! moving fence); with `only_once`, a pair of users enters at most once, ever. Like Tile38's
+//! roaming geofences.
+//!
+//! Evaluation runs on each stored batch that moves the user's latest location, with that
+//! location: (a) the user against every moving fence that follows someone else, (b) when the
+//! user is followed, everyone near them, found through the index of users' latest positions by
+//! geohash cell (`<project>#UC#<cell>`), so no scan. Events count only for users whose
+//! `geofence_events` flag is on. The state of each pair is stored under
+//! `<project>#MS#<fence>`, sort key `<followed>#<other>`. Moving fences are read whole on each
+//! batch (`<project>#MF`): a project is meant to have tens of them, not thousands.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::events::{GeofenceEvent, event_ops};
+use super::{GeometryType, check_color, index, parse_radius};
+use crate::auth::Project;
+use crate::domain::locations::Location;
+use crate::domain::users::{self, User};
+use crate::error::ApiError;
+use crate::geometry::LngLat;
+use crate::ids::{id_at, id_range, is_id, new_id};
+use crate::metadata;
+use crate::paging::{PageInfo, PageNumber, list_page};
+use crate::store::{Cond, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::time::{DateRange, Timestamp};
+
+/// Most users one moving fence follows.
+pub const MAX_USERS: usize = 100;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MovingGeofence {
+    pub id: String,
+    pub project_id: String,
+    pub account_id: String,
+    pub radius_m: u32,
+    pub users: Vec<String>,
+    pub only_once: bool,
+    pub description: Option<String>,
+    pub tag: Option<String>,
+    pub color_code: Option<String>,
+    pub metadata: Option<Map<String, Value>>,
+    pub is_enabled: bool,
+    pub is_deleted: bool,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub version: u64,
+}
+
+fn fences_pk(pid: &str) -> String {
+    format!("{pid}#MF")
+}
+fn deleted_pk(pid: &str) -> String {
+    format!("{pid}#MFD")
+}
+fn pair_pk(pid: &str, fid: &str) -> String {
+    format!("{pid}#MS#{fid}")
+}
+fn user_cell_pk(pid: &str, cell: &str) -> String {
+    format!("{pid}#UC#{cell}")
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CreateMoving {
+    pub users: Vec<String>,
+    pub geometry_type: String,
+    pub geometry_radius: Option<Value>,
+    #[serde(default)]
+    pub only_once: bool,
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub color_code: Option<String>,
+    #[serde(default)]
+    pub tag: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub is_enabled: bool,
+}
+
+pub async fn create(store: &dyn Store, p: &Project, input: CreateMoving) -> Result<MovingGeofence, ApiError> {
+    if GeometryType::parse("geometry_type", &input.geometry_type)? != GeometryType::Circle {
+        return Err(ApiError::field("geometry_type", "a moving geofence is a circle"));
+    }
+    let radius_m = parse_radius(input.geometry_radius.as_ref())?;
+    check_color(&input.color_code)?;
+    if let Some(m) = &input.metadata {
+        metadata::validate("metadata", m)?;
+    }
+    let mut followed = input.users.clone();
+    followed.sort();
+    followed.dedup();
+    if followed.is_empty() || followed.len() > MAX_USERS {
+        return Err(ApiError::field("users", format!("must name 1 to {MAX_USERS} users")));
+    }
+    let mut unknown = Vec::new();
+    for u in &followed {
+        if users::get(store, p, u).await?.is_none() {
+            unknown.push(u.as_str());
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(ApiError::not_found(format!("users: no such user in this project: {}", unknown.join(", "))));
+    }
+    let now = Timestamp::now();
+    let g = MovingGeofence {
+        id: new_id(),
+        project_id: p.project_id.clone(),
+        account_id: p.account_id.clone(),
+        radius_m,
+        users: followed,
+        only_once: input.only_once,
+        description: input.description,
+        tag: input.tag,
+        color_code: input.color_code,
+        metadata: input.metadata,
+        is_enabled: input.is_enabled,
+        is_deleted: false,
+        created_at: now,
+        updated_at: now,
+        version: 1,
+    };
+    store.put(Table::Main, to_item(&fences_pk(&p.project_id), &g.id, &g)?, Cond::NotExists).await?;
+    Ok(g)
+}
+
+pub async fn get(store: &dyn Store, p: &Project, id: &str) -> Result<MovingGeofence, ApiError> {
+    let missing = || ApiError::not_found(format!("geofence_id: no moving geofence '{id}' in this project"));
+    if !is_id(id) {
+        return Err(missing());
+    }
+    let item = store.get(Table::Main, &fences_pk(&p.project_id), id).await?.ok_or_else(missing)?;
+    Ok(from_item(item)?)
+}
+
+pub async fn update(
+    store: &dyn Store,
+    p: &Project,
+    id: &str,
+    up: super::UpdateGeofence,
+) -> Result<MovingGeofence, ApiError> {
+    check_color(&up.color_code)?;
+    if let Some(m) = &up.metadata {
+        metadata::validate("metadata", m)?;
+    }
+    for _ in 0..20 {
+        let mut g = get(store, p, id).await?;
+        let expected = g.version;
+        if let Some(m) = &up.metadata {
+            g.metadata = Some(m.clone());
+        }
+        for (slot, v) in
+            [(&mut g.color_code, &up.color_code), (&mut g.tag, &up.tag), (&mut g.description, &up.description)]
+        {
+            if let Some(v) = v {
+                *slot = Some(v.clone());
+            }
+        }
+        if let Some(e) = up.is_enabled {
+            g.is_enabled = e;
+        }
+        g.version += 1;
+        g.updated_at = Timestamp::now();
+        let item = to_item(&fences_pk(&p.project_id), &g.id, &g)?;
+        match store.put(Table::Main, item, Cond::Equals("version", expected.into())).await {
+            Ok(()) => return Ok(g),
+            Err(StoreError::ConditionFailed) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::conflict("geofence_id: the geofence is being changed by other requests; retry"))
+}
+
+pub async fn delete(store: &dyn Store, p: &Project, id: &str) -> Result<(), ApiError> {
+    let mut g = get(store, p, id).await?;
+    let expected = g.version;
+    g.is_deleted = true;
+    g.updated_at = Timestamp::now();
+    let ops = vec![
+        WriteOp::Delete {
+            table: Table::Main,
+            pk: fences_pk(&p.project_id),
+            sk: g.id.clone(),
+            cond: Cond::Equals("version", expected.into()),
+        },
+        WriteOp::Put { table: Table::Main, item: to_item(&deleted_pk(&p.project_id), &g.id, &g)?, cond: Cond::None },
+    ];
+    match store.transact(ops).await {
+        Ok(()) => Ok(()),
+        Err(StoreError::ConditionFailed) => {
+            Err(ApiError::conflict("geofence_id: the geofence changed meanwhile; retry"))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn list(
+    store: &dyn Store,
+    p: &Project,
+    range: DateRange,
+    page: PageNumber,
+) -> Result<(Vec<MovingGeofence>, PageInfo), ApiError> {
+    let (lo, hi) = id_range(&range);
+    Ok(list_page(store, Table::Main, &fences_pk(&p.project_id), SkRange::Between(lo, hi), page, None).await?)
+}
+
+pub fn moving_json(g: &MovingGeofence) -> Value {
+    json!({
+        "id": g.id, "account_id": g.account_id, "project_id": g.project_id,
+        "geometry_type": "circle", "geometry_radius": g.radius_m,
+        "is_enabled": g.is_enabled, "is_deleted": g.is_deleted,
+        "created_at": g.created_at.format(None), "updated_at": g.updated_at.format(None),
+        "only_once": g.only_once, "users": g.users,
+        "description": g.description, "tag": g.tag, "color_code": g.color_code,
+        "metadata": g.metadata.clone().unwrap_or_default(),
+    })
+}
+
+/// A user's latest position in the cell index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Position {
+    user_id: String,
+    location_id: String,
+    coordinates: LngLat,
+    recorded_at: Timestamp,
+    geofence_events: bool,
+}
+
+/// State of a (followed, other) pair of one moving fence.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Pair {
+    inside: bool,
+    /// The pair has entered at least once (for `only_once`).
+    entered: bool,
+    /// This visit's entry was reported, so its exit will be.
+    reported: bool,
+}
+
+/// Keep the user-position index current: called when the user's latest location moved from
+/// `before` to `after`.
+pub async fn reindex_user(
+    store: &dyn Store,
+    p: &Project,
+    user: &User,
+    before: Option<&Location>,
+) -> Result<(), ApiError> {
+    let Some(after) = &user.last_location_update else { return Ok(()) };
+    let Ok(cell) = index::cell_of(after.coordinates) else { return Ok(()) };
+    let pos = Position {
+        user_id: user.id.clone(),
+        location_id: after.id.clone(),
+        coordinates: after.coordinates,
+        recorded_at: after.recorded_at,
+        geofence_events: user.flags.geofence_events,
+    };
+    let mut ops = vec![WriteOp::Put {
+        table: Table::Main,
+        item: to_item(&user_cell_pk(&p.project_id, &cell), &user.id, &pos)?,
+        cond: Cond::None,
+    }];
+    if let Some(old) = before.and_then(|b| index::cell_of(b.coordinates).ok()).filter(|c| *c != cell) {
+        ops.push(WriteOp::Delete {
+            table: Table::Main,
+            pk: user_cell_pk(&p.project_id, &old),
+            sk: user.id.clone(),
+            cond: Cond::None,
+        });
+    }
+    Ok(store.transact(ops).await?)
+}
+
+/// Users whose latest position is within `radius_m` of `at` (from the cell index).
+async fn near(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -> Result<Vec<Position>, ApiError> {
+    let Ok(cells) = index::search_cells(at, radius_m) else { return Ok(Vec::new()) };
+    let mut out: Vec<Position> = Vec::new();
+    for c in cells {
+        for item in store.query(Table::Main, &Query::new(user_cell_pk(&p.project_id, &c), SkRange::All)).await?.items {
+            let pos: Position = from_item(item)?;
+            if at.distance_m(pos.coordinates) <= radius_m {
+                out.push(pos);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The ingest hook for moving fences, with the user's new latest location.
+pub async fn on_moved(store: &dyn Store, p: &Project, user: &User) -> Result<(), ApiError> {
+    let Some(at) = &user.last_location_update else { return Ok(()) };
+    let fences: Vec<MovingGeofence> = store
+        .query(Table::Main, &Query::new(fences_pk(&p.project_id), SkRange::All))
+        .await?
+        .items
+        .into_iter()
+        .map(from_item)
+        .collect::<Result<Vec<MovingGeofence>, _>>()?
+        .into_iter()
+        .filter(|g| g.is_enabled)
+        .collect();
+    let me = Position {
+        user_id: user.id.clone(),
+        location_id: at.id.clone(),
+        coordinates: at.coordinates,
+        recorded_at: at.recorded_at,
+        geofence_events: user.flags.geofence_events,
+    };
+    for g in &fences {
+        let r = f64::from(g.radius_m);
+        // (followed, other's position, inside now, when: the later of the two positions)
+        let mut pairs: Vec<(String, Position, bool, Timestamp)> = Vec::new();
+        for f in g.users.iter().filter(|f| **f != user.id) {
+            if let Some(fpos) = users::get(store, p, f).await?.and_then(|u| u.last_location_update) {
+                let inside = fpos.coordinates.distance_m(me.coordinates) <= r;
+                pairs.push((f.clone(), me.clone(), inside, me.recorded_at.max(fpos.recorded_at)));
+            }
+        }
+        if g.users.contains(&user.id) {
+            let nearby = near(store, p, me.coordinates, r).await?;
+            let pk = pair_pk(&p.project_id, &g.id);
+            let prefix = format!("{}#", user.id);
+            for item in store.query(Table::Main, &Query::new(&pk, SkRange::Prefix(prefix.clone()))).await?.items {
+                let other = item.get("sk").and_then(Value::as_str).unwrap_or("").trim_start_matches(&prefix).to_owned();
+                if !nearby.iter().any(|n| n.user_id == other) {
+                    if let Some(o) = users::get(store, p, &other).await? {
+                        let pos = Position {
+                            user_id: o.id.clone(),
+                            location_id: o.last_location_update.as_ref().map(|l| l.id.clone()).unwrap_or_default(),
+                            coordinates: o
+                                .last_location_update
+                                .as_ref()
+                                .map(|l| l.coordinates)
+                                .unwrap_or(me.coordinates),
+                            recorded_at: o
+                                .last_location_update
+                                .as_ref()
+                                .map(|l| l.recorded_at)
+                                .unwrap_or(me.recorded_at),
+                            geofence_events: o.flags.geofence_events,
+                        };
+                        let when = me.recorded_at.max(pos.recorded_at);
+                        pairs.push((user.id.clone(), pos, false, when));
+                    }
+                }
+            }
+            for n in nearby.into_iter().filter(|n| n.user_id != user.id) {
+                let when = me.recorded_at.max(n.recorded_at);
+                pairs.push((user.id.clone(), n, true, when));
+            }
+        }
+        apply_pairs(store, p, g, &pairs).await?;
+    }
+    Ok(())
+}
+
+async fn apply_pairs(
+    store: &dyn Store,
+    p: &Project,
+    g: &MovingGeofence,
+    pairs: &[(String, Position, bool, Timestamp)],
+) -> Result<(), ApiError> {
+    let pk = pair_pk(&p.project_id, &g.id);
+    let mut ops = Vec::new();
+    for (followed, other, inside, when) in pairs {
+        let sk = format!("{followed}#{}", other.user_id);
+        let state: Pair = store.get(Table::Main, &pk, &sk).await?.map(from_item).transpose()?.unwrap_or_default();
+        if state.inside == *inside {
+            continue;
+        }
+        // With only_once a pair's later visits report neither entry nor exit.
+        let report_entry = *inside && !(g.only_once && state.entered);
+        let kind = match *inside {
+            true if report_entry => Some("motion:geofence:entry"),
+            false if state.reported => Some("motion:geofence:exit"),
+            _ => None,
+        };
+        let next = Pair { inside: *inside, entered: state.entered || *inside, reported: report_entry };
+        ops.push(WriteOp::Put { table: Table::Main, item: to_item(&pk, &sk, &next)?, cond: Cond::None });
+        if let (Some(kind), true) = (kind, other.geofence_events) {
+            let user_description = users::get(store, p, &other.user_id).await?.and_then(|u| u.description);
+            let e = GeofenceEvent {
+                id: id_at(when.0, rand::random::<u64>()),
+                user_id: other.user_id.clone(),
+                user_description,
+                geofence_id: g.id.clone(),
+                geofence_description: g.description.clone(),
+                location_id: other.location_id.clone(),
+                event_type: kind.to_owned(),
+                recorded_at: *when,
+                created_at: Timestamp::now(),
+                is_deleted: false,
+            };
+            ops.extend(event_ops(p, &e)?);
+        }
+    }
+    for chunk in ops.chunks(MAX_TRANSACT_OPS) {
+        store.transact(chunk.to_vec()).await?;
+    }
+    Ok(())
+}
