@@ -15,14 +15,25 @@ use shared::AppState;
 use shared::store::{Item, Page, Query, SkRange, Store, StoreError, Table, WriteOp};
 use tower::ServiceExt;
 
+/// How a function's callers authenticate, which is also the envelope it answers in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// `Api-Key` header; v1/v3 envelope `{status, msg, code, data}`.
+    ApiKey,
+    /// `Authorization: Bearer <access token>`; v2 envelope `{code, message, description, ...}`.
+    Bearer,
+}
+
 /// A Lambda function of template.yaml and the crate whose router it runs.
 pub struct Function {
     /// Logical id in template.yaml.
     pub id: &'static str,
     /// The binary `sam build` packages (cargo-lambda `Binary`).
     pub binary: &'static str,
-    /// Events in `events/` whose name starts with this belong to the function.
+    /// Events in `events/` whose name starts with this belong to the function (the longest
+    /// matching prefix wins: `trips-v2-` over `trips-`).
     pub event_prefix: &'static str,
+    pub auth: Auth,
     /// (method, path with trailing slash) the crate declares.
     pub routes: &'static [(&'static str, &'static str)],
     pub router: fn() -> Router<AppState>,
@@ -33,6 +44,7 @@ pub const FUNCTIONS: &[Function] = &[
         id: "UsersFunction",
         binary: "users",
         event_prefix: "users-",
+        auth: Auth::ApiKey,
         routes: users::ROUTES,
         router: users::router,
     },
@@ -40,6 +52,7 @@ pub const FUNCTIONS: &[Function] = &[
         id: "LocationsFunction",
         binary: "locations",
         event_prefix: "locations-",
+        auth: Auth::ApiKey,
         routes: locations::ROUTES,
         router: locations::router,
     },
@@ -47,8 +60,25 @@ pub const FUNCTIONS: &[Function] = &[
         id: "GroupsFunction",
         binary: "groups",
         event_prefix: "groups-",
+        auth: Auth::ApiKey,
         routes: groups::ROUTES,
         router: groups::router,
+    },
+    Function {
+        id: "TripsFunction",
+        binary: "trips",
+        event_prefix: "trips-",
+        auth: Auth::ApiKey,
+        routes: trips::ROUTES,
+        router: trips::router,
+    },
+    Function {
+        id: "TripsV2Function",
+        binary: "trips-v2",
+        event_prefix: "trips-v2-",
+        auth: Auth::Bearer,
+        routes: trips_v2::ROUTES,
+        router: trips_v2::router,
     },
 ];
 
@@ -56,7 +86,8 @@ pub const FUNCTIONS: &[Function] = &[
 pub fn function_of_event(name: &str) -> &'static Function {
     FUNCTIONS
         .iter()
-        .find(|f| name.starts_with(f.event_prefix))
+        .filter(|f| name.starts_with(f.event_prefix))
+        .max_by_key(|f| f.event_prefix.len())
         .unwrap_or_else(|| panic!("events/{name}.json: name does not start with a function's prefix"))
 }
 
@@ -234,9 +265,29 @@ pub fn event_text(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The event with its placeholders filled in.
-pub fn event_with(name: &str, api_key: &str, user_id: &str) -> String {
-    event_text(name).replace("REPLACE_API_KEY", api_key).replace("REPLACE_USER_ID", user_id)
+/// The placeholders events may carry (`REPLACE_...`).
+pub const PLACEHOLDERS: &[&str] = &[
+    "REPLACE_API_KEY",
+    "REPLACE_ACCESS_TOKEN",
+    "REPLACE_USER_ID",
+    "REPLACE_TRIP_ID",
+    "REPLACE_START_DATE",
+    "REPLACE_END_DATE",
+];
+
+/// The event with its placeholders filled in from `values` (placeholder, value); every
+/// placeholder it carries must be given one.
+pub fn event_with(name: &str, values: &[(&str, &str)]) -> String {
+    let mut text = event_text(name);
+    for (placeholder, value) in values {
+        assert!(PLACEHOLDERS.contains(placeholder), "{placeholder} is not in PLACEHOLDERS");
+        text = text.replace(placeholder, value);
+    }
+    if let Some(left) = PLACEHOLDERS.iter().find(|p| text.contains(**p)) {
+        panic!("events/{name}.json: {left} is not filled in (its case's setup does not provide it)");
+    }
+    assert!(!text.contains("REPLACE_"), "events/{name}.json: a placeholder that is not in PLACEHOLDERS");
+    text
 }
 
 // ---------------------------------------------------------------------------------------------

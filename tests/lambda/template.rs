@@ -66,6 +66,31 @@ fn globals_and_parameters() {
     assert_eq!(g["Environment"]["Variables"]["AWS_LAMBDA_HTTP_IGNORE_STAGE_IN_PATH"], "true");
 
     assert!(t["Outputs"]["ApiUrl"]["Value"].is_object(), "Outputs.ApiUrl");
+
+    // trip_tracking_url is <base>/<token>: the base must be an absolute URL (unset, the code
+    // falls back to a localhost link).
+    let url = &t["Parameters"]["TrackingBaseUrl"];
+    assert_eq!(url["Type"], "String", "TrackingBaseUrl");
+    let default = url["Default"].as_str().expect("TrackingBaseUrl.Default");
+    assert!(default.starts_with("https://") && default.len() > "https://".len(), "TrackingBaseUrl: {default}");
+    assert!(url["AllowedPattern"].is_string(), "TrackingBaseUrl: an AllowedPattern keeps it from being empty");
+    assert!(url["Description"].as_str().is_some_and(|d| d.contains("trip_tracking_url")), "TrackingBaseUrl");
+}
+
+/// Functions that serve trips, which render tracking links.
+const TRACKING_FUNCTIONS: &[&str] = &["TripsFunction", "TripsV2Function"];
+
+#[test]
+fn trips_functions_get_the_tracking_base_url() {
+    let t = template();
+    for (id, _) in resources_of(&t, "AWS::Serverless::Function") {
+        let got = environment(&t, id).get("WAYMARK_TRACKING_BASE_URL").cloned();
+        if TRACKING_FUNCTIONS.contains(&id) {
+            assert_eq!(got, Some(json!({"Ref": "TrackingBaseUrl"})), "{id}: WAYMARK_TRACKING_BASE_URL");
+        } else {
+            assert_eq!(got, None, "{id} renders no trips: it needs no WAYMARK_TRACKING_BASE_URL");
+        }
+    }
 }
 
 /// Globals' environment overlaid with the function's own, as SAM merges them.
@@ -158,8 +183,6 @@ fn every_function_builds_a_workspace_binary() {
 /// Workspace binaries that are not Lambda functions of template.yaml, and why.
 const NOT_IN_TEMPLATE: &[(&str, &str)] = &[
     ("waymark", "the local server and admin CLI"),
-    ("trips", "not packaged yet: needs TripsFunction, its events/ and an entry in FUNCTIONS"),
-    ("trips-v2", "not packaged yet: needs TripsV2Function, its events/ and an entry in FUNCTIONS"),
 ];
 
 #[test]
