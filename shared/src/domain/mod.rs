@@ -8,3 +8,13 @@ pub mod locations;
 pub mod projects;
 pub mod trips;
 pub mod users;
+
+/// Free text (names, descriptions, tags) is limited to [`users::MAX_TEXT`] bytes everywhere.
+pub fn check_text(field: &str, v: &Option<String>) -> Result<(), crate::error::ApiError> {
+    match v {
+        Some(s) if s.len() > users::MAX_TEXT => {
+            Err(crate::error::ApiError::field(field, format!("at most {} characters", users::MAX_TEXT)))
+        }
+        _ => Ok(()),
+    }
+}

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::auth::Project;
+use crate::domain::check_text;
 use crate::domain::{groups, users};
 use crate::error::ApiError;
 use crate::geometry::{GeoPoint, GeoPolygon, LngLat};
@@ -164,15 +165,6 @@ pub fn check_color(c: &Option<String>) -> Result<(), ApiError> {
     }
 }
 
-fn check_text(field: &str, v: &Option<String>) -> Result<(), ApiError> {
-    match v {
-        Some(s) if s.len() > users::MAX_TEXT => {
-            Err(ApiError::field(field, format!("at most {} characters", users::MAX_TEXT)))
-        }
-        _ => Ok(()),
-    }
-}
-
 /// A radius: an integer from 50 to 1000 meters.
 pub fn parse_radius(v: Option<&Value>) -> Result<u32, ApiError> {
     let v = v.ok_or_else(|| ApiError::field("geometry_radius", "is required for a circle (50 to 1000 meters)"))?;
@@ -194,7 +186,7 @@ pub fn parse_ring(v: &Value) -> Result<Vec<LngLat>, ApiError> {
     if ring.len() > MAX_VERTICES {
         return Err(ApiError::field(field, format!("at most {MAX_VERTICES} positions")));
     }
-    if ring.first().is_some() && ring.first() != ring.last() {
+    if !ring.is_empty() && ring.first() != ring.last() {
         ring.push(ring[0].clone());
     }
     let poly = GeoPolygon::from_ring(field, &ring).map_err(|_| {
@@ -231,10 +223,10 @@ fn parse_window(v: &[Value]) -> Result<(bool, Option<Timestamp>, Option<Timestam
         }
     };
     let (a, b) = (ts(1, "start_time")?, ts(2, "end_time")?);
-    if let (Some(a), Some(b)) = (a, b) {
-        if b <= a {
-            return Err(ApiError::field("is_enabled[2]", "end_time must be after start_time"));
-        }
+    if let (Some(a), Some(b)) = (a, b)
+        && b <= a
+    {
+        return Err(ApiError::field("is_enabled[2]", "end_time must be after start_time"));
     }
     Ok((flag, a, b))
 }
@@ -382,29 +374,52 @@ pub struct UpdateGeofence {
     pub is_enabled: Option<bool>,
 }
 
-pub async fn update(store: &dyn Store, p: &Project, id: &str, up: UpdateGeofence) -> Result<Geofence, ApiError> {
-    check_color(&up.color_code)?;
-    check_text("tag", &up.tag)?;
-    check_text("description", &up.description)?;
-    if let Some(m) = &up.metadata {
-        metadata::validate("metadata", m)?;
+impl UpdateGeofence {
+    pub fn validate(&self) -> Result<(), ApiError> {
+        check_color(&self.color_code)?;
+        check_text("tag", &self.tag)?;
+        check_text("description", &self.description)?;
+        self.metadata.as_ref().map(|m| metadata::validate("metadata", m)).transpose()?;
+        Ok(())
     }
-    for _ in 0..20 {
-        let mut g = get(store, p, id).await?;
-        let expected = g.version;
-        if let Some(m) = &up.metadata {
-            g.metadata = Some(m.clone());
+
+    /// Apply to a fence's fields (static and moving fences share them); absent fields stay.
+    pub fn apply(&self, f: FenceFields<'_>) {
+        if let Some(m) = &self.metadata {
+            *f.metadata = Some(m.clone());
         }
-        for (slot, v) in
-            [(&mut g.color_code, &up.color_code), (&mut g.tag, &up.tag), (&mut g.description, &up.description)]
-        {
+        for (slot, v) in [(f.color_code, &self.color_code), (f.tag, &self.tag), (f.description, &self.description)] {
             if let Some(v) = v {
                 *slot = Some(v.clone());
             }
         }
-        if let Some(e) = up.is_enabled {
-            g.is_enabled = e;
+        if let Some(e) = self.is_enabled {
+            *f.is_enabled = e;
         }
+    }
+}
+
+/// The fields an update may change, borrowed from a static or a moving fence.
+pub struct FenceFields<'a> {
+    pub metadata: &'a mut Option<Map<String, Value>>,
+    pub color_code: &'a mut Option<String>,
+    pub tag: &'a mut Option<String>,
+    pub description: &'a mut Option<String>,
+    pub is_enabled: &'a mut bool,
+}
+
+pub async fn update(store: &dyn Store, p: &Project, id: &str, up: UpdateGeofence) -> Result<Geofence, ApiError> {
+    up.validate()?;
+    for _ in 0..20 {
+        let mut g = get(store, p, id).await?;
+        let expected = g.version;
+        up.apply(FenceFields {
+            metadata: &mut g.metadata,
+            color_code: &mut g.color_code,
+            tag: &mut g.tag,
+            description: &mut g.description,
+            is_enabled: &mut g.is_enabled,
+        });
         g.version += 1;
         g.updated_at = Timestamp::now();
         match store.transact(write_ops(&g, Cond::Equals("version", expected.into()))?).await {

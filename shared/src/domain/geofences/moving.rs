@@ -143,26 +143,17 @@ pub async fn update(
     id: &str,
     up: super::UpdateGeofence,
 ) -> Result<MovingGeofence, ApiError> {
-    check_color(&up.color_code)?;
-    if let Some(m) = &up.metadata {
-        metadata::validate("metadata", m)?;
-    }
+    up.validate()?;
     for _ in 0..20 {
         let mut g = get(store, p, id).await?;
         let expected = g.version;
-        if let Some(m) = &up.metadata {
-            g.metadata = Some(m.clone());
-        }
-        for (slot, v) in
-            [(&mut g.color_code, &up.color_code), (&mut g.tag, &up.tag), (&mut g.description, &up.description)]
-        {
-            if let Some(v) = v {
-                *slot = Some(v.clone());
-            }
-        }
-        if let Some(e) = up.is_enabled {
-            g.is_enabled = e;
-        }
+        up.apply(super::FenceFields {
+            metadata: &mut g.metadata,
+            color_code: &mut g.color_code,
+            tag: &mut g.tag,
+            description: &mut g.description,
+            is_enabled: &mut g.is_enabled,
+        });
         g.version += 1;
         g.updated_at = Timestamp::now();
         let item = to_item(&fences_pk(&p.project_id), &g.id, &g)?;
@@ -324,26 +315,18 @@ pub async fn on_moved(store: &dyn Store, p: &Project, user: &User) -> Result<(),
             let prefix = format!("{}#", user.id);
             for item in store.query(Table::Main, &Query::new(&pk, SkRange::Prefix(prefix.clone()))).await?.items {
                 let other = item.get("sk").and_then(Value::as_str).unwrap_or("").trim_start_matches(&prefix).to_owned();
-                if !nearby.iter().any(|n| n.user_id == other) {
-                    if let Some(o) = users::get(store, p, &other).await? {
-                        let pos = Position {
-                            user_id: o.id.clone(),
-                            location_id: o.last_location_update.as_ref().map(|l| l.id.clone()).unwrap_or_default(),
-                            coordinates: o
-                                .last_location_update
-                                .as_ref()
-                                .map(|l| l.coordinates)
-                                .unwrap_or(me.coordinates),
-                            recorded_at: o
-                                .last_location_update
-                                .as_ref()
-                                .map(|l| l.recorded_at)
-                                .unwrap_or(me.recorded_at),
-                            geofence_events: o.flags.geofence_events,
-                        };
-                        let when = me.recorded_at.max(pos.recorded_at);
-                        pairs.push((user.id.clone(), pos, false, when));
-                    }
+                if !nearby.iter().any(|n| n.user_id == other)
+                    && let Some(o) = users::get(store, p, &other).await?
+                {
+                    let pos = Position {
+                        user_id: o.id.clone(),
+                        location_id: o.last_location_update.as_ref().map(|l| l.id.clone()).unwrap_or_default(),
+                        coordinates: o.last_location_update.as_ref().map(|l| l.coordinates).unwrap_or(me.coordinates),
+                        recorded_at: o.last_location_update.as_ref().map(|l| l.recorded_at).unwrap_or(me.recorded_at),
+                        geofence_events: o.flags.geofence_events,
+                    };
+                    let when = me.recorded_at.max(pos.recorded_at);
+                    pairs.push((user.id.clone(), pos, false, when));
                 }
             }
             for n in nearby.into_iter().filter(|n| n.user_id != user.id) {

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::auth::{Project, hash_secret};
+use crate::domain::check_text;
 use crate::domain::locations::{Location, locations_pk};
 use crate::domain::users;
 use crate::error::ApiError;
@@ -255,16 +256,6 @@ pub struct NewTrip {
     pub description: Option<String>,
     pub metadata: Option<Map<String, Value>>,
     pub waypoints: Vec<WaypointInput>,
-}
-
-/// Free text of trips and stops is limited like a user's.
-fn check_text(field: &str, v: &Option<String>) -> Result<(), ApiError> {
-    match v {
-        Some(s) if s.len() > users::MAX_TEXT => {
-            Err(ApiError::field(field, format!("at most {} characters", users::MAX_TEXT)))
-        }
-        _ => Ok(()),
-    }
 }
 
 fn make_waypoints(input: Vec<WaypointInput>, now: Timestamp) -> Result<Vec<Waypoint>, ApiError> {
