@@ -18,8 +18,12 @@ const CELL_LNG: f64 = 360.0 / 32768.0;
 const CELL_LAT: f64 = 180.0 / 32768.0;
 /// Latitude limit of indexed shapes and searches.
 pub const MAX_LAT: f64 = 85.0;
-/// Meters per degree of latitude (mean), for bounding boxes only; exact tests use `geo`.
-const M_PER_DEG: f64 = 111_320.0;
+/// Meters per degree, for bounding boxes only (exact tests use `geo`): a degree of latitude is
+/// at least 110,574 m (at the equator), a degree of longitude at least 111,320 m × cos(lat);
+/// the box uses the smaller figures, with 1% to spare, so it always holds the whole circle.
+const M_PER_DEG_LAT_MIN: f64 = 110_574.0;
+const M_PER_DEG_LNG_EQ: f64 = 111_320.0;
+const MARGIN: f64 = 1.01;
 
 /// A shape that can be indexed and tested.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,12 +35,12 @@ pub enum Shape {
 /// Bounding box (min lng, min lat, max lng, max lat) of a circle, refusing the areas the index
 /// does not cover.
 pub fn circle_bbox(field: &str, center: LngLat, radius_m: f64) -> Result<Rect<f64>, ApiError> {
-    let dlat = radius_m / M_PER_DEG;
+    let dlat = radius_m * MARGIN / M_PER_DEG_LAT_MIN;
     let (lat0, lat1) = (center.lat - dlat, center.lat + dlat);
     if lat0 < -MAX_LAT || lat1 > MAX_LAT {
         return Err(ApiError::field(field, format!("areas beyond latitude ±{MAX_LAT} are not supported")));
     }
-    let dlng = radius_m / (M_PER_DEG * lat1.abs().max(lat0.abs()).to_radians().cos());
+    let dlng = radius_m * MARGIN / (M_PER_DEG_LNG_EQ * lat1.abs().max(lat0.abs()).to_radians().cos());
     let (lng0, lng1) = (center.lng - dlng, center.lng + dlng);
     if lng0 < -180.0 || lng1 > 180.0 {
         return Err(ApiError::field(field, "areas crossing the antimeridian (longitude ±180) are not supported"));
@@ -160,8 +164,8 @@ mod tests {
         for k in 0..360 {
             let a = (k as f64).to_radians();
             let p = LngLat {
-                lng: c.lng + 999.0 * a.cos() / (M_PER_DEG * c.lat.to_radians().cos()),
-                lat: c.lat + 999.0 * a.sin() / M_PER_DEG,
+                lng: c.lng + 999.0 * a.cos() / (M_PER_DEG_LNG_EQ * c.lat.to_radians().cos()),
+                lat: c.lat + 999.0 * a.sin() / M_PER_DEG_LAT_MIN,
             };
             assert!(cells.contains(&cell_of(p).unwrap()), "edge point {k}° not covered");
         }

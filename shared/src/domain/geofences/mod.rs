@@ -199,6 +199,10 @@ pub fn parse_ring(v: &Value) -> Result<Vec<LngLat>, ApiError> {
     if distinct.len() < 3 {
         return Err(ApiError::field(field, "a polygon needs at least 3 distinct positions"));
     }
+    // geo's validity check accepts a ring of collinear points; a fence needs an area.
+    if geo::Area::unsigned_area(&polygon(&pts)) < 1e-12 {
+        return Err(ApiError::field(field, "the polygon has no area (its points are on one line)"));
+    }
     if !geo::Validation::is_valid(&polygon(&pts)) {
         return Err(ApiError::field(field, "the polygon's edges cross each other or it has no area"));
     }
