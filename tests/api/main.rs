@@ -2,6 +2,8 @@
 
 mod helpers;
 
+mod insights;
+
 mod auth;
 mod capacity;
 mod errors;

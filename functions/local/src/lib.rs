@@ -16,6 +16,7 @@ pub fn routes() -> Router<AppState> {
         .merge(geofences::router())
         .merge(search::router())
         .merge(moving_geofences::router())
+        .merge(insights::router())
 }
 
 /// Every operation the service answers, as (HTTP method, path with its trailing slash); each path
@@ -30,6 +31,7 @@ pub fn all_routes() -> Vec<(&'static str, &'static str)> {
         .chain(geofences::ROUTES)
         .chain(search::ROUTES)
         .chain(moving_geofences::ROUTES)
+        .chain(insights::ROUTES)
         .copied()
         .collect()
 }

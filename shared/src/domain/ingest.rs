@@ -7,7 +7,7 @@ use crate::error::ApiError;
 use crate::store::Store;
 
 use super::locations::Location;
-use super::{geofences, trips, users};
+use super::{geofences, insights, trips, users};
 
 /// Called after a batch for `user_id` was stored; `stored` is in `recorded_at` order.
 pub async fn after_store(store: &dyn Store, p: &Project, user_id: &str, stored: &[Location]) -> Result<(), ApiError> {
@@ -28,6 +28,7 @@ pub async fn after_store(store: &dyn Store, p: &Project, user_id: &str, stored: 
     .await?;
     trips::on_locations(store, p, user_id, stored).await?;
     geofences::events::on_locations(store, p, user_id, stored).await?;
+    insights::on_locations(store, p, user_id, stored).await?;
     // Moving fences follow latest positions: only a batch that moved the user counts.
     if let Some(before) = before.into_inner().unwrap_or_else(|e| e.into_inner()) {
         geofences::moving::reindex_user(store, p, &user, before.as_ref()).await?;

@@ -4,6 +4,7 @@
 pub mod geofences;
 pub mod groups;
 pub mod ingest;
+pub mod insights;
 pub mod locations;
 pub mod projects;
 pub mod trips;

@@ -1,0 +1,35 @@
+//! Insights (v3, on demand): `/v3/api/insights/home/`, `/work/`, `/poi/` for one user.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use serde_json::{Value, json};
+use shared::auth::SecretKey;
+use shared::domain::insights::{self, Kind};
+use shared::domain::users;
+use shared::http::route;
+use shared::{ApiError, AppState, Envelope, Params};
+
+/// Every operation this function serves: (HTTP method, path with its trailing slash).
+pub const ROUTES: &[(&str, &str)] =
+    &[("GET", "/v3/api/insights/home/"), ("GET", "/v3/api/insights/work/"), ("GET", "/v3/api/insights/poi/")];
+
+pub fn router() -> Router<AppState> {
+    let r = route(Router::new(), "/v3/api/insights/home/", get(|k, s, q| answer(Kind::Home, "home", k, s, q)));
+    let r = route(r, "/v3/api/insights/work/", get(|k, s, q| answer(Kind::Work, "work", k, s, q)));
+    route(r, "/v3/api/insights/poi/", get(|k, s, q| answer(Kind::Poi, "insights", k, s, q)))
+}
+
+async fn answer(
+    kind: Kind,
+    key: &'static str,
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    q: Params,
+) -> Result<Envelope<Value>, ApiError> {
+    let store = s.store.as_ref();
+    let user = users::require(store, &p, "user_id", q.required("user_id")?).await?;
+    let list = insights::insights(store, &p, &user.id, kind).await?;
+    let data = json!({"user_id": user.id, "app_id": users::app_id(&user), key: list});
+    Ok(Envelope::ok("Insights", data))
+}
