@@ -1,0 +1,101 @@
+//! Time and DynamoDB capacity to answer each insight endpoint for a user with a year of history
+//! at one location a minute. Run in release, with DynamoDB Local for the capacity part:
+//! `source scripts/dynamodb-local.sh; cargo run --release -p local --example insights_bench`.
+//!
+//! The year is ingested on the in-memory embedded store (through the real ingest path, which
+//! detects stays); insights read only the stays, so those items are then copied to DynamoDB
+//! Local, where each endpoint's consumed capacity is measured.
+
+use std::time::Instant;
+
+use chrono::{Duration, NaiveDate, Timelike};
+use shared::auth::{KeyKind, Project};
+use shared::domain::insights::{self, Kind};
+use shared::domain::locations::{Location, store_batch};
+use shared::domain::projects::{self, ChosenKeys};
+use shared::domain::{ingest, users};
+use shared::store::{DynamoStore, EmbeddedStore, Query, SkRange, Store, Table, TableNames};
+
+/// (hour from, hour to, lng, lat) of a weekday and of a weekend day; travel elsewhere.
+fn place_at(day: NaiveDate, hour: f64) -> Option<(f64, f64)> {
+    use chrono::Datelike;
+    let (home, office, gym) = ((13.405, 52.52), (13.3777, 52.5163), (13.42, 52.53));
+    let weekend = day.weekday().number_from_monday() > 5;
+    match hour {
+        h if h < 7.5 => Some(home),
+        h if weekend && h >= 10.5 && h < 12.0 && day.weekday().number_from_monday() == 6 => Some((13.395, 52.525)),
+        h if weekend => (h >= 7.5).then_some(home),
+        h if (8.0..17.5).contains(&h) => Some(office),
+        h if (18.0..19.0).contains(&h) && day.weekday().number_from_monday() % 2 == 1 => Some(gym),
+        h if h >= 19.5 => Some(home),
+        _ => None,
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let store = EmbeddedStore::memory().expect("store");
+    let issued = projects::create(&store, "bench", &ChosenKeys::default()).await.expect("project");
+    let p = Project { project_id: issued.project_id, account_id: issued.account_id, kind: KeyKind::Secret };
+    let body = serde_json::from_value(serde_json::json!({"app_type": 1, "device_token": "t"})).expect("body");
+    let user = users::create(&store, &p, body).await.expect("user");
+
+    let start = NaiveDate::from_ymd_opt(2024, 1, 1).expect("date").and_hms_opt(0, 0, 0).expect("time");
+    let minutes = 365 * 24 * 60;
+    let t_ingest = Instant::now();
+    let mut batch = Vec::with_capacity(1000);
+    for m in 0..minutes {
+        let local = start + Duration::minutes(m);
+        let hour = local.hour() as f64 + local.minute() as f64 / 60.0;
+        let (lng, lat) = place_at(local.date(), hour).unwrap_or((13.39 + (m % 97) as f64 * 1e-4, 52.51 + (m % 89) as f64 * 1e-4));
+        let jitter = ((m as f64 * 12.9898).sin() * 43_758.545).fract() * 8e-5;
+        let at = (local - Duration::hours(1)).and_utc();
+        let fix: Location = serde_json::from_value(serde_json::json!({
+            "coordinates": [lng + jitter, lat - jitter], "recorded_at": at.format("%Y-%m-%dT%H:%M:%S").to_string(),
+            "accuracy": 10.0, "timezone_offset": "+0100",
+        }))
+        .expect("fix");
+        batch.push(fix);
+        if batch.len() == 1000 || m + 1 == minutes {
+            let stored = store_batch(&store, &p, &user.id, std::mem::take(&mut batch)).await.expect("ingest");
+            ingest::after_store(&store, &p, &user.id, &stored).await.expect("hook");
+        }
+    }
+    println!("ingested {minutes} locations (one a minute for a year) in {:.1} s", t_ingest.elapsed().as_secs_f64());
+
+    let stays_pk = format!("{}#ST#{}", p.project_id, user.id);
+    let stays = store.query(Table::Main, &Query::new(&stays_pk, SkRange::All)).await.expect("stays").items;
+    println!("{} stays stored", stays.len());
+    for (kind, name) in [(Kind::Home, "home"), (Kind::Work, "work"), (Kind::Poi, "poi")] {
+        let mut times = Vec::new();
+        let mut n = 0;
+        for _ in 0..9 {
+            let t = Instant::now();
+            n = insights::insights(&store, &p, &user.id, kind).await.expect("insights").len();
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        times.sort_by(f64::total_cmp);
+        println!("embedded  /v3/api/insights/{name}/: median {:.1} ms (min {:.1}, max {:.1}), {n} result(s)", times[4], times[0], times[8]);
+    }
+
+    if std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_none() {
+        println!("(AWS_ENDPOINT_URL_DYNAMODB not set: DynamoDB capacity not measured)");
+        return;
+    }
+    let dynamo = DynamoStore::from_env(TableNames::with_prefix(&format!("bench-{}-", std::process::id()))).await;
+    dynamo.ensure_tables().await.expect("tables");
+    let run_pk = format!("{}#SS#{}", p.project_id, user.id);
+    for item in stays.into_iter().chain(store.get(Table::Main, &run_pk, "-").await.expect("run")) {
+        dynamo.put(Table::Main, item, shared::store::Cond::None).await.expect("copy");
+    }
+    for (kind, name) in [(Kind::Home, "home"), (Kind::Work, "work"), (Kind::Poi, "poi")] {
+        let before = dynamo.consumed_capacity();
+        let t = Instant::now();
+        let n = insights::insights(&dynamo, &p, &user.id, kind).await.expect("insights").len();
+        println!(
+            "dynamodb  /v3/api/insights/{name}/: {:.1} ms, {:.1} read capacity units, {n} result(s)",
+            t.elapsed().as_secs_f64() * 1000.0,
+            dynamo.consumed_capacity() - before
+        );
+    }
+}
