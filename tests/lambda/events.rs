@@ -42,6 +42,20 @@ enum Setup {
     /// A trip of the user started before the history, then the history ingested (so the trip's
     /// summary has a route).
     StartedTrip(Api),
+    /// The user in group `drivers-north` (events/groups-add-put.json).
+    Group,
+    /// A geofence at the end of the history (events/geofences-v1-create-circle.json,
+    /// `REPLACE_GEOFENCE_ID`).
+    Fence,
+    /// That geofence and a polygon around it (`REPLACE_SECOND_GEOFENCE_ID`).
+    TwoFences,
+    /// A moving geofence following the user (events/moving-geofences-create.json,
+    /// `REPLACE_GEOFENCE_ID`).
+    MovingFence,
+    /// The user's fence visit: another user parked at the end of the history, a moving geofence
+    /// following them, the user's geofence events on (events/users-update.json), the geofence of
+    /// `Fence`, then the user's history ingested, which ends inside both fences (two entries).
+    Visited,
 }
 
 /// Each event, what it must answer, and what it needs first.
@@ -56,7 +70,7 @@ const fn case(name: &'static str, answer: Answer, setup: Setup) -> Case {
 }
 
 use Answer::{V1, V2};
-use Setup::{History, Nothing, StartedTrip, Trip};
+use Setup::{Fence, Group, History, MovingFence, Nothing, StartedTrip, Trip, TwoFences, Visited};
 
 const CASES: &[Case] = &[
     case("users-create", V1(201), Nothing),
@@ -91,18 +105,35 @@ const CASES: &[Case] = &[
     case("trips-v2-delete", V2(200, "trip_deleted"), Trip(Api::V2)),
     case("trips-v2-summary", V2(200, "trip_summary"), StartedTrip(Api::V2)),
     case("trips-v2-controls", V2(200, "trip_updated"), Trip(Api::V2)),
+    case("locations-ingest-fenced", V1(201), Visited),
+    case("geofences-v1-create-circle", V1(201), Nothing),
+    case("geofences-v3-create-polygon", V1(201), Nothing),
+    case("geofences-v1-create-scoped", V1(201), Group),
+    case("geofences-v1-update", V1(200), Fence),
+    case("geofences-v3-update", V1(200), Fence),
+    case("geofences-v1-list", V1(200), Fence),
+    case("geofences-v3-list", V1(200), Visited),
+    case("geofences-v1-list-metadata", V1(200), Fence),
+    case("geofences-v1-delete-query", V1(200), Fence),
+    case("geofences-v1-delete-body", V1(200), Fence),
+    case("geofences-v3-delete-array", V1(200), TwoFences),
+    case("geofences-events-list", V1(200), Visited),
+    case("search-by-location", V1(200), Fence),
+    case("search-by-user", V1(200), Visited),
+    case("moving-geofences-create", V1(201), Nothing),
+    case("moving-geofences-update", V1(200), MovingFence),
+    case("moving-geofences-list", V1(200), MovingFence),
+    case("moving-geofences-delete", V1(200), MovingFence),
 ];
 
 /// Permissions a function needs on paths none of the events takes: (function, table, action, why).
 /// Each must be granted and must stay unused by the events (else drop it from this list).
-const BEYOND_EVENTS: &[(&str, &str, &str, &str)] = &[(
-    "LocationsFunction",
-    "MainTable",
-    "dynamodb:DeleteItem",
-    "ingest drops the user's index entry of a deleted or long-ended trip (trips::on_locations)",
-)];
+/// (LocationsFunction's DeleteItem on MainTable, once listed here, is taken by
+/// events/locations-ingest-fenced.json: leaving a fence deletes the user's state item, and moving
+/// to another index cell deletes the user's position item there.)
+const BEYOND_EVENTS: &[(&str, &str, &str, &str)] = &[];
 
-/// Locations in events/locations-ingest.json.
+/// Locations in events/locations-ingest.json (and in events/locations-ingest-fenced.json).
 const INGESTED: u64 = 3;
 
 #[test]
@@ -171,13 +202,14 @@ fn events_are_http_api_events_of_template_routes() {
                 .unwrap_or_else(|e| panic!("{name}: queryStringParameters: {e}"));
             assert_eq!(parsed, given, "{name}: queryStringParameters vs rawQueryString");
         }
-        match method {
-            "POST" | "PUT" => {
+        // POST and PUT carry a JSON body; DELETE may (geofences take ids in the body); GET not.
+        match (method, v.get("body")) {
+            ("POST" | "PUT", _) | ("DELETE", Some(_)) => {
                 let body = v["body"].as_str().unwrap_or_else(|| panic!("{name}: body must be a string"));
                 serde_json::from_str::<Value>(body).unwrap_or_else(|e| panic!("{name}: body is not JSON: {e}"));
                 assert_eq!(headers["content-type"], "application/json", "{name}: content-type");
             }
-            _ => assert!(v.get("body").is_none(), "{name}: a {method} event carries no body"),
+            (_, body) => assert!(body.is_none(), "{name}: a {method} event carries no body"),
         }
 
         let req = lambda_http::request::from_str(&text).unwrap_or_else(|e| panic!("{name}: lambda_http: {e}"));
@@ -222,6 +254,8 @@ struct Fixture {
     project: IssuedProject,
     user_id: String,
     trip_id: Option<String>,
+    geofence_id: Option<String>,
+    second_geofence_id: Option<String>,
 }
 
 impl Fixture {
@@ -230,7 +264,15 @@ impl Fixture {
         let state = AppState::new(store.clone());
         let project =
             projects::create(state.store.as_ref(), "lambda-events", &ChosenKeys::default()).await.expect("project");
-        let mut fx = Self { state, store, project, user_id: "REPLACE_USER_ID".into(), trip_id: None };
+        let mut fx = Self {
+            state,
+            store,
+            project,
+            user_id: "REPLACE_USER_ID".into(),
+            trip_id: None,
+            geofence_id: None,
+            second_geofence_id: None,
+        };
         let body = fx.ok("users-create", V1(201)).await;
         fx.user_id = body["data"]["user_id"].as_str().expect("user_id").to_owned();
         fx
@@ -254,6 +296,34 @@ impl Fixture {
             }
             Setup::Trip(api) => (api, false),
             Setup::StartedTrip(api) => (api, true),
+            Setup::Group => {
+                self.ok("groups-add-put", V1(201)).await;
+                return;
+            }
+            Setup::Fence => {
+                self.geofence_id = Some(self.created("geofences-v1-create-circle").await);
+                return;
+            }
+            Setup::TwoFences => {
+                self.geofence_id = Some(self.created("geofences-v1-create-circle").await);
+                self.second_geofence_id = Some(self.created("geofences-v3-create-polygon").await);
+                return;
+            }
+            Setup::MovingFence => {
+                self.geofence_id = Some(self.created("moving-geofences-create").await);
+                return;
+            }
+            Setup::Visited => {
+                let other = self.ok("users-create", V1(201)).await["data"]["user_id"].as_str().expect("id").to_owned();
+                let user = std::mem::replace(&mut self.user_id, other);
+                self.ok("locations-ingest", V1(201)).await;
+                self.created("moving-geofences-create").await;
+                self.user_id = user;
+                self.ok("users-update", V1(200)).await;
+                self.geofence_id = Some(self.created("geofences-v1-create-circle").await);
+                self.ok("locations-ingest", V1(201)).await;
+                return;
+            }
         };
         let store = self.state.store.as_ref();
         let p = self.caller();
@@ -267,6 +337,12 @@ impl Fixture {
         if started {
             self.ok("locations-ingest", V1(201)).await;
         }
+    }
+
+    /// Run a create event; the id it answers.
+    async fn created(&self, name: &str) -> String {
+        let body = self.ok(name, V1(201)).await;
+        body["data"]["id"].as_str().unwrap_or_else(|| panic!("{name}: no data.id: {body}")).to_owned()
     }
 
     fn router(&self, f: &Function) -> Router {
@@ -284,8 +360,14 @@ impl Fixture {
             ("REPLACE_START_DATE", start.as_str()),
             ("REPLACE_END_DATE", end.as_str()),
         ];
-        if let Some(trip) = &self.trip_id {
-            values.push(("REPLACE_TRIP_ID", trip.as_str()));
+        for (placeholder, value) in [
+            ("REPLACE_TRIP_ID", &self.trip_id),
+            ("REPLACE_GEOFENCE_ID", &self.geofence_id),
+            ("REPLACE_SECOND_GEOFENCE_ID", &self.second_geofence_id),
+        ] {
+            if let Some(v) = value {
+                values.push((placeholder, v.as_str()));
+            }
         }
         let text = event_with(name, &values);
         let req = lambda_http::request::from_str(&text).unwrap_or_else(|e| panic!("{name}: lambda_http: {e}"));
@@ -323,6 +405,7 @@ fn len(v: &Value) -> usize {
 fn check_data(name: &str, fx: &Fixture, data: &Value) {
     let user = fx.user_id.as_str();
     let trip = fx.trip_id.as_deref().unwrap_or("(no trip)");
+    let fence = fx.geofence_id.as_deref().unwrap_or("(no geofence)");
     match name {
         "users-create" => assert!(is_id(&data["user_id"]), "{name}: {data}"),
         "users-list" => assert!(data["users"].as_array().expect("users").iter().any(|u| u["id"] == user), "{data}"),
@@ -407,7 +490,113 @@ fn check_data(name: &str, fx: &Fixture, data: &Value) {
             assert_eq!(data["trip"]["trip_state"], "started", "{data}");
             assert!(data["trip"]["started_at"].is_string(), "{data}");
         }
+        // Geofences, search and moving geofences (v1/v3 envelope).
+        "locations-ingest-fenced" => assert_eq!(data["stored"], INGESTED, "{data}"),
+        "geofences-v1-create-circle" => {
+            assert!(is_id(&data["id"]), "{data}");
+            assert_eq!(data["geometry_type"], "circle", "{data}");
+            assert_eq!(data["geometry_radius"], 75, "{data}");
+            assert_eq!(data["is_enabled"], true, "{data}");
+            assert_eq!(data["metadata"]["zone"], "north", "{data}");
+        }
+        "geofences-v3-create-polygon" => {
+            assert!(is_id(&data["id"]), "{data}");
+            assert_eq!(data["geometry_type"], "polygon", "{data}");
+            assert_eq!(data["geometry"]["type"], "Polygon", "{data}");
+            assert_eq!(len(&data["geometry"]["coordinates"][0]), 5, "the ring is closed: {data}");
+        }
+        "geofences-v1-create-scoped" => {
+            assert!(is_id(&data["geofence_id"]), "{data}");
+            assert_eq!(data["user_ids"], json!([user]), "{data}");
+            assert_eq!(data["group_ids"], json!(["drivers-north"]), "{data}");
+            assert_eq!(data["is_enabled"][0], true, "{data}");
+        }
+        "geofences-v1-update" => {
+            assert_eq!(data["id"], fence, "{data}");
+            assert_eq!(data["description"], "North depot gate (night)", "{data}");
+            assert_eq!(data["metadata"]["shift"], "night", "{data}");
+        }
+        "geofences-v3-update" => {
+            assert_eq!(data["id"], fence, "{data}");
+            assert_eq!((&data["tag"], &data["is_enabled"]), (&json!("depot-closed"), &json!(false)), "{data}");
+        }
+        "geofences-v1-list" => assert!(data["geofences"].as_array().expect("list").iter().any(|g| g["id"] == fence)),
+        "geofences-v3-list" => {
+            let g = data["geofences"].as_array().expect("list").iter().find(|g| g["id"] == fence);
+            // The visit's entry, by the user.
+            assert_eq!(g.map(|g| &g["counts"]), Some(&json!({"events": 1, "users": 1})), "{data}");
+        }
+        "geofences-v1-list-metadata" => {
+            assert!(data["geofences"].as_array().expect("list").iter().any(|g| g["geofence_id"] == fence), "{data}")
+        }
+        "geofences-v1-delete-query" | "geofences-v1-delete-body" | "geofences-v3-delete-array" => {
+            assert_eq!(data, &json!({}), "{data}")
+        }
+        "geofences-events-list" => {
+            let events = data["events"].as_array().expect("events");
+            assert!(events.iter().all(|e| e["user_id"] == user), "{data}");
+            assert!(
+                events.iter().any(|e| e["geofence_id"] == fence && e["event_type"] == "motion:geofence:entry"),
+                "{data}"
+            );
+        }
+        "search-by-location" | "search-by-user" => {
+            assert_eq!(data["geofences"][0]["id"], fence, "{data}");
+            assert_eq!(data["geofences"][0]["distance"], 0.0, "{data}");
+        }
+        "moving-geofences-create" => {
+            assert!(is_id(&data["id"]), "{data}");
+            assert_eq!(data["users"], json!([user]), "{data}");
+            assert_eq!((&data["geometry_radius"], &data["is_enabled"]), (&json!(100), &json!(true)), "{data}");
+        }
+        "moving-geofences-update" => {
+            assert_eq!(data["id"], fence, "{data}");
+            assert_eq!(data["description"], "Escort of driver 7 (night)", "{data}");
+            assert_eq!(data["is_enabled"], false, "{data}");
+        }
+        "moving-geofences-list" => {
+            let g = data["geofences"].as_array().expect("list").iter().find(|g| g["id"] == fence);
+            assert_eq!(g.map(|g| &g["counts"]), Some(&json!({"events": 0, "users": 0})), "{data}");
+            assert_eq!(data["users"], json!([user]), "{data}");
+        }
+        "moving-geofences-delete" => assert_eq!(data, &json!({}), "{data}"),
         other => panic!("no data check for {other}"),
+    }
+}
+
+/// What an event must have changed, seen through the functions' own events (after its DynamoDB
+/// actions were taken, so these reads do not count towards them).
+async fn check_effect(name: &str, fx: &Fixture) {
+    let fence = fx.geofence_id.as_deref().unwrap_or("(no geofence)");
+    match name {
+        "geofences-v1-delete-query" | "geofences-v1-delete-body" | "geofences-v3-delete-array" => {
+            let body = fx.ok("geofences-v1-list", V1(200)).await;
+            assert_eq!(body["data"]["geofences"], json!([]), "{name}: {body}");
+        }
+        "moving-geofences-delete" => {
+            let body = fx.ok("moving-geofences-list", V1(200)).await;
+            assert_eq!(body["data"]["geofences"], json!([]), "{name}: {body}");
+        }
+        "locations-ingest-fenced" => {
+            // The setup's history entered the fence and the other user's moving fence; this batch
+            // left both.
+            let body = fx.ok("geofences-events-list", V1(200)).await;
+            let mut seen: Vec<(bool, &str)> = body["data"]["events"]
+                .as_array()
+                .expect("events")
+                .iter()
+                .map(|e| (e["geofence_id"] == fence, e["event_type"].as_str().expect("event_type")))
+                .collect();
+            seen.sort();
+            let want = [
+                (false, "motion:geofence:entry"),
+                (false, "motion:geofence:exit"),
+                (true, "motion:geofence:entry"),
+                (true, "motion:geofence:exit"),
+            ];
+            assert_eq!(seen, want, "{name}: (the static fence?, event) of the user: {body}");
+        }
+        _ => {}
     }
 }
 
@@ -436,6 +625,7 @@ async fn every_event_succeeds_through_its_function_within_its_policy() {
         check_data(case.name, &fx, data);
 
         let needed = fx.store.take();
+        check_effect(case.name, &fx).await;
         let granted = allowed(&t, f.id);
         let missing: Vec<&Permission> = needed.difference(&granted).collect();
         assert!(missing.is_empty(), "{}: {} needs {missing:?}, which template.yaml does not grant", case.name, f.id);

@@ -80,6 +80,30 @@ pub const FUNCTIONS: &[Function] = &[
         routes: trips_v2::ROUTES,
         router: trips_v2::router,
     },
+    Function {
+        id: "GeofencesFunction",
+        binary: "geofences",
+        event_prefix: "geofences-",
+        auth: Auth::ApiKey,
+        routes: geofences::ROUTES,
+        router: geofences::router,
+    },
+    Function {
+        id: "SearchFunction",
+        binary: "search",
+        event_prefix: "search-",
+        auth: Auth::ApiKey,
+        routes: search::ROUTES,
+        router: search::router,
+    },
+    Function {
+        id: "MovingGeofencesFunction",
+        binary: "moving-geofences",
+        event_prefix: "moving-geofences-",
+        auth: Auth::ApiKey,
+        routes: moving_geofences::ROUTES,
+        router: moving_geofences::router,
+    },
 ];
 
 /// The function an event file (`users-create`) belongs to.
@@ -98,7 +122,9 @@ pub fn workspace_root() -> PathBuf {
 /// A route as the HTTP API and the router see it: (METHOD, path).
 pub type Route = (String, String);
 
-/// Both spellings of each declared route: with and without the trailing slash.
+/// Both spellings of each declared route: with and without the trailing slash. (Where a crate
+/// declares the bare spelling as an operation of its own, as geofences does for
+/// `GET /v1/api/geofence`, the two coincide: the route is served once, by that operation.)
 pub fn with_bare_paths(routes: &[(&str, &str)]) -> BTreeSet<Route> {
     routes
         .iter()
@@ -265,12 +291,15 @@ pub fn event_text(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The placeholders events may carry (`REPLACE_...`).
+/// The placeholders events may carry (`REPLACE_...`). None is a part of another, so they can be
+/// filled in any order.
 pub const PLACEHOLDERS: &[&str] = &[
     "REPLACE_API_KEY",
     "REPLACE_ACCESS_TOKEN",
     "REPLACE_USER_ID",
     "REPLACE_TRIP_ID",
+    "REPLACE_GEOFENCE_ID",
+    "REPLACE_SECOND_GEOFENCE_ID",
     "REPLACE_START_DATE",
     "REPLACE_END_DATE",
 ];

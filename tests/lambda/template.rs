@@ -183,9 +183,7 @@ fn every_function_builds_a_workspace_binary() {
 /// Workspace binaries that are not Lambda functions of template.yaml, and why.
 const NOT_IN_TEMPLATE: &[(&str, &str)] = &[
     ("waymark", "the local server and admin CLI"),
-    ("geofences", "not packaged yet: needs GeofencesFunction, its events/ and an entry in FUNCTIONS"),
-    ("search", "not packaged yet: needs SearchFunction, its events/ and an entry in FUNCTIONS"),
-    ("moving-geofences", "not packaged yet: needs MovingGeofencesFunction, its events/ and an entry in FUNCTIONS"),
+    ("insights", "not packaged yet: needs InsightsFunction, its events/ and an entry in FUNCTIONS"),
 ];
 
 #[test]
