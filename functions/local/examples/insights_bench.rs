@@ -23,7 +23,7 @@ fn place_at(day: NaiveDate, hour: f64) -> Option<(f64, f64)> {
     let weekend = day.weekday().number_from_monday() > 5;
     match hour {
         h if h < 7.5 => Some(home),
-        h if weekend && h >= 10.5 && h < 12.0 && day.weekday().number_from_monday() == 6 => Some((13.395, 52.525)),
+        h if weekend && (10.5..12.0).contains(&h) && day.weekday().number_from_monday() == 6 => Some((13.395, 52.525)),
         h if weekend => (h >= 7.5).then_some(home),
         h if (8.0..17.5).contains(&h) => Some(office),
         h if (18.0..19.0).contains(&h) && day.weekday().number_from_monday() % 2 == 1 => Some(gym),
