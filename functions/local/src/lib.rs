@@ -17,6 +17,7 @@ pub fn routes() -> Router<AppState> {
         .merge(search::router())
         .merge(moving_geofences::router())
         .merge(insights::router())
+        .merge(tracking::router())
 }
 
 /// Every operation the service answers, as (HTTP method, path with its trailing slash); each path
@@ -34,6 +35,12 @@ pub fn all_routes() -> Vec<(&'static str, &'static str)> {
         .chain(insights::ROUTES)
         .copied()
         .collect()
+}
+
+/// The public operations (no key): the trip tracking page, its data and assets. Kept apart from
+/// [`all_routes`], whose operations all ask for a key and are documented in openapi.yaml.
+pub fn public_routes() -> Vec<(&'static str, &'static str)> {
+    tracking::ROUTES.to_vec()
 }
 
 /// The whole service over `state`, ready to serve.

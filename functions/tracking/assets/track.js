@@ -1,0 +1,201 @@
+// Trip tracking page: draws the trip from the embedded data, then polls the data URL while the
+// trip has not ended. Everything from the server is set as text (never as HTML).
+(function () {
+  'use strict';
+  var app = document.getElementById('app');
+  var dataUrl = app.getAttribute('data-data-url');
+  var tileUrl = app.getAttribute('data-tile-url');
+  var tileAttribution = app.getAttribute('data-tile-attribution');
+  var $ = function (id) { return document.getElementById(id); };
+
+  var map = L.map('map', { attributionControl: !!tileUrl, zoomControl: true, worldCopyJump: true });
+  if (tileUrl) {
+    L.tileLayer(tileUrl, { maxZoom: 19, attribution: escapeHtml(tileAttribution || '') }).addTo(map);
+    map.attributionControl.setPrefix(false);
+  } else {
+    $('map').classList.add('blank');
+  }
+  L.control.scale({ metric: true, imperial: true, position: 'bottomleft' }).addTo(map);
+  map.setView([20, 0], 2);
+
+  var routeLine = L.polyline([], { className: 'wm-route', interactive: false }).addTo(map);
+  var wpLayer = L.layerGroup().addTo(map);
+  var latestMarker = null;
+  var follow = true;
+  var fitted = false;
+  var updates = 0;
+  var timer = null;
+  var failures = 0;
+
+  var Recenter = L.Control.extend({
+    options: { position: 'topright' },
+    onAdd: function () {
+      var b = L.DomUtil.create('button', 'recenter leaflet-bar');
+      b.type = 'button';
+      b.textContent = 'Recenter';
+      L.DomEvent.disableClickPropagation(b);
+      L.DomEvent.on(b, 'click', function () { follow = true; fit(lastData); });
+      return b;
+    }
+  });
+  new Recenter().addTo(map);
+  map.on('dragstart', function () { follow = false; });
+
+  function escapeHtml(s) {
+    return String(s).replace(/[&<>"']/g, function (c) {
+      return { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c];
+    });
+  }
+  function ll(c) { return [c[1], c[0]]; }
+  function fmtDistance(m) {
+    if (m == null) return '–';
+    return m < 1000 ? Math.round(m) + ' m' : (m / 1000).toFixed(m < 10000 ? 2 : 1) + ' km';
+  }
+  function fmtDuration(s) {
+    if (!s) return '0 min';
+    var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+    return h ? h + ' h ' + m + ' min' : (m ? m + ' min' : s + ' s');
+  }
+  function fmtTime(iso) {
+    if (!iso) return '–';
+    var d = new Date(iso);
+    var sameDay = d.toDateString() === new Date().toDateString();
+    var opts = sameDay ? { hour: '2-digit', minute: '2-digit' }
+      : { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' };
+    return d.toLocaleString(undefined, opts);
+  }
+  function ago(iso) {
+    var s = Math.max(0, Math.round((Date.now() - new Date(iso).getTime()) / 1000));
+    if (s < 60) return 'just now';
+    if (s < 3600) return Math.round(s / 60) + ' min ago';
+    if (s < 86400) return Math.round(s / 3600) + ' h ago';
+    return Math.round(s / 86400) + ' d ago';
+  }
+  var labels = { origin: 'Origin', destination: 'Destination', stop: 'Stop' };
+  var stateText = {
+    created: 'Not started', started: 'On the way', resumed: 'On the way', paused: 'Paused', ended: 'Ended'
+  };
+
+  var lastData = null;
+  function fit(d) {
+    if (!d) return;
+    var pts = d.route.map(ll).concat(d.waypoints.map(function (w) { return ll(w.coordinates); }));
+    if (d.latest) pts.push(ll(d.latest.coordinates));
+    if (pts.length === 1) map.setView(pts[0], 16);
+    else if (pts.length > 1) map.fitBounds(L.latLngBounds(pts), { padding: [30, 30], maxZoom: 17 });
+  }
+
+  function render(d) {
+    lastData = d;
+    updates += 1;
+    app.setAttribute('data-updates', String(updates));
+    var st = $('state');
+    st.textContent = stateText[d.state] || d.state;
+    st.setAttribute('data-state', d.state);
+    $('distance').textContent = fmtDistance(d.distance_m);
+    $('duration').textContent = d.started_at ? fmtDuration(d.duration_s) : '–';
+    $('last-seen').textContent = d.latest
+      ? fmtTime(d.latest.recorded_at) + ' (' + ago(d.latest.recorded_at) + ')' : 'No position yet';
+    $('started').textContent = d.started_at ? fmtTime(d.started_at) : 'Not yet';
+    $('ended-row').hidden = !d.ended_at;
+    $('ended').textContent = fmtTime(d.ended_at);
+    $('updated').textContent = fmtTime(d.generated_at);
+    $('refresh-note').textContent = d.active
+      ? ' · refreshes every ' + d.refresh_seconds + ' s' : ' · trip ended, no longer refreshing';
+
+    routeLine.setLatLngs(d.route.map(ll));
+    wpLayer.clearLayers();
+    var list = $('waypoints');
+    list.textContent = '';
+    d.waypoints.forEach(function (w) {
+      var name = w.name || labels[w.kind];
+      var cls = 'wm-wp wm-wp-' + w.kind + (w.reached_at ? ' wm-wp-reached' : '');
+      L.circle(ll(w.coordinates), { radius: w.radius_m, className: 'wm-radius wm-wp-' + w.kind, interactive: false })
+        .addTo(wpLayer);
+      var tip = document.createElement('span');
+      tip.textContent = labels[w.kind] + (w.name ? ': ' + w.name : '');
+      L.circleMarker(ll(w.coordinates), { radius: 8, weight: 3, className: cls }).bindTooltip(tip).addTo(wpLayer);
+
+      var li = document.createElement('li');
+      li.className = w.kind;
+      var n = document.createElement('div');
+      n.className = 'wp-name';
+      n.textContent = w.name ? labels[w.kind] + ' · ' + w.name : labels[w.kind];
+      var t = document.createElement('div');
+      t.className = 'wp-times';
+      var parts = [];
+      parts.push(w.reached_at ? 'Arrived ' + fmtTime(w.reached_at) : 'Not reached yet');
+      if (w.left_at) parts.push('departed ' + fmtTime(w.left_at));
+      t.textContent = parts.join(', ');
+      li.appendChild(n);
+      li.appendChild(t);
+      li.setAttribute('data-kind', w.kind);
+      li.setAttribute('data-reached', w.reached_at ? 'true' : 'false');
+      li.setAttribute('data-left', w.left_at ? 'true' : 'false');
+      list.appendChild(li);
+    });
+    if (!d.waypoints.length) {
+      var e = document.createElement('li');
+      e.className = 'empty';
+      e.textContent = 'No planned places';
+      list.appendChild(e);
+    }
+    if (d.latest) {
+      if (!latestMarker) {
+        latestMarker = L.circleMarker(ll(d.latest.coordinates), { radius: 9, className: 'wm-latest' }).addTo(map);
+        latestMarker.bindTooltip(document.createTextNode('Latest position'));
+      } else {
+        latestMarker.setLatLng(ll(d.latest.coordinates));
+      }
+      latestMarker.bringToFront();
+    } else if (latestMarker) {
+      map.removeLayer(latestMarker);
+      latestMarker = null;
+    }
+    if (follow || !fitted) { fit(d); fitted = true; }
+  }
+
+  function notice(text) {
+    var n = $('notice');
+    n.hidden = !text;
+    n.textContent = text || '';
+  }
+
+  function schedule(seconds) {
+    clearTimeout(timer);
+    timer = setTimeout(poll, seconds * 1000);
+  }
+
+  function poll() {
+    fetch(dataUrl, { cache: 'no-store', credentials: 'omit', headers: { Accept: 'application/json' } })
+      .then(function (res) {
+        if (res.status === 404) {
+          notice('This trip is no longer shared.');
+          app.setAttribute('data-gone', 'true');
+          return null;
+        }
+        if (!res.ok) throw new Error('HTTP ' + res.status);
+        return res.json();
+      })
+      .then(function (d) {
+        if (!d) return;
+        failures = 0;
+        notice('');
+        render(d);
+        if (d.active) schedule(d.refresh_seconds);
+      })
+      .catch(function () {
+        failures += 1;
+        notice('Connection lost; trying again…');
+        var base = (lastData && lastData.refresh_seconds) || 15;
+        schedule(Math.min(300, base * Math.pow(2, Math.min(failures, 5))));
+      });
+  }
+
+  var initial = JSON.parse($('initial').textContent);
+  render(initial);
+  if (initial.active) schedule(initial.refresh_seconds);
+  document.addEventListener('visibilitychange', function () {
+    if (!document.hidden && lastData && lastData.active) poll();
+  });
+})();

@@ -1,0 +1,315 @@
+//! The public trip tracking page behind `trip_tracking_url`: `/track/{token}` (HTML), its live
+//! data `/track/{token}/data` (JSON, polled by the page while the trip is not ended) and the page's
+//! assets `/track/assets/{file}` (Leaflet, bundled at build time, and the page's own script and
+//! style). No key: the unguessable token is the only credential, and an unknown, malformed or
+//! deleted trip's token gets the same plain 404 page.
+//!
+//! Tiles come from `WAYMARK_TILE_URL` (a `{z}/{x}/{y}` template, e.g.
+//! `https://tile.openstreetmap.org/{z}/{x}/{y}.png`) with `WAYMARK_TILE_ATTRIBUTION`; unset, the
+//! route is drawn on a blank background with a scale. `WAYMARK_TRACKING_REFRESH_SECONDS` sets the
+//! polling interval (default 15).
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use chrono::SecondsFormat;
+use serde_json::{Value, json};
+use shared::AppState;
+use shared::auth::{KeyKind, Project};
+use shared::domain::trips::{self, Trip, WaypointKind, route};
+use shared::http::route as add_route;
+use shared::time::Timestamp;
+
+/// Every operation this function serves: (HTTP method, path). Public: no key.
+pub const ROUTES: &[(&str, &str)] =
+    &[("GET", "/track/{token}/"), ("GET", "/track/{token}/data/"), ("GET", "/track/assets/{file}")];
+
+/// At most this many route points go to the page (a long trip is thinned evenly, ends kept).
+pub const MAX_ROUTE_POINTS: usize = 2000;
+
+const LEAFLET_JS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/leaflet.js"));
+const LEAFLET_CSS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/leaflet.css"));
+const TRACK_JS: &str = include_str!("../assets/track.js");
+const TRACK_CSS: &str = include_str!("../assets/track.css");
+const PAGE_HTML: &str = include_str!("../assets/page.html");
+const NOT_FOUND_HTML: &str = include_str!("../assets/not-found.html");
+
+/// The page's settings, read from the environment once, when the router is built.
+#[derive(Debug, Clone)]
+pub struct PageConfig {
+    pub tile_url: Option<String>,
+    pub tile_attribution: String,
+    pub refresh_seconds: u32,
+}
+
+impl PageConfig {
+    pub fn from_env() -> Self {
+        let var = |k| std::env::var(k).ok().map(|v: String| v.trim().to_owned()).filter(|v| !v.is_empty());
+        let tile_url = var("WAYMARK_TILE_URL").filter(|u| {
+            let ok = tile_origin(u).is_some() && ["{z}", "{x}", "{y}"].iter().all(|p| u.contains(p));
+            if !ok {
+                tracing::warn!("WAYMARK_TILE_URL ignored: an http(s) URL with {{z}}, {{x}} and {{y}} is expected");
+            }
+            ok
+        });
+        Self {
+            tile_url,
+            tile_attribution: var("WAYMARK_TILE_ATTRIBUTION").unwrap_or_default(),
+            refresh_seconds: var("WAYMARK_TRACKING_REFRESH_SECONDS")
+                .and_then(|s| s.parse().ok())
+                .filter(|s| (1..=3600).contains(s))
+                .unwrap_or(15),
+        }
+    }
+
+    /// The Content-Security-Policy of the page: its own scripts, styles and data only, images
+    /// also from the tile server.
+    pub fn csp(&self) -> String {
+        let tiles = self.tile_url.as_deref().and_then(tile_origin).map(|o| format!(" {o}")).unwrap_or_default();
+        format!(
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:{tiles}; \
+             connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        )
+    }
+}
+
+/// Scheme and host of a tile URL template, as a CSP source (`{s}.` subdomains become `*.`).
+fn tile_origin(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme != "https" && scheme != "http" {
+        return None;
+    }
+    let host = rest.split('/').next()?;
+    let host = host.strip_prefix("{s}.").map(|h| format!("*.{h}")).unwrap_or_else(|| host.to_owned());
+    let valid = !host.is_empty()
+        && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '*' | '[' | ']'));
+    valid.then(|| format!("{scheme}://{host}"))
+}
+
+pub fn router() -> Router<AppState> {
+    router_with(PageConfig::from_env())
+}
+
+pub fn router_with(config: PageConfig) -> Router<AppState> {
+    let page_cfg = config.clone();
+    let data_cfg = config;
+    let r = Router::new().route("/track/assets/{file}", get(asset));
+    let r = add_route(
+        r,
+        "/track/{token}/",
+        get(move |s: State<AppState>, p: Path<String>, uri: Uri| page(page_cfg.clone(), s, p, uri)),
+    );
+    add_route(r, "/track/{token}/data/", get(move |s: State<AppState>, p: Path<String>| data(data_cfg.clone(), s, p)))
+}
+
+/// Headers every response of this function carries.
+fn secure(mut res: Response, csp: &str, cache: &'static str) -> Response {
+    let h = res.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(csp) {
+        h.insert(header::CONTENT_SECURITY_POLICY, v);
+    }
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert("x-robots-tag", HeaderValue::from_static("noindex, nofollow"));
+    h.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
+    h.insert("permissions-policy", HeaderValue::from_static("geolocation=(), camera=(), microphone=()"));
+    res
+}
+
+const NO_STORE: &str = "no-store";
+
+fn not_found_page(csp: &str) -> Response {
+    let res = (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], NOT_FOUND_HTML);
+    secure(res.into_response(), csp, NO_STORE)
+}
+
+/// The live trip of a token: None for a malformed, unknown or deleted one (all look the same).
+async fn live_trip(s: &AppState, token: &str) -> Result<Option<Trip>, Response> {
+    match trips::by_token(s.store.as_ref(), token).await {
+        Ok(t) => Ok(t.filter(|t| !t.is_deleted && t.tracking_token == token)),
+        Err(e) => {
+            tracing::error!("tracking lookup failed: {}", e.msg);
+            Err(StatusCode::SERVICE_UNAVAILABLE.into_response())
+        }
+    }
+}
+
+async fn page(cfg: PageConfig, State(s): State<AppState>, Path(token): Path<String>, uri: Uri) -> Response {
+    let csp = cfg.csp();
+    let trip = match live_trip(&s, &token).await {
+        Ok(Some(t)) => t,
+        Ok(None) => return not_found_page(&csp),
+        Err(res) => return secure(res, &csp, NO_STORE),
+    };
+    let initial = match trip_data(&s, &trip, &cfg).await {
+        Ok(v) => v,
+        Err(res) => return secure(res, &csp, NO_STORE),
+    };
+    // Relative links, so the page works behind any base path (API Gateway stages included).
+    let (assets, data_url) = if uri.path().ends_with('/') {
+        ("../assets/", "data".to_owned())
+    } else {
+        ("assets/", format!("{token}/data"))
+    };
+    let html = PAGE_HTML
+        .replace("{{assets}}", assets)
+        .replace("{{data_url}}", &escape_html(&data_url))
+        .replace("{{tile_url}}", &escape_html(cfg.tile_url.as_deref().unwrap_or("")))
+        .replace("{{tile_attribution}}", &escape_html(&cfg.tile_attribution))
+        .replace("{{initial}}", &script_json(&initial));
+    let res = ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
+    secure(res, &csp, NO_STORE)
+}
+
+async fn data(cfg: PageConfig, State(s): State<AppState>, Path(token): Path<String>) -> Response {
+    let csp = cfg.csp();
+    let res = match live_trip(&s, &token).await {
+        Ok(Some(t)) => match trip_data(&s, &t, &cfg).await {
+            Ok(v) => axum::Json(v).into_response(),
+            Err(res) => res,
+        },
+        Ok(None) => (StatusCode::NOT_FOUND, axum::Json(json!({"error": "not_found"}))).into_response(),
+        Err(res) => res,
+    };
+    secure(res, &csp, NO_STORE)
+}
+
+async fn asset(Path(file): Path<String>) -> Response {
+    let (ty, body): (&str, &'static [u8]) = match file.as_str() {
+        "leaflet.js" => ("text/javascript; charset=utf-8", LEAFLET_JS),
+        "leaflet.css" => ("text/css; charset=utf-8", LEAFLET_CSS),
+        "track.js" => ("text/javascript; charset=utf-8", TRACK_JS.as_bytes()),
+        "track.css" => ("text/css; charset=utf-8", TRACK_CSS.as_bytes()),
+        _ => return not_found_page("default-src 'none'"),
+    };
+    let res = ([(header::CONTENT_TYPE, ty)], body).into_response();
+    secure(res, "default-src 'none'", "public, max-age=3600")
+}
+
+fn ts(t: Timestamp) -> String {
+    t.0.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn kind_str(k: WaypointKind) -> &'static str {
+    match k {
+        WaypointKind::Origin => "origin",
+        WaypointKind::Destination => "destination",
+        WaypointKind::Stop => "stop",
+    }
+}
+
+/// What the page shows, and nothing else: no ids, no user, no metadata, no project.
+async fn trip_data(s: &AppState, trip: &Trip, cfg: &PageConfig) -> Result<Value, Response> {
+    // The trip's own project, taken from the stored trip (never from the request).
+    let p = Project { project_id: trip.project_id.clone(), account_id: trip.account_id.clone(), kind: KeyKind::Secret };
+    let now = Timestamp::now();
+    let end = trip.ended_at.unwrap_or(now);
+    let locs = trips::trip_locations(s.store.as_ref(), &p, trip, now).await.map_err(|e| {
+        tracing::error!("tracking locations failed: {}", e.msg);
+        StatusCode::SERVICE_UNAVAILABLE.into_response()
+    })?;
+    let pauses = trip.pause_intervals(end);
+    let analysed = route::analyse(&locs, &pauses);
+    let duration_s = trip.started_at.map(|st| route::active_seconds(st, end, &pauses)).unwrap_or(0);
+    let points: Vec<[f64; 2]> =
+        analysed.points.iter().map(|p| [p.location.coordinates.lng, p.location.coordinates.lat]).collect();
+    let latest = analysed.points.last().map(|p| {
+        json!({"coordinates": [p.location.coordinates.lng, p.location.coordinates.lat], "recorded_at": ts(p.location.recorded_at)})
+    });
+    let waypoints: Vec<Value> = trip
+        .waypoints
+        .iter()
+        .map(|w| {
+            json!({
+                "kind": kind_str(w.kind),
+                "name": w.name,
+                "coordinates": [w.coordinates.lng, w.coordinates.lat],
+                "radius_m": w.radius_m,
+                "reached_at": w.reached_at.map(ts),
+                "left_at": w.left_at.map(ts),
+            })
+        })
+        .collect();
+    let ended = trip.state == trips::TripState::Ended;
+    Ok(json!({
+        "state": trip.state.as_str(),
+        "active": !ended,
+        "refresh_seconds": if ended { Value::Null } else { json!(cfg.refresh_seconds) },
+        "started_at": trip.started_at.map(ts),
+        "ended_at": trip.ended_at.map(ts),
+        "distance_m": (analysed.distance_m * 10.0).round() / 10.0,
+        "duration_s": duration_s,
+        "latest": latest,
+        "route": thin(points, MAX_ROUTE_POINTS),
+        "waypoints": waypoints,
+        "generated_at": ts(now),
+    }))
+}
+
+/// At most `max` points, evenly spaced, first and last kept.
+pub fn thin<T: Copy>(points: Vec<T>, max: usize) -> Vec<T> {
+    let n = points.len();
+    if n <= max || max < 2 {
+        return points;
+    }
+    (0..max).map(|i| points[i * (n - 1) / (max - 1)]).collect()
+}
+
+fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// JSON safe inside a `<script type="application/json">` element (no `<`, `>` or `&` left).
+fn script_json(v: &Value) -> String {
+    v.to_string().replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tile_origins() {
+        assert_eq!(
+            tile_origin("https://tile.openstreetmap.org/{z}/{x}/{y}.png").unwrap(),
+            "https://tile.openstreetmap.org"
+        );
+        assert_eq!(tile_origin("https://{s}.tile.example.com/{z}/{x}/{y}.png").unwrap(), "https://*.tile.example.com");
+        assert_eq!(tile_origin("http://127.0.0.1:8080/{z}/{x}/{y}.png").unwrap(), "http://127.0.0.1:8080");
+        assert!(tile_origin("javascript:alert(1)").is_none());
+        assert!(tile_origin("https://a b/{z}").is_none());
+        assert!(tile_origin("https://x;script-src *").is_none());
+    }
+
+    #[test]
+    fn thinning_keeps_ends() {
+        let v: Vec<u32> = (0..10_000).collect();
+        let t = thin(v, 100);
+        assert_eq!(t.len(), 100);
+        assert_eq!((t[0], t[99]), (0, 9_999));
+        assert_eq!(thin(vec![1, 2, 3], 100), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn script_json_cannot_close_the_element() {
+        let s = script_json(&json!({"name": "</script><script>alert(1)</script>&"}));
+        assert!(!s.contains('<') && !s.contains('>') && !s.contains('&'));
+        let back: Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(back["name"], "</script><script>alert(1)</script>&");
+    }
+}

@@ -1,0 +1,8 @@
+//! The `tracking` Lambda function: the public trip tracking page, its live data and its assets.
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::http::init_tracing();
+    let state = shared::AppState::dynamodb_from_env().await;
+    lambda_http::run(shared::http::service(tracking::router(), state)).await
+}
