@@ -107,20 +107,24 @@
     wpLayer.clearLayers();
     var list = $('waypoints');
     list.textContent = '';
+    var counts = {};
+    d.waypoints.forEach(function (w) { counts[w.kind] = (counts[w.kind] || 0) + 1; });
+    var seen = {};
     d.waypoints.forEach(function (w) {
-      var name = w.name || labels[w.kind];
+      seen[w.kind] = (seen[w.kind] || 0) + 1;
+      var label = labels[w.kind] + (counts[w.kind] > 1 ? ' ' + seen[w.kind] : '');
       var cls = 'wm-wp wm-wp-' + w.kind + (w.reached_at ? ' wm-wp-reached' : '');
       L.circle(ll(w.coordinates), { radius: w.radius_m, className: 'wm-radius wm-wp-' + w.kind, interactive: false })
         .addTo(wpLayer);
       var tip = document.createElement('span');
-      tip.textContent = labels[w.kind] + (w.name ? ': ' + w.name : '');
+      tip.textContent = label + (w.name ? ': ' + w.name : '');
       L.circleMarker(ll(w.coordinates), { radius: 8, weight: 3, className: cls }).bindTooltip(tip).addTo(wpLayer);
 
       var li = document.createElement('li');
       li.className = w.kind;
       var n = document.createElement('div');
       n.className = 'wp-name';
-      n.textContent = w.name ? labels[w.kind] + ' · ' + w.name : labels[w.kind];
+      n.textContent = w.name ? label + ' · ' + w.name : label;
       var t = document.createElement('div');
       t.className = 'wp-times';
       var parts = [];

@@ -1,0 +1,247 @@
+// End-to-end check of the trip tracking page in headless Chromium (driven by playwright-core).
+// Run by functions/local/tests/browser.rs, which starts `waymark serve --memory` and sets:
+// WAYMARK_BASE, WAYMARK_API_KEY, WAYMARK_PUBLISHABLE_KEY, PLAYWRIGHT_CORE,
+// ARTIFACTS (screenshot folder). Exits non-zero on the first failed check.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+
+const BASE = process.env.WAYMARK_BASE;
+const ART = process.env.ARTIFACTS;
+const SK = process.env.WAYMARK_API_KEY;
+const PK = process.env.WAYMARK_PUBLISHABLE_KEY;
+
+function check(cond, what) {
+  if (!cond) throw new Error('check failed: ' + what);
+  console.log('ok - ' + what);
+}
+
+async function api(method, p, body, headers) {
+  const res = await fetch(BASE + p, {
+    method,
+    headers: Object.assign({ 'Content-Type': 'application/json' }, headers),
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch (_) { /* not JSON */ }
+  if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${text}`);
+  return json;
+}
+const secret = { 'Api-Key': SK };
+
+// A drive through Berlin: depot -> customer (a stop of a few minutes) -> drop-off.
+const M = 111320;
+const depot = [13.37700, 52.51630];
+const customer = [13.39900, 52.51630];
+const dropoff = [13.39900, 52.52650];
+function dist(a, b) {
+  const dx = (b[0] - a[0]) * M * Math.cos(a[1] * Math.PI / 180);
+  const dy = (b[1] - a[1]) * M;
+  return Math.hypot(dx, dy);
+}
+function iso(ms) { return new Date(ms).toISOString().replace('Z', ''); }
+function drive(fixes, from, to, speed, step, t) {
+  const n = Math.max(1, Math.round(dist(from, to) / (speed * step)));
+  for (let i = 1; i <= n; i++) {
+    const f = i / n;
+    t += step * 1000;
+    fixes.push({ coordinates: [from[0] + (to[0] - from[0]) * f, from[1] + (to[1] - from[1]) * f],
+      recorded_at: iso(t), accuracy: 5 });
+  }
+  return t;
+}
+function stay(fixes, at, seconds, step, t) {
+  for (let s = step; s <= seconds; s += step) {
+    t += step * 1000;
+    const j = (s % 3) - 1;
+    fixes.push({ coordinates: [at[0] + j * 0.00002, at[1] + j * 0.00001], recorded_at: iso(t), accuracy: 5 });
+  }
+  return t;
+}
+async function ingest(user, fixes) {
+  for (let i = 0; i < fixes.length; i += 40) {
+    await api('POST', '/v1/api/location/', { user_id: user, locations: fixes.slice(i, i + 40) }, { 'Api-Key': PK });
+  }
+}
+
+async function main() {
+  fs.mkdirSync(ART, { recursive: true });
+  const t0 = Date.now() - 60 * 60 * 1000;
+  const batch1 = [];
+  let t = stay(batch1, depot, 60, 10, t0);
+  t = drive(batch1, depot, customer, 10, 10, t);
+  t = stay(batch1, customer, 240, 10, t);
+  const mid = [customer[0], (customer[1] + dropoff[1]) / 2];
+  t = drive(batch1, customer, mid, 10, 10, t);
+  const batch2 = [];
+  t = drive(batch2, mid, dropoff, 10, 10, t);
+  t = stay(batch2, dropoff, 120, 10, t);
+
+  // A user and a v3 trip (an origin and two destinations), started, the first batch in.
+  const user = (await api('POST', '/v1/api/user/', { app_type: 1, device_token: 't', metadata: { secret: 'hidden-meta' } }, secret)).data.user_id;
+  const created = await api('POST', '/v3/api/trips/', {
+    user_id: user, origins: [depot], destinations: [customer, dropoff], metadata: { order: 'hidden-order-42' },
+  }, secret);
+  const trip = created.data[0];
+  const url = trip.trip_tracking_url;
+  check(/\/track\/[0-9a-f]{32}$/.test(url) && url.startsWith(BASE), 'trip_tracking_url is ' + url);
+  const control = (body) => api('POST', '/v3/api/trips/controls/', Object.assign({ trip_id: trip.id }, body), secret);
+  await control({ action: 'start', started_at: iso(t0) });
+  await ingest(user, batch1);
+
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const problems = [];
+  const dataRequests = [];
+  async function open(width, height, mobile) {
+    const ctx = await browser.newContext({ viewport: { width, height }, isMobile: mobile, hasTouch: mobile,
+      deviceScaleFactor: mobile ? 2 : 1 });
+    const page = await ctx.newPage();
+    page.on('console', (m) => { if (m.type() === 'error') problems.push(`console (${width}px): ${m.text()}`); });
+    page.on('pageerror', (e) => problems.push(`page error (${width}px): ${e.message}`));
+    page.on('request', (r) => {
+      if (!r.url().startsWith(BASE + '/') && !r.url().startsWith('data:')) problems.push('request off the server: ' + r.url());
+      if (r.url().endsWith('/data')) dataRequests.push({ width, at: Date.now() });
+    });
+    const res = await page.goto(url, { waitUntil: 'load' });
+    return { ctx, page, res };
+  }
+
+  async function figures(page) {
+    return page.evaluate(() => ({
+      state: document.getElementById('state').getAttribute('data-state'),
+      stateText: document.getElementById('state').textContent,
+      distance: document.getElementById('distance').textContent,
+      duration: document.getElementById('duration').textContent,
+      lastSeen: document.getElementById('last-seen').textContent,
+      updates: Number(document.getElementById('app').getAttribute('data-updates')),
+      routeD: (document.querySelector('path.wm-route') || { getAttribute: () => '' }).getAttribute('d') || '',
+      latest: !!document.querySelector('path.wm-latest'),
+      latestD: (document.querySelector('path.wm-latest') || { getAttribute: () => '' }).getAttribute('d') || '',
+      markers: document.querySelectorAll('path.wm-wp').length,
+      centres: Array.from(document.querySelectorAll('path.wm-wp, path.wm-latest')).map((p) => {
+        const b = p.getBBox();
+        return { cls: p.getAttribute('class'), x: b.x + b.width / 2, y: b.y + b.height / 2 };
+      }),
+      routeEnd: (() => {
+        const p = document.querySelector('path.wm-route');
+        if (!p) return null;
+        const e = p.getPointAtLength(p.getTotalLength());
+        return { x: e.x, y: e.y };
+      })(),
+      reachedMarkers: document.querySelectorAll('path.wm-wp-reached.wm-wp').length,
+      scale: !!document.querySelector('.leaflet-control-scale-line'),
+      items: Array.from(document.querySelectorAll('#waypoints li')).map((li) => ({
+        text: li.textContent, reached: li.getAttribute('data-reached'), left: li.getAttribute('data-left') })),
+      body: document.body.innerText,
+      scrollWidth: document.documentElement.scrollWidth,
+      map: document.getElementById('map').getBoundingClientRect().toJSON(),
+      panel: document.querySelector('.panel').getBoundingClientRect().toJSON(),
+    }));
+  }
+  const px = (a, b) => Math.hypot(a.x - b.x, a.y - b.y);
+  const latestOf = (f) => f.centres.find((c) => c.cls.includes('wm-latest'));
+  const dropoffOf = (f) => f.centres.filter((c) => c.cls.includes('wm-wp '))[2];
+  const points = (d) => (d.match(/[ML]/g) || []).length;
+
+  const phone = await open(375, 812, true);
+  const desk = await open(1280, 800, false);
+  for (const [name, v, width] of [['phone', phone, 375], ['desktop', desk, 1280]]) {
+    const h = v.res.headers();
+    check(v.res.status() === 200, `${name}: page is 200`);
+    check((h['content-security-policy'] || '').includes("default-src 'none'") &&
+      (h['content-security-policy'] || '').includes("script-src 'self'"), `${name}: CSP ${h['content-security-policy']}`);
+    check(h['referrer-policy'] === 'no-referrer', `${name}: Referrer-Policy no-referrer`);
+    check(h['cache-control'] === 'no-store', `${name}: Cache-Control no-store`);
+    await v.page.waitForSelector('path.wm-route');
+    const f = await figures(v.page);
+    check(f.state === 'started' && f.stateText === 'On the way', `${name}: state ${f.state} (${f.stateText})`);
+    check(points(f.routeD) >= 3, `${name}: route drawn with ${points(f.routeD)} points`);
+    check(px(f.routeEnd, latestOf(f)) < 2, `${name}: latest position marker at the end of the route`);
+    check(px(latestOf(f), dropoffOf(f)) > 30, `${name}: latest position not yet at the drop-off`);
+    check(f.latest, `${name}: latest position marker`);
+    check(f.markers === 3, `${name}: origin and destination markers (${f.markers})`);
+    check(f.reachedMarkers === 2, `${name}: two places reached on the map (${f.reachedMarkers})`);
+    check(f.scale, `${name}: scale bar`);
+    check(/^\d+(\.\d+)? k?m$/.test(f.distance) && f.distance !== '0 m', `${name}: distance ${f.distance}`);
+    check(/min|h/.test(f.duration), `${name}: duration ${f.duration}`);
+    check(/ago|just now/.test(f.lastSeen), `${name}: last position ${f.lastSeen}`);
+    check(f.items.length === 3, `${name}: three planned places listed`);
+    check(f.items[0].reached === 'true' && f.items[0].left === 'true' && /Arrived .* departed /.test(f.items[0].text),
+      `${name}: origin arrived and departed: ${f.items[0].text}`);
+    check(f.items[1].reached === 'true' && f.items[1].left === 'true', `${name}: customer arrived and departed: ${f.items[1].text}`);
+    check(f.items[2].reached === 'false' && /Not reached yet/.test(f.items[2].text), `${name}: drop-off not reached: ${f.items[2].text}`);
+    check(!/hidden-meta|hidden-order/.test(f.body) && !f.body.includes(user) && !f.body.includes(trip.id),
+      `${name}: no user id, trip id, name or metadata on the page`);
+    check(f.scrollWidth <= width, `${name}: no horizontal scrolling (${f.scrollWidth} px)`);
+    if (name === 'phone') {
+      check(f.map.width >= 370 && f.panel.top >= f.map.bottom - 1, 'phone: full-width map above the figures');
+    } else {
+      check(f.panel.left >= f.map.right - 1 && f.map.width > 800, 'desktop: figures panel beside the map');
+    }
+    await v.page.screenshot({ path: path.join(ART, `tracking-${name}.png`), fullPage: name === 'phone' });
+    v.before = f;
+  }
+  const html = await (await fetch(url)).text();
+  check(!html.includes(user) && !html.includes(trip.id) && !html.includes('hidden-order') && !html.includes(SK) &&
+    !html.includes(PK), 'page source has no ids, keys or metadata');
+
+  // The second batch reaches the drop-off: both pages update by polling.
+  await ingest(user, batch2);
+  for (const [name, v] of [['phone', phone], ['desktop', desk]]) {
+    await v.page.waitForFunction((n) => {
+      const li = document.querySelectorAll('#waypoints li')[2];
+      return Number(document.getElementById('app').getAttribute('data-updates')) > n && li && li.getAttribute('data-reached') === 'true';
+    }, v.before.updates, { timeout: 20000 });
+    const f = await figures(v.page);
+    check(f.routeD !== v.before.routeD && px(f.routeEnd, latestOf(f)) < 2, `${name}: route redrawn, ending at the latest position`);
+    check(px(latestOf(f), dropoffOf(f)) < 10, `${name}: latest position now at the drop-off`);
+    check(parseFloat(f.distance) * (f.distance.endsWith('km') ? 1000 : 1) >
+      parseFloat(v.before.distance) * (v.before.distance.endsWith('km') ? 1000 : 1), `${name}: distance grew (${v.before.distance} -> ${f.distance})`);
+    check(f.latestD !== v.before.latestD, `${name}: latest position moved`);
+    check(/Arrived/.test(f.items[2].text), `${name}: drop-off arrived: ${f.items[2].text}`);
+    await v.page.screenshot({ path: path.join(ART, `tracking-${name}-updated.png`), fullPage: name === 'phone' });
+  }
+
+  // Ending the trip: the pages say so and stop polling.
+  await control({ action: 'end' });
+  for (const [name, v] of [['phone', phone], ['desktop', desk]]) {
+    await v.page.waitForFunction(() => document.getElementById('state').getAttribute('data-state') === 'ended', null, { timeout: 20000 });
+    check(/no longer refreshing/.test(await v.page.textContent('.updated')), `${name}: ended, no longer refreshing`);
+  }
+  const settled = dataRequests.length;
+  await new Promise((r) => setTimeout(r, 3500));
+  check(dataRequests.length === settled, `no polling after the end (${dataRequests.length - settled} requests in 3.5 s)`);
+  await desk.page.screenshot({ path: path.join(ART, 'tracking-desktop-ended.png') });
+
+  check(problems.length === 0, 'no console errors, CSP violations or requests off the server: ' + JSON.stringify(problems));
+  // Unknown and malformed tokens, then the deleted trip: the same plain 404 page.
+  const page = phone.page;
+  for (const bad of ['0'.repeat(32), 'not-a-token', url.split('/').pop().toUpperCase().replace(/.$/, 'X')]) {
+    const res = await page.goto(`${BASE}/track/${bad}`);
+    check(res.status() === 404 && /Tracking link not found/.test(await page.textContent('h1')), `404 page for /track/${bad}`);
+    check(res.headers()['referrer-policy'] === 'no-referrer' && res.headers()['cache-control'] === 'no-store', '404 page headers');
+  }
+  const dataRes = await fetch(url + '/data');
+  check(dataRes.status === 200 && dataRes.headers.get('cache-control') === 'no-store', 'data endpoint: 200, no-store');
+  const data = await dataRes.json();
+  check(!JSON.stringify(data).includes(user) && !JSON.stringify(data).includes(trip.id) && !('metadata' in data),
+    'data has no ids or metadata');
+  await api('DELETE', `/v3/api/trips/?trip_id=${trip.id}`, undefined, secret);
+  const gone = await page.goto(url);
+  check(gone.status() === 404, 'deleted trip: its link is a 404');
+  check((await fetch(url + '/data')).status === 404, 'deleted trip: its data is a 404');
+  await page.screenshot({ path: path.join(ART, 'tracking-404.png') });
+
+  await browser.close();
+  // The 404s above are logged by the browser as failed loads; nothing else may be.
+  const other = problems.filter((p) => !/status of 404/.test(p));
+  check(other.length === 0, 'no other console errors or requests off the server: ' + JSON.stringify(other));
+}
+
+main().catch((e) => { console.error(e && e.stack || e); process.exit(1); });
