@@ -1,0 +1,684 @@
+//! Geofences, v1 and v3: create (plain and scoped), validation, update, the three lists, delete
+//! one or many, and isolation between projects. Helpers here are shared with `search` and
+//! `geofence_events`.
+
+use axum::http::StatusCode;
+use chrono::{Duration, Utc};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use shared::auth::{KeyKind, Project};
+use shared::domain::geofences::{self, CreateGeofence};
+
+use crate::both;
+use crate::helpers::{Key, TestApp, assert_error};
+use crate::trace::offset;
+use crate::trips::is_ts;
+
+pub const UNKNOWN_ID: &str = "0123456789abcdef01234567";
+/// Where the fences of these tests live (Bengaluru).
+pub const HOME: (f64, f64) = (77.5946, 12.9716);
+
+/// Every field of a plain circle's create response (and of list items).
+const CIRCLE_FIELDS: [&str; 14] = [
+    "id",
+    "account_id",
+    "project_id",
+    "geometry_type",
+    "geometry_radius",
+    "geometry_center",
+    "is_enabled",
+    "description",
+    "tag",
+    "color_code",
+    "metadata",
+    "is_deleted",
+    "created_at",
+    "updated_at",
+];
+
+pub fn project(app: &TestApp) -> Project {
+    Project {
+        project_id: app.project.project_id.clone(),
+        account_id: app.project.account_id.clone(),
+        kind: KeyKind::Secret,
+    }
+}
+
+pub fn circle(at: (f64, f64), radius: u32) -> Value {
+    json!({"coordinates": [at.0, at.1], "geometry_type": "circle", "geometry_radius": radius})
+}
+
+pub fn polygon(ring: &[(f64, f64)]) -> Value {
+    let coords: Vec<[f64; 2]> = ring.iter().map(|p| [p.0, p.1]).collect();
+    json!({"coordinates": coords, "geometry_type": "polygon"})
+}
+
+/// An open square ring (counter-clockwise from the south-west corner), `half_m` from its centre.
+pub fn square(at: (f64, f64), half_m: f64) -> Vec<(f64, f64)> {
+    [(-1.0, -1.0), (1.0, -1.0), (1.0, 1.0), (-1.0, 1.0)]
+        .iter()
+        .map(|(x, y)| offset(at.0, at.1, x * half_m, y * half_m))
+        .collect()
+}
+
+/// `body` with more fields merged in.
+pub fn with(mut body: Value, more: Value) -> Value {
+    for (k, v) in more.as_object().expect("object").clone() {
+        body[k] = v;
+    }
+    body
+}
+
+/// Create a fence (v1 or v3) and return `data`.
+pub async fn create_fence(app: &TestApp, ver: &str, body: &Value) -> Value {
+    let (status, res) = app.post(&format!("/{ver}/api/geofence/"), body).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(res["status"], true, "{res}");
+    assert_eq!(res["code"], 201, "{res}");
+    res["data"].clone()
+}
+
+/// Create a fence through v1 and return its id (`id`, or `geofence_id` for the scoped form).
+pub async fn fence(app: &TestApp, body: Value) -> String {
+    let d = create_fence(app, "v1", &body).await;
+    d["id"].as_str().or_else(|| d["geofence_id"].as_str()).expect("id").to_owned()
+}
+
+/// Create an enabled fence and return its id.
+pub async fn enabled_fence(app: &TestApp, body: Value) -> String {
+    fence(app, with(body, json!({"is_enabled": true}))).await
+}
+
+pub async fn put(app: &TestApp, ver: &str, body: Value) -> (StatusCode, Value) {
+    app.call("PUT", &format!("/{ver}/api/geofence/"), Key::Secret, Some(&body)).await
+}
+
+pub async fn delete(app: &TestApp, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
+    app.call("DELETE", uri, Key::Secret, body.as_ref()).await
+}
+
+/// `start_date`/`end_date` around today (a day either side, so a run across midnight still fits).
+pub fn today_range() -> String {
+    let today = Utc::now().date_naive();
+    format!(
+        "start_date={}&end_date={}",
+        (today - Duration::days(1)).format("%Y-%m-%d"),
+        (today + Duration::days(1)).format("%Y-%m-%d")
+    )
+}
+
+/// Ids (under `key`) of `data.geofences`.
+pub fn ids_of(res: &Value, key: &str) -> Vec<String> {
+    res["data"]["geofences"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no geofences: {res}"))
+        .iter()
+        .map(|g| g[key].as_str().expect("id").to_owned())
+        .collect()
+}
+
+/// Ids on one page of a list (asserting 200).
+pub async fn list_ids(app: &TestApp, uri: &str) -> Vec<String> {
+    let (status, res) = app.get(uri).await;
+    assert_eq!(status, StatusCode::OK, "{uri}: {res}");
+    // The bare v1 path is the metadata list, whose items carry `geofence_id`.
+    let bare = uri.strip_prefix("/v1/api/geofence").is_some_and(|rest| rest.is_empty() || rest.starts_with('?'));
+    ids_of(&res, if bare { "geofence_id" } else { "id" })
+}
+
+/// A plain create body for the domain function.
+pub fn create_input(body: Value) -> CreateGeofence {
+    serde_json::from_value(body).expect("create body")
+}
+
+/// Create many fences through the domain function, 32 at a time; returns them in input order.
+pub async fn create_many(app: &TestApp, bodies: Vec<Value>) -> Vec<geofences::Geofence> {
+    let p = project(app);
+    let store = app.state.store.clone();
+    let mut out: Vec<(usize, geofences::Geofence)> = futures::stream::iter(bodies.into_iter().enumerate())
+        .map(|(i, b)| {
+            let (store, p) = (store.clone(), p.clone());
+            async move { (i, geofences::create(store.as_ref(), &p, create_input(b)).await.expect("fence created")) }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, g)| g).collect()
+}
+
+fn keys(v: &Value) -> Vec<String> {
+    let mut k: Vec<String> = v.as_object().unwrap_or_else(|| panic!("not an object: {v}")).keys().cloned().collect();
+    k.sort();
+    k
+}
+
+fn sorted(mut v: Vec<&str>) -> Vec<String> {
+    v.sort();
+    v.into_iter().map(str::to_owned).collect()
+}
+
+fn close(a: &Value, b: f64) -> bool {
+    a.as_f64().is_some_and(|a| (a - b).abs() < 1e-9)
+}
+
+both!(create_circle_returns_every_field_in_v1_and_v3, |app| async move {
+    for ver in ["v1", "v3"] {
+        let body = with(
+            circle(HOME, 250),
+            json!({"description": "depot", "tag": "hub", "color_code": "00ff00", "metadata": {"zone": "north"}}),
+        );
+        let d = create_fence(&app, ver, &body).await;
+        assert_eq!(keys(&d), sorted(CIRCLE_FIELDS.to_vec()), "{ver}: {d}");
+        let id = d["id"].as_str().unwrap();
+        assert!(id.len() == 24 && id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+        assert_eq!(d["account_id"], app.project.account_id.as_str());
+        assert_eq!(d["project_id"], app.project.project_id.as_str());
+        assert_eq!(d["geometry_type"], "circle");
+        assert_eq!(d["geometry_radius"], 250);
+        assert_eq!(d["geometry_center"], json!({"type": "Point", "coordinates": [HOME.0, HOME.1]}));
+        assert_eq!(d["is_enabled"], false, "events are off by default");
+        assert_eq!(d["is_deleted"], false);
+        assert_eq!((d["description"].clone(), d["tag"].clone()), (json!("depot"), json!("hub")));
+        assert_eq!(d["color_code"], "00ff00");
+        assert_eq!(d["metadata"], json!({"zone": "north"}));
+        assert!(is_ts(&d["created_at"]) && is_ts(&d["updated_at"]), "{d}");
+        assert_eq!(d["created_at"], d["updated_at"]);
+        // What create returned is what the list shows.
+        let (_, res) = app.get(&format!("/v1/api/geofence/?geofence_id={id}")).await;
+        assert_eq!(res["data"]["geofences"][0], d, "{ver}");
+    }
+    // Without the optional fields: nulls and an empty metadata object.
+    let d = create_fence(&app, "v1", &circle(HOME, 50)).await;
+    assert_eq!(keys(&d), sorted(CIRCLE_FIELDS.to_vec()));
+    assert_eq!(
+        (d["description"].clone(), d["tag"].clone(), d["color_code"].clone()),
+        (Value::Null, Value::Null, Value::Null)
+    );
+    assert_eq!(d["metadata"], json!({}));
+});
+
+both!(create_polygon_closes_its_ring_and_centres_on_the_centroid, |app| async move {
+    let ring = square(HOME, 200.0);
+    for ver in ["v1", "v3"] {
+        // Open ring: closed by the service; a radius is ignored for polygons.
+        let d = create_fence(&app, ver, &with(polygon(&ring), json!({"geometry_radius": 300}))).await;
+        assert_eq!(d["geometry_type"], "polygon");
+        assert!(d.get("geometry_radius").is_none(), "{d}");
+        assert_eq!(d["geometry"]["type"], "Polygon");
+        let coords = d["geometry"]["coordinates"].as_array().unwrap();
+        assert_eq!(coords.len(), 1, "one ring");
+        let r = coords[0].as_array().unwrap();
+        assert_eq!(r.len(), 5, "closed: {d}");
+        assert_eq!(r[0], r[4]);
+        for (i, p) in ring.iter().enumerate() {
+            assert_eq!(r[i], json!([p.0, p.1]));
+        }
+        let c = &d["geometry_center"];
+        assert_eq!(c["type"], "Point");
+        let mean = |k: usize| ring.iter().map(|p| if k == 0 { p.0 } else { p.1 }).sum::<f64>() / 4.0;
+        assert!((c["coordinates"][0].as_f64().unwrap() - mean(0)).abs() < 1e-7, "{c}");
+        assert!((c["coordinates"][1].as_f64().unwrap() - mean(1)).abs() < 1e-7, "{c}");
+        let mut expected = CIRCLE_FIELDS.to_vec();
+        expected.retain(|f| *f != "geometry_radius");
+        expected.push("geometry");
+        assert_eq!(keys(&d), sorted(expected));
+    }
+    // A ring given closed stays as it is; the GeoJSON form (an array of rings) is taken too.
+    let mut closed = ring.clone();
+    closed.push(ring[0]);
+    let d = create_fence(&app, "v1", &polygon(&closed)).await;
+    assert_eq!(d["geometry"]["coordinates"][0].as_array().unwrap().len(), 5);
+    let geojson: Vec<[f64; 2]> = closed.iter().map(|p| [p.0, p.1]).collect();
+    let d = create_fence(&app, "v1", &json!({"coordinates": [geojson], "geometry_type": "polygon"})).await;
+    assert_eq!(d["geometry"]["coordinates"][0].as_array().unwrap().len(), 5);
+    // A triangle's centre is its centroid, the mean of its corners.
+    let tri = [(77.60, 12.90), (77.61, 12.90), (77.60, 12.91)];
+    let d = create_fence(&app, "v1", &polygon(&tri)).await;
+    assert!(close(&d["geometry_center"]["coordinates"][0], 77.60 + 0.01 / 3.0), "{d}");
+    assert!(close(&d["geometry_center"]["coordinates"][1], 12.90 + 0.01 / 3.0), "{d}");
+});
+
+both!(circle_radius_is_a_whole_number_from_50_to_1000, |app| async move {
+    for ok in [50, 1000] {
+        let d = create_fence(&app, "v1", &circle(HOME, ok)).await;
+        assert_eq!(d["geometry_radius"], ok);
+    }
+    for bad in [json!(49), json!(1001), json!(50.5), json!(0), json!(-100), json!("100")] {
+        let body = with(circle(HOME, 0), json!({"geometry_radius": bad}));
+        let (status, res) = app.post("/v1/api/geofence/", &body).await;
+        assert_error(status, &res, StatusCode::BAD_REQUEST, "geometry_radius");
+    }
+    let (status, res) =
+        app.post("/v3/api/geofence/", &json!({"coordinates": [HOME.0, HOME.1], "geometry_type": "circle"})).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "geometry_radius");
+    let (_, res) = app.get("/v1/api/geofence/").await;
+    assert_eq!(res["data"]["geofences"].as_array().unwrap().len(), 2, "only the valid ones were stored");
+});
+
+both!(invalid_geometry_is_refused_naming_its_field, |app| async move {
+    let (a, b, c) = ((77.60, 12.90), (77.61, 12.90), (77.61, 12.91));
+    let cases: Vec<(Value, &str)> = vec![
+        // Fewer than 3 distinct points.
+        (polygon(&[a, b]), "coordinates"),
+        (polygon(&[a, b, a]), "coordinates"),
+        (polygon(&[a, b, b, a]), "coordinates"),
+        // A bow-tie: its edges cross.
+        (polygon(&[(77.60, 12.90), (77.61, 12.91), (77.61, 12.90), (77.60, 12.91)]), "coordinates"),
+        // Collinear: no area.
+        (polygon(&[a, (77.605, 12.90), b]), "coordinates"),
+        // Out of range.
+        (polygon(&[a, b, (77.61, 91.0)]), "coordinates"),
+        (polygon(&[a, b, (181.0, 12.9)]), "coordinates"),
+        (json!({"coordinates": [181.0, 12.9], "geometry_type": "circle", "geometry_radius": 100}), "coordinates"),
+        (json!({"coordinates": [77.6, -90.5], "geometry_type": "circle", "geometry_radius": 100}), "coordinates"),
+        (json!({"coordinates": [77.6], "geometry_type": "circle", "geometry_radius": 100}), "coordinates"),
+        (json!({"coordinates": "here", "geometry_type": "polygon"}), "coordinates"),
+        // Not a shape this service knows.
+        (with(circle(HOME, 100), json!({"geometry_type": "square"})), "geometry_type"),
+        // Crossing the antimeridian, or beyond ±85° latitude (the index covers neither).
+        (circle((179.999, 0.0), 500), "coordinates"),
+        (circle((-179.999, 10.0), 500), "coordinates"),
+        (polygon(&[(179.99, 0.0), (-179.99, 0.0), (-179.99, 0.01)]), "coordinates"),
+        (circle((10.0, 86.0), 100), "coordinates"),
+        (circle((10.0, -86.0), 100), "coordinates"),
+        (circle((10.0, 84.999), 500), "coordinates"),
+        (polygon(&[(10.0, 85.5), (10.01, 85.5), (10.0, 85.51)]), "coordinates"),
+        // Too large for the index (a 10 km square covers well over 98 cells).
+        (polygon(&square(HOME, 5000.0)), "coordinates"),
+    ];
+    for (body, field) in cases {
+        let (status, res) = app.post("/v1/api/geofence/", &body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body} -> {res}");
+        assert_error(status, &res, StatusCode::BAD_REQUEST, field);
+    }
+    let (status, res) =
+        app.post("/v1/api/geofence/", &json!({"geometry_type": "circle", "geometry_radius": 100})).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "coordinates");
+    let (status, res) =
+        app.post("/v1/api/geofence/", &json!({"coordinates": [77.6, 12.9], "geometry_radius": 100})).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "geometry_type");
+    // Right next to the limits is fine.
+    create_fence(&app, "v1", &circle((179.9, 0.0), 1000)).await;
+    create_fence(&app, "v1", &circle((10.0, 84.9), 1000)).await;
+    create_fence(&app, "v1", &polygon(&[a, b, c])).await;
+    let (_, res) = app.get("/v1/api/geofence/").await;
+    assert_eq!(res["data"]["geofences"].as_array().unwrap().len(), 3, "{res}");
+});
+
+both!(color_code_is_three_or_six_hex_digits_without_hash, |app| async move {
+    for ok in ["fff", "00ff00", "ABCdef"] {
+        let d = create_fence(&app, "v1", &with(circle(HOME, 100), json!({"color_code": ok}))).await;
+        assert_eq!(d["color_code"], ok);
+    }
+    for bad in ["#fff", "ffff", "ggg", "#00ff00", "0f0f0f0", ""] {
+        let (status, res) = app.post("/v1/api/geofence/", &with(circle(HOME, 100), json!({"color_code": bad}))).await;
+        assert_error(status, &res, StatusCode::BAD_REQUEST, "color_code");
+    }
+    let id = fence(&app, circle(HOME, 100)).await;
+    let (status, res) = put(&app, "v1", json!({"geofence_id": id, "color_code": "#fff"})).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "color_code");
+});
+
+both!(scoped_create_returns_its_own_shape, |app| async move {
+    let (u1, u2, u3) =
+        (app.create_user(json!({})).await, app.create_user(json!({})).await, app.create_user(json!({})).await);
+    let (status, res) = app.post("/v1/api/group/user/", &json!({"group_id": "drivers", "users": [u3]})).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let window = json!([true, "2024-01-01T00:00:00.000", "2030-01-01T00:00:00.000"]);
+    let body =
+        with(circle(HOME, 300), json!({"user_ids": [u1, u2, u1], "group_ids": ["drivers"], "is_enabled": window}));
+    let d = create_fence(&app, "v1", &body).await;
+    assert_eq!(
+        keys(&d),
+        sorted(vec![
+            "geofence_id",
+            "geometry_radius",
+            "geometry_center",
+            "is_enabled",
+            "user_ids",
+            "group_ids",
+            "created_at",
+            "updated_at"
+        ]),
+        "{d}"
+    );
+    assert_eq!(d["geometry_radius"], 300);
+    assert_eq!(d["geometry_center"], json!({"type": "Point", "coordinates": [HOME.0, HOME.1]}));
+    assert_eq!(d["is_enabled"], window);
+    let mut users: Vec<String> = serde_json::from_value(d["user_ids"].clone()).unwrap();
+    users.sort();
+    let mut expected = vec![u1.clone(), u2.clone()];
+    expected.sort();
+    assert_eq!(users, expected, "each user once");
+    assert_eq!(d["group_ids"], json!(["drivers"]));
+    assert!(is_ts(&d["created_at"]) && is_ts(&d["updated_at"]));
+    // Listed with the Geofence fields plus the scope, is_enabled still an array.
+    let id = d["geofence_id"].as_str().unwrap();
+    let (_, res) = app.get(&format!("/v1/api/geofence/?geofence_id={id}")).await;
+    let g = &res["data"]["geofences"][0];
+    assert_eq!(g["id"], id);
+    assert_eq!(g["is_enabled"], window);
+    assert_eq!(g["group_ids"], json!(["drivers"]));
+    assert_eq!(g["user_ids"].as_array().unwrap().len(), 2);
+
+    // Only a window flag, no users or groups: applies to everyone; open-ended window.
+    let d = create_fence(&app, "v1", &with(circle(HOME, 100), json!({"is_enabled": [false, null, null]}))).await;
+    assert_eq!(d["is_enabled"], json!([false, null, null]));
+    assert_eq!((d["user_ids"].clone(), d["group_ids"].clone()), (json!([]), json!([])));
+
+    // Unknown users and groups are named; nothing is stored.
+    let other = app.other_project().await;
+    let (status, res) = app
+        .call("POST", "/v1/api/user/", Key::Raw(&other.api_key), Some(&json!({"app_type": 1, "device_token": "t"})))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let foreign = res["data"]["user_id"].as_str().unwrap().to_owned();
+    let before = list_ids(&app, "/v1/api/geofence/").await;
+    for (scope, field, named) in [
+        (json!({"user_ids": [u1, UNKNOWN_ID]}), "user_ids", UNKNOWN_ID.to_owned()),
+        (json!({"user_ids": [foreign]}), "user_ids", foreign.clone()),
+        (json!({"group_ids": ["drivers", "ghosts"]}), "group_ids", "ghosts".to_owned()),
+    ] {
+        let (status, res) = app.post("/v1/api/geofence/", &with(circle(HOME, 100), scope)).await;
+        assert_error(status, &res, StatusCode::BAD_REQUEST, field);
+        assert_error(status, &res, StatusCode::BAD_REQUEST, &named);
+    }
+    for bad in
+        [json!(["yes"]), json!([true, "tomorrow", null]), json!([true, "2025-01-02T00:00:00", "2025-01-01T00:00:00"])]
+    {
+        let (status, res) = app.post("/v1/api/geofence/", &with(circle(HOME, 100), json!({"is_enabled": bad}))).await;
+        assert_error(status, &res, StatusCode::BAD_REQUEST, "is_enabled");
+    }
+    assert_eq!(list_ids(&app, "/v1/api/geofence/").await, before);
+});
+
+both!(update_changes_the_given_fields_in_v1_and_v3, |app| async move {
+    let id =
+        fence(&app, with(circle(HOME, 100), json!({"tag": "a", "description": "d0", "metadata": {"k": "v"}}))).await;
+    let created = app.get(&format!("/v1/api/geofence/?geofence_id={id}")).await.1["data"]["geofences"][0].clone();
+
+    let (status, res) = put(&app, "v1", json!({"geofence_id": id, "color_code": "abc", "is_enabled": true})).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!((res["status"].clone(), res["code"].clone()), (json!(true), json!(200)));
+    let d = &res["data"];
+    assert_eq!(keys(d), sorted(CIRCLE_FIELDS.to_vec()));
+    assert_eq!((d["color_code"].clone(), d["is_enabled"].clone()), (json!("abc"), json!(true)));
+    assert_eq!((d["tag"].clone(), d["description"].clone()), (json!("a"), json!("d0")), "untouched fields stay");
+    assert_eq!(d["metadata"], json!({"k": "v"}));
+    assert_eq!(d["created_at"], created["created_at"]);
+    assert!(d["updated_at"].as_str().unwrap() >= created["updated_at"].as_str().unwrap());
+
+    let (status, res) = put(
+        &app,
+        "v3",
+        json!({"geofence_id": id, "tag": "b", "description": "d1", "metadata": {"x": "1"}, "is_enabled": false}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let (_, res) = app.get(&format!("/v1/api/geofence/?geofence_id={id}")).await;
+    let g = &res["data"]["geofences"][0];
+    assert_eq!(
+        (
+            g["tag"].clone(),
+            g["description"].clone(),
+            g["metadata"].clone(),
+            g["is_enabled"].clone(),
+            g["color_code"].clone()
+        ),
+        (json!("b"), json!("d1"), json!({"x": "1"}), json!(false), json!("abc"))
+    );
+
+    // A polygon's update returns its geometry.
+    let pid = fence(&app, polygon(&square(HOME, 100.0))).await;
+    let (status, res) = put(&app, "v3", json!({"geofence_id": pid, "tag": "p"})).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(res["data"]["geometry"]["coordinates"][0].as_array().unwrap().len(), 5);
+    assert_eq!(res["data"]["tag"], "p");
+
+    // Unknown ids are 404; v3 documents the id as an integer, which is taken (and matches none).
+    for ver in ["v1", "v3"] {
+        let (status, res) = put(&app, ver, json!({"geofence_id": UNKNOWN_ID, "tag": "x"})).await;
+        assert_error(status, &res, StatusCode::NOT_FOUND, "geofence_id");
+        let (status, res) = put(&app, ver, json!({"geofence_id": 12345, "tag": "x"})).await;
+        assert_error(status, &res, StatusCode::NOT_FOUND, "geofence_id");
+        let (status, res) = put(&app, ver, json!({"tag": "x"})).await;
+        assert_error(status, &res, StatusCode::BAD_REQUEST, "geofence_id");
+    }
+});
+
+both!(v1_list_pages_and_filters, |app| async move {
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let body = if i % 3 == 2 {
+            polygon(&square(offset(HOME.0, HOME.1, i as f64 * 500.0, 0.0), 100.0))
+        } else {
+            circle(offset(HOME.0, HOME.1, i as f64 * 500.0, 0.0), 100)
+        };
+        let color = if i % 2 == 0 { "ff0000" } else { "00ff00" };
+        let tag = if i < 4 { "early" } else { "late" };
+        ids.push(fence(&app, with(body, json!({"color_code": color, "tag": tag}))).await);
+    }
+    let (_, p1) = app.get("/v1/api/geofence/").await;
+    let d = &p1["data"];
+    assert_eq!(ids_of(&p1, "id"), ids[..10]);
+    assert_eq!((d["next_page"].clone(), d["pages"].clone(), d["prev_page"].clone()), (json!(2), json!(2), Value::Null));
+    assert_eq!(d["account_id"], app.project.account_id.as_str());
+    assert_eq!(d["project_id"], app.project.project_id.as_str());
+    let (_, p2) = app.get("/v1/api/geofence/?page_number=2").await;
+    assert_eq!(ids_of(&p2, "id"), ids[10..]);
+    assert_eq!((p2["data"]["next_page"].clone(), p2["data"]["prev_page"].clone()), (Value::Null, json!(1)));
+    assert!(list_ids(&app, "/v1/api/geofence/?page_number=3").await.is_empty());
+
+    let pick = |f: &dyn Fn(usize) -> bool| {
+        ids.iter().enumerate().filter(|(i, _)| f(*i)).map(|(_, id)| id.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(list_ids(&app, "/v1/api/geofence/?color_code=ff0000").await, pick(&|i| i % 2 == 0));
+    assert_eq!(
+        list_ids(&app, "/v1/api/geofence/?color_code=00FF00").await,
+        pick(&|i| i % 2 == 1),
+        "hex is case-insensitive"
+    );
+    assert_eq!(list_ids(&app, "/v1/api/geofence/?tag=early").await, pick(&|i| i < 4));
+    assert_eq!(list_ids(&app, "/v1/api/geofence/?geometry_type=polygon").await, pick(&|i| i % 3 == 2));
+    let circles = pick(&|i| i % 3 != 2);
+    assert_eq!(circles.len(), 8);
+    assert_eq!(list_ids(&app, "/v1/api/geofence/?geometry_type=circle").await, circles);
+    assert_eq!(
+        list_ids(&app, "/v1/api/geofence/?tag=late&color_code=ff0000&geometry_type=circle").await,
+        pick(&|i| i >= 4 && i % 2 == 0 && i % 3 != 2)
+    );
+    let (_, res) = app.get("/v1/api/geofence/?tag=nothing").await;
+    assert_eq!((res["data"]["pages"].clone(), res["data"]["geofences"].clone()), (json!(0), json!([])));
+    assert_eq!(list_ids(&app, &format!("/v1/api/geofence/?geofence_id={}", ids[7])).await, [ids[7].clone()]);
+    let (status, res) = app.get(&format!("/v1/api/geofence/?geofence_id={UNKNOWN_ID}")).await;
+    assert_error(status, &res, StatusCode::NOT_FOUND, "geofence_id");
+    let (status, res) = app.get("/v1/api/geofence/?geometry_type=square").await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "geometry_type");
+    let (status, res) = app.get("/v1/api/geofence/?page_number=zero").await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "page_number");
+});
+
+both!(v3_list_needs_both_dates, |app| async move {
+    let a = fence(&app, circle(HOME, 100)).await;
+    let b = fence(&app, polygon(&square(HOME, 100.0))).await;
+    let (status, res) = app.get("/v3/api/geofence/").await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "start_date");
+    let today = Utc::now().format("%Y-%m-%d");
+    let (status, res) = app.get(&format!("/v3/api/geofence/?start_date={today}")).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "end_date");
+    let (status, res) = app.get(&format!("/v3/api/geofence/?end_date={today}")).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "start_date");
+    let (status, res) = app.get("/v3/api/geofence/?start_date=2024-02-02&end_date=2024-02-01").await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "end_date");
+    let (status, res) = app.get(&format!("/v3/api/geofence/?{}", today_range())).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(ids_of(&res, "id"), [a.clone(), b.clone()]);
+    assert!(res["data"]["geofences"][0].get("counts").is_none(), "counts only when asked");
+    assert_eq!(res["data"]["geofences"][1]["geometry"]["type"], "Polygon");
+    // The range is of creation dates.
+    assert!(list_ids(&app, "/v3/api/geofence/?start_date=2020-01-01&end_date=2020-01-31").await.is_empty());
+    assert_eq!(
+        list_ids(&app, &format!("/v3/api/geofence/?{}&geofence_id={b}", today_range())).await,
+        std::slice::from_ref(&b)
+    );
+    let (_, res) = app.get(&format!("/v3/api/geofence/?{}&count=True", today_range())).await;
+    for g in res["data"]["geofences"].as_array().unwrap() {
+        assert_eq!(g["counts"], json!({"events": 0, "users": 0}), "{g}");
+    }
+});
+
+both!(metadata_list_without_slash_uses_geofence_id, |app| async move {
+    let north = fence(&app, with(circle(HOME, 100), json!({"metadata": {"zone": "north", "tier": "1"}}))).await;
+    let south = fence(&app, with(polygon(&square(HOME, 100.0)), json!({"metadata": {"zone": "south"}}))).await;
+    fence(&app, circle(HOME, 100)).await;
+    let (status, res) = app.get("/v1/api/geofence?metadata=zone:north").await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let d = &res["data"];
+    assert_eq!(ids_of(&res, "geofence_id"), std::slice::from_ref(&north));
+    let g = &d["geofences"][0];
+    assert!(g.get("id").is_none(), "{g}");
+    assert_eq!(g["metadata"], json!({"zone": "north", "tier": "1"}));
+    assert_eq!(
+        (d["next_page"].clone(), d["pages"].clone(), d["prev_page"].clone()),
+        (Value::Null, json!(1), Value::Null)
+    );
+    assert_eq!(list_ids(&app, "/v1/api/geofence?metadata=zone:south").await, [south]);
+    assert!(list_ids(&app, "/v1/api/geofence?metadata=zone:north,tier:2").await.is_empty());
+    assert_eq!(list_ids(&app, "/v1/api/geofence?metadata=zone:north,tier:1").await, std::slice::from_ref(&north));
+    assert_eq!(list_ids(&app, "/v1/api/geofence").await.len(), 3);
+    let (_, res) = app.get(&format!("/v1/api/geofence?metadata=zone:north&{}", today_range())).await;
+    assert_eq!(ids_of(&res, "geofence_id"), [north]);
+    assert!(list_ids(&app, "/v1/api/geofence?metadata=zone:north&start_date=2020-01-01").await.is_empty());
+});
+
+both!(delete_one_by_query_or_body_string, |app| async move {
+    let ids = [
+        fence(&app, circle(HOME, 100)).await,
+        fence(&app, circle(HOME, 100)).await,
+        fence(&app, polygon(&square(HOME, 100.0))).await,
+        fence(&app, circle(HOME, 100)).await,
+    ];
+    let (status, res) = delete(&app, &format!("/v1/api/geofence/?geofence_id={}", ids[0]), None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!((res["status"].clone(), res["code"].clone(), res["data"].clone()), (json!(true), json!(200), json!({})));
+    let (status, res) = delete(&app, &format!("/v3/api/geofence/?geofence_id={}", ids[1]), None).await;
+    assert_eq!((status, res["data"].clone()), (StatusCode::OK, json!({})), "{res}");
+    let (status, res) = delete(&app, "/v1/api/geofence/", Some(json!({"geofence_id": ids[2]}))).await;
+    assert_eq!((status, res["data"].clone()), (StatusCode::OK, json!({})), "{res}");
+    assert_eq!(list_ids(&app, "/v1/api/geofence/").await, [ids[3].clone()]);
+    assert_eq!(list_ids(&app, &format!("/v3/api/geofence/?{}", today_range())).await, [ids[3].clone()]);
+    assert_eq!(list_ids(&app, "/v1/api/geofence").await, [ids[3].clone()]);
+    for id in &ids[..3] {
+        let (status, res) = app.get(&format!("/v1/api/geofence/?geofence_id={id}")).await;
+        assert_error(status, &res, StatusCode::NOT_FOUND, "geofence_id");
+        let (status, res) = put(&app, "v1", json!({"geofence_id": id, "tag": "x"})).await;
+        assert_error(status, &res, StatusCode::NOT_FOUND, "geofence_id");
+        let (status, res) = delete(&app, &format!("/v3/api/geofence/?geofence_id={id}"), None).await;
+        assert_error(status, &res, StatusCode::NOT_FOUND, "geofence_id");
+    }
+    // Search no longer finds them.
+    let (_, res) = app.get(&format!("/v1/api/search/geofences/?location={},{}&radius=500", HOME.1, HOME.0)).await;
+    assert_eq!(ids_of(&res, "id"), [ids[3].clone()], "{res}");
+    let (status, res) = delete(&app, "/v1/api/geofence/", None).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "geofence_id");
+    let (status, res) = delete(&app, "/v1/api/geofence/", Some(json!({"geofence_id": 7}))).await;
+    assert_error(status, &res, StatusCode::NOT_FOUND, "geofence_id");
+});
+
+both!(delete_many_takes_up_to_200_ids_all_or_nothing, |app| async move {
+    let bodies = (0..205)
+        .map(|i| {
+            let (dx, dy) = ((i % 15) as f64 - 7.0, (i / 15) as f64 - 7.0);
+            circle(offset(HOME.0, HOME.1, dx * 300.0, dy * 300.0), 50)
+        })
+        .collect();
+    let ids: Vec<String> = create_many(&app, bodies).await.into_iter().map(|g| g.id).collect();
+    let search = format!("/v1/api/search/geofences/?location={},{}&radius=3100&page_limit=100", HOME.1, HOME.0);
+    let (_, res) = app.get(&search).await;
+    assert_eq!(res["data"]["pages"], 3, "205 fences found before: {}", res["data"]["pages"]);
+
+    // 201 ids: refused before anything is looked at.
+    let (status, res) = delete(&app, "/v1/api/geofence", Some(json!({"geofence_id": &ids[..201]}))).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "geofence_id");
+    let (status, res) = delete(&app, "/v3/api/geofence/", Some(json!({"geofence_id": []}))).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "geofence_id");
+    // An unknown id among known ones: 404 naming it, and none is deleted.
+    let mut some = ids[..5].to_vec();
+    some.push(UNKNOWN_ID.to_owned());
+    let (status, res) = delete(&app, "/v1/api/geofence", Some(json!({"geofence_id": some}))).await;
+    assert_error(status, &res, StatusCode::NOT_FOUND, UNKNOWN_ID);
+    let (_, res) = app.get("/v1/api/geofence/").await;
+    assert_eq!(res["data"]["pages"], 21, "nothing deleted");
+
+    // 200 ids: all deleted (the bulk form on the bare v1 path and on the v3 path).
+    let (status, res) = delete(&app, "/v1/api/geofence", Some(json!({"geofence_id": &ids[..200]}))).await;
+    assert_eq!((status, res["data"].clone()), (StatusCode::OK, json!({})), "{res}");
+    assert_eq!(list_ids(&app, "/v1/api/geofence/").await, ids[200..]);
+    let (status, res) = delete(&app, "/v3/api/geofence/", Some(json!({"geofence_id": [ids[200], ids[201]]}))).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(list_ids(&app, "/v1/api/geofence/").await, ids[202..]);
+    let (_, res) = app.get(&search).await;
+    let mut found = ids_of(&res, "id");
+    found.sort();
+    assert_eq!(found, ids[202..], "search finds only what is left");
+    // Deleted ids are unknown now.
+    let (status, res) = delete(&app, "/v1/api/geofence", Some(json!({"geofence_id": [ids[0]]}))).await;
+    assert_error(status, &res, StatusCode::NOT_FOUND, &ids[0]);
+});
+
+both!(another_project_sees_none_of_our_fences, |app| async move {
+    let ours = fence(&app, with(circle(HOME, 300), json!({"metadata": {"zone": "north"}, "is_enabled": true}))).await;
+    let poly = fence(&app, polygon(&square(HOME, 200.0))).await;
+    let other = app.other_project().await;
+    let as_other = |method: &'static str, uri: String, body: Option<Value>| {
+        let app = &app;
+        let key = other.api_key.clone();
+        async move { app.call(method, &uri, Key::Raw(&key), body.as_ref()).await }
+    };
+    for uri in [
+        "/v1/api/geofence/".to_owned(),
+        format!("/v3/api/geofence/?{}", today_range()),
+        "/v1/api/geofence".to_owned(),
+        "/v1/api/geofence?metadata=zone:north".to_owned(),
+    ] {
+        let (status, res) = as_other("GET", uri.clone(), None).await;
+        assert_eq!(status, StatusCode::OK, "{uri}: {res}");
+        assert_eq!(res["data"]["geofences"], json!([]), "{uri}");
+    }
+    for id in [&ours, &poly] {
+        for ver in ["v1", "v3"] {
+            let uri = format!("/{ver}/api/geofence/?geofence_id={id}&{}", today_range());
+            let (status, res) = as_other("GET", uri, None).await;
+            assert_error(status, &res, StatusCode::NOT_FOUND, "geofence_id");
+            let (status, res) =
+                as_other("PUT", format!("/{ver}/api/geofence/"), Some(json!({"geofence_id": id, "tag": "x"}))).await;
+            assert_error(status, &res, StatusCode::NOT_FOUND, "geofence_id");
+            let (status, res) = as_other("DELETE", format!("/{ver}/api/geofence/?geofence_id={id}"), None).await;
+            assert_error(status, &res, StatusCode::NOT_FOUND, "geofence_id");
+        }
+        let (status, res) = as_other("DELETE", "/v1/api/geofence/".into(), Some(json!({"geofence_id": id}))).await;
+        assert_error(status, &res, StatusCode::NOT_FOUND, "geofence_id");
+    }
+    let (status, res) = as_other("DELETE", "/v1/api/geofence".into(), Some(json!({"geofence_id": [ours, poly]}))).await;
+    assert_error(status, &res, StatusCode::NOT_FOUND, "geofence_id");
+    let (status, res) =
+        as_other("GET", format!("/v1/api/search/geofences/?location={},{}&radius=5000", HOME.1, HOME.0), None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(res["data"]["geofences"], json!([]));
+    // Ours are untouched.
+    assert_eq!(list_ids(&app, "/v1/api/geofence/").await, [ours.clone(), poly.clone()]);
+    let (_, res) = app.get(&format!("/v1/api/geofence/?geofence_id={ours}")).await;
+    assert!(res["data"]["geofences"][0]["tag"].is_null());
+});
+
+// The domain function and the endpoint agree on what is stored.
+both!(domain_create_and_endpoint_lists_agree, |app| async move {
+    let made = create_many(&app, vec![circle(HOME, 60), polygon(&square(HOME, 80.0))]).await;
+    let ids: Vec<String> = made.iter().map(|g| g.id.clone()).collect();
+    let mut listed = list_ids(&app, "/v1/api/geofence/").await;
+    listed.sort();
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(listed, expected);
+});
