@@ -111,7 +111,7 @@ pub async fn on_locations(store: &dyn Store, p: &Project, user_id: &str, stored:
             .collect::<Result<_, _>>()?;
         let mut inside = before.clone();
         let mut cells: HashMap<String, Vec<Geofence>> = HashMap::new();
-        let mut fired: Vec<(GeofenceEvent, Geofence)> = Vec::new();
+        let mut fired: Vec<GeofenceEvent> = Vec::new();
         // Ids are `recorded_at` then this sequence then random bits, so events of one fix list
         // in the order they fired (exit before entry).
         let mut seq: u64 = 0;
@@ -127,21 +127,18 @@ pub async fn on_locations(store: &dyn Store, p: &Project, user_id: &str, stored:
                 .collect();
             let mut event = |g: &Geofence, kind: &str| {
                 seq += 1;
-                fired.push((
-                    GeofenceEvent {
-                        id: id_at(fix.recorded_at.0, (seq << 36) | (rand::random::<u64>() >> 28)),
-                        user_id: user_id.to_owned(),
-                        user_description: user.description.clone(),
-                        geofence_id: g.id.clone(),
-                        geofence_description: g.description.clone(),
-                        location_id: fix.id.clone(),
-                        event_type: kind.to_owned(),
-                        recorded_at: fix.recorded_at,
-                        created_at: Timestamp::now(),
-                        is_deleted: false,
-                    },
-                    g.clone(),
-                ))
+                fired.push(GeofenceEvent {
+                    id: id_at(fix.recorded_at.0, (seq << 36) | (rand::random::<u64>() >> 28)),
+                    user_id: user_id.to_owned(),
+                    user_description: user.description.clone(),
+                    geofence_id: g.id.clone(),
+                    geofence_description: g.description.clone(),
+                    location_id: fix.id.clone(),
+                    event_type: kind.to_owned(),
+                    recorded_at: fix.recorded_at,
+                    created_at: Timestamp::now(),
+                    is_deleted: false,
+                })
             };
             // Exits first (a fence left), then entries, then dwell of those still inside.
             let left: Vec<String> = inside.keys().filter(|id| !now_in.iter().any(|g| &&g.id == id)).cloned().collect();
@@ -193,9 +190,7 @@ pub async fn on_locations(store: &dyn Store, p: &Project, user_id: &str, stored:
         for id in before.keys().filter(|id| !inside.contains_key(*id)) {
             ops.push(WriteOp::Delete { table: Table::Main, pk: spk.clone(), sk: id.clone(), cond: Cond::None });
         }
-        for (e, _) in &fired {
-            ops.extend(event_ops(p, e)?);
-        }
+        ops.extend(event_ops(p, &fired)?);
         // The first chunk carries the watermark condition; later chunks only add facts.
         let mut chunks = ops.chunks(MAX_TRANSACT_OPS);
         match store.transact(chunks.next().map(<[WriteOp]>::to_vec).unwrap_or_default()).await {
@@ -211,22 +206,30 @@ pub async fn on_locations(store: &dyn Store, p: &Project, user_id: &str, stored:
     Err(ApiError::conflict("user_id: locations of this user are being evaluated by other requests; retry"))
 }
 
-/// The writes that record one event: its three copies and the fence's user.
-pub(crate) fn event_ops(p: &Project, e: &GeofenceEvent) -> Result<Vec<WriteOp>, ApiError> {
-    let mut ops = Vec::with_capacity(4);
-    for pk in [
-        events_pk(&p.project_id),
-        fence_events_pk(&p.project_id, &e.geofence_id),
-        user_events_pk(&p.project_id, &e.user_id),
-    ] {
-        ops.push(WriteOp::Put { table: Table::Main, item: to_item(&pk, &e.id, e)?, cond: Cond::None });
+/// The writes that record events: three copies of each, and one item per (fence, user) for
+/// `counts.users`, written once even when several events share it (a transaction may not touch
+/// one item twice).
+pub(crate) fn event_ops(p: &Project, events: &[GeofenceEvent]) -> Result<Vec<WriteOp>, ApiError> {
+    let mut ops = Vec::with_capacity(events.len() * 4);
+    let mut pairs = std::collections::BTreeSet::new();
+    for e in events {
+        for pk in [
+            events_pk(&p.project_id),
+            fence_events_pk(&p.project_id, &e.geofence_id),
+            user_events_pk(&p.project_id, &e.user_id),
+        ] {
+            ops.push(WriteOp::Put { table: Table::Main, item: to_item(&pk, &e.id, e)?, cond: Cond::None });
+        }
+        pairs.insert((e.geofence_id.clone(), e.user_id.clone()));
     }
-    let who = json!({"user_id": e.user_id});
-    ops.push(WriteOp::Put {
-        table: Table::Main,
-        item: to_item(&fence_users_pk(&p.project_id, &e.geofence_id), &e.user_id, &who)?,
-        cond: Cond::None,
-    });
+    for (fence, user) in pairs {
+        let who = json!({"user_id": user});
+        ops.push(WriteOp::Put {
+            table: Table::Main,
+            item: to_item(&fence_users_pk(&p.project_id, &fence), &user, &who)?,
+            cond: Cond::None,
+        });
+    }
     Ok(ops)
 }
 

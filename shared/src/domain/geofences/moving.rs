@@ -347,6 +347,7 @@ async fn apply_pairs(
 ) -> Result<(), ApiError> {
     let pk = pair_pk(&p.project_id, &g.id);
     let mut ops = Vec::new();
+    let mut events = Vec::new();
     for (followed, other, inside, when) in pairs {
         let sk = format!("{followed}#{}", other.user_id);
         let state: Pair = store.get(Table::Main, &pk, &sk).await?.map(from_item).transpose()?.unwrap_or_default();
@@ -376,9 +377,10 @@ async fn apply_pairs(
                 created_at: Timestamp::now(),
                 is_deleted: false,
             };
-            ops.extend(event_ops(p, &e)?);
+            events.push(e);
         }
     }
+    ops.extend(event_ops(p, &events)?);
     for chunk in ops.chunks(MAX_TRANSACT_OPS) {
         store.transact(chunk.to_vec()).await?;
     }
