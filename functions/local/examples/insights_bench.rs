@@ -47,7 +47,8 @@ async fn main() {
     for m in 0..minutes {
         let local = start + Duration::minutes(m);
         let hour = local.hour() as f64 + local.minute() as f64 / 60.0;
-        let (lng, lat) = place_at(local.date(), hour).unwrap_or((13.39 + (m % 97) as f64 * 1e-4, 52.51 + (m % 89) as f64 * 1e-4));
+        let (lng, lat) =
+            place_at(local.date(), hour).unwrap_or((13.39 + (m % 97) as f64 * 1e-4, 52.51 + (m % 89) as f64 * 1e-4));
         let jitter = ((m as f64 * 12.9898).sin() * 43_758.545).fract() * 8e-5;
         let at = (local - Duration::hours(1)).and_utc();
         let fix: Location = serde_json::from_value(serde_json::json!({
@@ -75,7 +76,10 @@ async fn main() {
             times.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         times.sort_by(f64::total_cmp);
-        println!("embedded  /v3/api/insights/{name}/: median {:.1} ms (min {:.1}, max {:.1}), {n} result(s)", times[4], times[0], times[8]);
+        println!(
+            "embedded  /v3/api/insights/{name}/: median {:.1} ms (min {:.1}, max {:.1}), {n} result(s)",
+            times[4], times[0], times[8]
+        );
     }
 
     if std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_none() {
