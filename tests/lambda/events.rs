@@ -19,16 +19,18 @@ use shared::store::EmbeddedStore;
 use shared::time::Timestamp;
 
 use crate::support::{
-    Auth, FUNCTIONS, Function, PLACEHOLDERS, Permission, Recording, allowed, event_names, event_text, event_with,
-    function_of_event, send, template, template_routes,
+    Auth, FUNCTIONS, Function, PLACEHOLDERS, Permission, Recording, Reply, allowed, event_names, event_text,
+    event_with, function_of_event, send, send_raw, template, template_routes,
 };
 
-/// What an event must answer (always HTTP 200): the v1/v3 envelope with its body `code`, or the
-/// v2 envelope with its `code` and `message`.
+/// What an event must answer (always HTTP 200): the v1/v3 envelope with its body `code`, the
+/// v2 envelope with its `code` and `message`, or (public functions) a body of this content type
+/// with the page's security headers.
 #[derive(Debug, Clone, Copy)]
 enum Answer {
     V1(u16),
     V2(u16, &'static str),
+    Public(&'static str),
 }
 
 /// What must exist before an event runs (besides the project and a user, which always do).
@@ -52,6 +54,12 @@ enum Setup {
     /// A moving geofence following the user (events/moving-geofences-create.json,
     /// `REPLACE_GEOFENCE_ID`).
     MovingFence,
+    /// Five weekdays of the user's routine (home at night, the office by day, a café on two
+    /// evenings), ingested through the locations function, which stores the stays insights read.
+    Routine,
+    /// A trip of the user started before the history, the history ingested, and the trip's
+    /// tracking token taken from its `trip_tracking_url` (`REPLACE_TRACKING_TOKEN`).
+    Tracked,
     /// The user's fence visit: another user parked at the end of the history, a moving geofence
     /// following them, the user's geofence events on (events/users-update.json), the geofence of
     /// `Fence`, then the user's history ingested, which ends inside both fences (two entries).
@@ -69,8 +77,8 @@ const fn case(name: &'static str, answer: Answer, setup: Setup) -> Case {
     Case { name, answer, setup }
 }
 
-use Answer::{V1, V2};
-use Setup::{Fence, Group, History, MovingFence, Nothing, StartedTrip, Trip, TwoFences, Visited};
+use Answer::{Public, V1, V2};
+use Setup::{Fence, Group, History, MovingFence, Nothing, Routine, StartedTrip, Tracked, Trip, TwoFences, Visited};
 
 const CASES: &[Case] = &[
     case("users-create", V1(201), Nothing),
@@ -124,6 +132,12 @@ const CASES: &[Case] = &[
     case("moving-geofences-update", V1(200), MovingFence),
     case("moving-geofences-list", V1(200), MovingFence),
     case("moving-geofences-delete", V1(200), MovingFence),
+    case("insights-home", V1(200), Routine),
+    case("insights-work", V1(200), Routine),
+    case("insights-poi", V1(200), Routine),
+    case("tracking-page", Public("text/html"), Tracked),
+    case("tracking-data", Public("application/json"), Tracked),
+    case("tracking-asset", Public("text/javascript"), Nothing),
 ];
 
 /// Permissions a function needs on paths none of the events takes: (function, table, action, why).
@@ -192,6 +206,11 @@ fn events_are_http_api_events_of_template_routes() {
                 );
                 assert!(headers.get("api-key").is_none(), "{name}: {} takes no Api-Key", f.id);
             }
+            Auth::Public => {
+                for h in ["api-key", "authorization"] {
+                    assert!(headers.get(h).is_none(), "{name}: {} is public, a browser sends no {h}", f.id);
+                }
+            }
         }
         let unknown = PLACEHOLDERS.iter().fold(text.clone(), |t, p| t.replace(p, ""));
         assert!(!unknown.contains("REPLACE_"), "{name}: a placeholder that is not one of {PLACEHOLDERS:?}");
@@ -231,11 +250,13 @@ fn events_are_http_api_events_of_template_routes() {
         );
         covered.entry(f.id).or_default().insert(route);
     }
-    // One event per operation at least.
+    // One event per operation at least, in either spelling (the tracking page's link and the
+    // data it polls have no trailing slash).
     for f in FUNCTIONS {
         for (m, p) in f.routes {
+            let spellings = [p.to_string(), p.trim_end_matches('/').to_string()];
             assert!(
-                covered.get(f.id).is_some_and(|c| c.contains(&(m.to_string(), p.to_string()))),
+                covered.get(f.id).is_some_and(|c| spellings.iter().any(|p| c.contains(&(m.to_string(), p.clone())))),
                 "{}: no event in events/ for {m} {p}",
                 f.id
             );
@@ -256,6 +277,7 @@ struct Fixture {
     trip_id: Option<String>,
     geofence_id: Option<String>,
     second_geofence_id: Option<String>,
+    tracking_token: Option<String>,
 }
 
 impl Fixture {
@@ -272,6 +294,7 @@ impl Fixture {
             trip_id: None,
             geofence_id: None,
             second_geofence_id: None,
+            tracking_token: None,
         };
         let body = fx.ok("users-create", V1(201)).await;
         fx.user_id = body["data"]["user_id"].as_str().expect("user_id").to_owned();
@@ -313,6 +336,15 @@ impl Fixture {
                 self.geofence_id = Some(self.created("moving-geofences-create").await);
                 return;
             }
+            Setup::Routine => {
+                let fixes = routine();
+                for batch in fixes.chunks(shared::domain::locations::MAX_BATCH) {
+                    let body = self.ingest(batch).await;
+                    assert_eq!(body["data"]["stored"], batch.len(), "setup: ingest: {body}");
+                }
+                return;
+            }
+            Setup::Tracked => (Api::V1, true),
             Setup::Visited => {
                 let other = self.ok("users-create", V1(201)).await["data"]["user_id"].as_str().expect("id").to_owned();
                 let user = std::mem::replace(&mut self.user_id, other);
@@ -337,6 +369,26 @@ impl Fixture {
         if started {
             self.ok("locations-ingest", V1(201)).await;
         }
+        if setup == Setup::Tracked {
+            // The token as the link carries it: <TrackingBaseUrl>/<token>.
+            let body = self.ok("trips-v1-get", V1(200)).await;
+            let url = body["data"][0]["trip_tracking_url"].as_str().expect("trip_tracking_url");
+            let token = url.rsplit('/').next().expect("token").to_owned();
+            assert_eq!(token, trip.tracking_token, "trip_tracking_url {url} does not end with the trip's token");
+            self.tracking_token = Some(token);
+        }
+    }
+
+    /// Ingest `locations` for the user through events/locations-ingest.json with its body
+    /// replaced, as the SDK would send a batch.
+    async fn ingest(&self, locations: &[Value]) -> Value {
+        let text = self.filled("locations-ingest");
+        let mut event: Value = serde_json::from_str(&text).expect("event");
+        event["body"] = json!(json!({"user_id": self.user_id, "locations": locations}).to_string());
+        let req = lambda_http::request::from_str(&event.to_string()).expect("lambda_http");
+        let (status, body) = send(&self.router(function_of_event("locations-ingest")), req).await;
+        assert_eq!(status, StatusCode::OK, "setup: ingest: {body}");
+        body
     }
 
     /// Run a create event; the id it answers.
@@ -349,8 +401,8 @@ impl Fixture {
         shared::http::service((f.router)(), self.state.clone())
     }
 
-    /// Feed events/<name>.json to its function's router, as Lambda would.
-    async fn run(&self, name: &str) -> (StatusCode, Value) {
+    /// events/<name>.json with its placeholders filled in.
+    fn filled(&self, name: &str) -> String {
         let today = Utc::now().date_naive();
         let (start, end) = ((today - Duration::days(1)).to_string(), (today + Duration::days(1)).to_string());
         let mut values = vec![
@@ -364,18 +416,38 @@ impl Fixture {
             ("REPLACE_TRIP_ID", &self.trip_id),
             ("REPLACE_GEOFENCE_ID", &self.geofence_id),
             ("REPLACE_SECOND_GEOFENCE_ID", &self.second_geofence_id),
+            ("REPLACE_TRACKING_TOKEN", &self.tracking_token),
         ] {
             if let Some(v) = value {
                 values.push((placeholder, v.as_str()));
             }
         }
-        let text = event_with(name, &values);
-        let req = lambda_http::request::from_str(&text).unwrap_or_else(|e| panic!("{name}: lambda_http: {e}"));
-        send(&self.router(function_of_event(name)), req).await
+        event_with(name, &values)
     }
 
+    /// Feed events/<name>.json to its function's router, as Lambda would.
+    async fn run(&self, name: &str) -> Reply {
+        let text = self.filled(name);
+        let req = lambda_http::request::from_str(&text).unwrap_or_else(|e| panic!("{name}: lambda_http: {e}"));
+        send_raw(&self.router(function_of_event(name)), req).await
+    }
+
+    /// Run an event that must succeed; its body (JSON, or a public function's text as a string).
     async fn ok(&self, name: &str, answer: Answer) -> Value {
-        let (status, body) = self.run(name).await;
+        let reply = self.run(name).await;
+        if let Public(content_type) = answer {
+            let text = String::from_utf8_lossy(&reply.body).into_owned();
+            assert_eq!(reply.status, StatusCode::OK, "{name}: {text}");
+            let ty = reply.header("content-type");
+            assert!(ty.starts_with(content_type), "{name}: content-type {ty}, not {content_type}");
+            // What every answer of the public function carries (docs/tracking.md).
+            for (h, want) in [("referrer-policy", "no-referrer"), ("x-content-type-options", "nosniff")] {
+                assert_eq!(reply.header(h), want, "{name}: {h}");
+            }
+            assert!(reply.header("content-security-policy").contains("default-src 'none'"), "{name}: CSP");
+            return if content_type == "application/json" { reply.json() } else { Value::String(text) };
+        }
+        let (status, body) = (reply.status, reply.json());
         assert_eq!(status, StatusCode::OK, "{name}: {body}");
         match answer {
             V1(code) => {
@@ -388,6 +460,7 @@ impl Fixture {
                 assert!(body["description"].is_string(), "{name}: description: {body}");
                 assert!(body.get("status").is_none(), "{name}: the v2 envelope has no status: {body}");
             }
+            Public(_) => unreachable!("answered above"),
         }
         body
     }
@@ -406,6 +479,22 @@ fn check_data(name: &str, fx: &Fixture, data: &Value) {
     let user = fx.user_id.as_str();
     let trip = fx.trip_id.as_deref().unwrap_or("(no trip)");
     let fence = fx.geofence_id.as_deref().unwrap_or("(no geofence)");
+    match name {
+        "tracking-data" => {
+            assert_eq!(data["state"], "started", "{data}");
+            assert_eq!(data["active"], true, "{data}");
+            assert_eq!(len(&data["route"]) as u64, INGESTED, "{data}");
+            // The setup's trip plans no places.
+            assert_eq!(data["waypoints"], json!([]), "{data}");
+            assert!(data["distance_m"].as_f64().is_some_and(|d| d > 0.0), "{data}");
+            assert!(data["latest"]["recorded_at"].is_string(), "{data}");
+        }
+        "tracking-page" => {
+            let html = data.as_str().expect("page");
+            assert!(html.contains("<html") && html.contains("\"route\":["), "{name}: {html}");
+        }
+        _ => {}
+    }
     match name {
         "users-create" => assert!(is_id(&data["user_id"]), "{name}: {data}"),
         "users-list" => assert!(data["users"].as_array().expect("users").iter().any(|u| u["id"] == user), "{data}"),
@@ -560,6 +649,33 @@ fn check_data(name: &str, fx: &Fixture, data: &Value) {
             assert_eq!(data["users"], json!([user]), "{data}");
         }
         "moving-geofences-delete" => assert_eq!(data, &json!({}), "{data}"),
+
+        // Insights: the routine has a home and an office (weekdays) and a café (two evenings).
+        "insights-home" | "insights-work" | "insights-poi" => {
+            let key = match name {
+                "insights-home" => "home",
+                "insights-work" => "work",
+                _ => "insights",
+            };
+            assert_eq!(data["user_id"], user, "{data}");
+            let list = data[key].as_array().unwrap_or_else(|| panic!("{name}: data.{key} is not an array: {data}"));
+            assert!(!list.is_empty(), "{name}: no {key} after five days of routine: {data}");
+            let want = match name {
+                "insights-home" => HOME,
+                "insights-work" => OFFICE,
+                _ => CAFE,
+            };
+            assert!(list.iter().any(|i| near(i, want)), "{name}: none at {want:?}: {data}");
+        }
+
+        // Tracking: what the page shows, and no ids.
+        "tracking-page" | "tracking-data" => {
+            let text = data.as_str().map_or_else(|| data.to_string(), str::to_owned);
+            for secret in [user, trip, fx.project.project_id.as_str()] {
+                assert!(!text.contains(secret), "{name} shows {secret}: {text}");
+            }
+        }
+        "tracking-asset" => assert!(data.as_str().is_some_and(|js| js.contains("Leaflet")), "leaflet.js"),
         other => panic!("no data check for {other}"),
     }
 }
@@ -606,21 +722,19 @@ async fn every_event_succeeds_through_its_function_within_its_policy() {
     let mut used: BTreeMap<&str, BTreeSet<Permission>> = BTreeMap::new();
     for case in CASES {
         let f = function_of_event(case.name);
-        assert_eq!(
-            matches!(case.answer, V2(..)),
-            f.auth == Auth::Bearer,
-            "{}: {} answers in the {} envelope",
-            case.name,
-            f.id,
-            if f.auth == Auth::Bearer { "v2" } else { "v1/v3" }
-        );
+        let kind = |a: Answer| match a {
+            V1(_) => Auth::ApiKey,
+            V2(..) => Auth::Bearer,
+            Public(_) => Auth::Public,
+        };
+        assert_eq!(kind(case.answer), f.auth, "{}: {} answers as {:?} functions do", case.name, f.id, f.auth);
         let mut fx = Fixture::new().await;
         fx.setup(case.setup).await;
         fx.store.take();
         let body = fx.ok(case.name, case.answer).await;
         let data = match case.answer {
             V1(_) => &body["data"],
-            V2(..) => &body,
+            V2(..) | Public(_) => &body,
         };
         check_data(case.name, &fx, data);
 
@@ -651,4 +765,60 @@ async fn every_event_succeeds_through_its_function_within_its_policy() {
             f.id
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The routine of `Setup::Routine`
+
+/// The routine's places, (lng, lat).
+const HOME: (f64, f64) = (13.4050, 52.5200);
+const OFFICE: (f64, f64) = (13.3777, 52.5163);
+const CAFE: (f64, f64) = (13.3950, 52.5250);
+
+/// Monday to Friday (2024-04-01 to 04-05) in Berlin (UTC+1 then): home until 08:00 and from
+/// 19:30 (from 18:00 on Tuesday and Thursday), the office 09:00-17:30, the café 18:00-19:30 on
+/// Monday, Wednesday and Friday; travel in between. A fix every 10 minutes, with
+/// `timezone_offset` "+0100" and a few meters of deterministic jitter.
+fn routine() -> Vec<Value> {
+    let monday = chrono::NaiveDate::from_ymd_opt(2024, 4, 1).expect("date");
+    let mut out = Vec::new();
+    for d in 0..5 {
+        let day = monday + Duration::days(d);
+        let cafe = d % 2 == 0;
+        for step in 0..24 * 6 {
+            let minute = step * 10;
+            let h = minute as f64 / 60.0;
+            let place = match h {
+                h if h < 8.0 => Some(HOME),
+                h if (9.0..17.5).contains(&h) => Some(OFFICE),
+                h if cafe && (18.0..19.5).contains(&h) => Some(CAFE),
+                h if h >= 19.5 || (!cafe && h >= 18.0) => Some(HOME),
+                _ => None,
+            };
+            // Travel: south of the places, a different point every fix (no stay).
+            let (lng, lat) = place.unwrap_or((13.3700 + (step % 12) as f64 * 0.003, 52.5050));
+            let jitter = ((step * 7 + d * 13) % 11) as f64 - 5.0; // -5..5
+            let (lng, lat) = (lng + jitter * 0.000_01, lat + jitter * 0.000_007);
+            let local = day.and_hms_opt(0, 0, 0).expect("midnight") + Duration::minutes(minute);
+            let at = local - Duration::hours(1);
+            out.push(json!({
+                "coordinates": [lng, lat],
+                "recorded_at": at.format("%Y-%m-%dT%H:%M:%S%.3f").to_string(),
+                "accuracy": 10.0,
+                "timezone_offset": "+0100",
+            }));
+        }
+    }
+    out
+}
+
+/// Whether an insight's geometry (a ring around the place) holds `p`.
+fn near(insight: &Value, p: (f64, f64)) -> bool {
+    let Some(ring) = insight["geometry"]["coordinates"][0].as_array() else { return false };
+    let (xs, ys): (Vec<f64>, Vec<f64>) =
+        ring.iter().map(|c| (c[0].as_f64().unwrap_or(f64::NAN), c[1].as_f64().unwrap_or(f64::NAN))).unzip();
+    let within = |v: &[f64], x: f64| {
+        v.iter().copied().fold(f64::MAX, f64::min) <= x && x <= v.iter().copied().fold(f64::MIN, f64::max)
+    };
+    within(&xs, p.0) && within(&ys, p.1)
 }

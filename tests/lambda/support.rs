@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use axum::Router;
 use axum::body::Body;
-use axum::http::StatusCode;
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use shared::AppState;
@@ -22,6 +23,9 @@ pub enum Auth {
     ApiKey,
     /// `Authorization: Bearer <access token>`; v2 envelope `{code, message, description, ...}`.
     Bearer,
+    /// No key: a token in the path is the credential; answers pages, assets and JSON of its own
+    /// (no envelope).
+    Public,
 }
 
 /// A Lambda function of template.yaml and the crate whose router it runs.
@@ -103,6 +107,22 @@ pub const FUNCTIONS: &[Function] = &[
         auth: Auth::ApiKey,
         routes: moving_geofences::ROUTES,
         router: moving_geofences::router,
+    },
+    Function {
+        id: "InsightsFunction",
+        binary: "insights",
+        event_prefix: "insights-",
+        auth: Auth::ApiKey,
+        routes: insights::ROUTES,
+        router: insights::router,
+    },
+    Function {
+        id: "TrackingFunction",
+        binary: "tracking",
+        event_prefix: "tracking-",
+        auth: Auth::Public,
+        routes: tracking::ROUTES,
+        router: tracking::router,
     },
 ];
 
@@ -256,18 +276,59 @@ fn one_or_many(v: &Value) -> Vec<Value> {
 // ---------------------------------------------------------------------------------------------
 // Routers
 
+/// A router's whole answer.
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Reply {
+    /// The body as JSON (panics on anything else).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|_| panic!("non-JSON body ({}): {}", self.status, String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn header(&self, name: &str) -> &str {
+        self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+    }
+
+    /// Whether this is the answer of `shared::http::service`'s fallbacks (no such path or method)
+    /// rather than of a route's handler.
+    pub fn is_fallback(&self) -> bool {
+        match self.status {
+            StatusCode::METHOD_NOT_ALLOWED => true,
+            StatusCode::NOT_FOUND => {
+                let body: Option<Value> = serde_json::from_slice(&self.body).ok();
+                let msg = body.as_ref().and_then(|b| b.get("msg").or_else(|| b.get("description")));
+                msg.and_then(Value::as_str).is_some_and(|m| m.contains("no endpoint at"))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Send one request through a finished router.
+pub async fn send_raw<B>(router: &Router, req: axum::http::Request<B>) -> Reply
+where
+    B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let res = router.clone().oneshot(req.map(Body::new)).await.expect("router is infallible");
+    let (parts, body) = res.into_parts();
+    let body = body.collect().await.expect("body").to_bytes();
+    Reply { status: parts.status, headers: parts.headers, body }
+}
+
 /// Send one request through a finished router; the body must be JSON.
 pub async fn send<B>(router: &Router, req: axum::http::Request<B>) -> (StatusCode, Value)
 where
     B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,
 {
-    let res = router.clone().oneshot(req.map(Body::new)).await.expect("router is infallible");
-    let status = res.status();
-    let bytes = res.into_body().collect().await.expect("body").to_bytes();
-    let body = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| panic!("non-JSON body ({status}): {}", String::from_utf8_lossy(&bytes)));
-    (status, body)
+    let reply = send_raw(router, req).await;
+    (reply.status, reply.json())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -300,6 +361,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "REPLACE_TRIP_ID",
     "REPLACE_GEOFENCE_ID",
     "REPLACE_SECOND_GEOFENCE_ID",
+    "REPLACE_TRACKING_TOKEN",
     "REPLACE_START_DATE",
     "REPLACE_END_DATE",
 ];

@@ -10,7 +10,9 @@ use shared::AppState;
 use shared::store::TABLES;
 use shared::store::tables::{PARTITION_KEY, SORT_KEY};
 
-use crate::support::{FUNCTIONS, Route, resource, resources_of, send, template, template_routes, with_bare_paths};
+use crate::support::{
+    Auth, FUNCTIONS, Function, Route, resource, resources_of, send_raw, template, template_routes, with_bare_paths,
+};
 
 #[test]
 fn tables_are_the_code_tables() {
@@ -90,6 +92,32 @@ fn trips_functions_get_the_tracking_base_url() {
         } else {
             assert_eq!(got, None, "{id} renders no trips: it needs no WAYMARK_TRACKING_BASE_URL");
         }
+    }
+}
+
+/// The tracking page's settings: optional parameters, passed to the tracking function only.
+/// Empty is their default: `tracking::PageConfig::from_env` treats an empty variable as unset.
+const TILE_SETTINGS: &[(&str, &str)] =
+    &[("WAYMARK_TILE_URL", "TileUrlTemplate"), ("WAYMARK_TILE_ATTRIBUTION", "TileAttribution")];
+
+#[test]
+fn the_tracking_function_is_public_and_gets_the_tile_settings() {
+    let t = template();
+    for (var, param) in TILE_SETTINGS {
+        let p = &t["Parameters"][param];
+        assert_eq!((&p["Type"], &p["Default"]), (&json!("String"), &json!("")), "{param}: an optional string");
+        for (id, _) in resources_of(&t, "AWS::Serverless::Function") {
+            let got = environment(&t, id).get(*var).cloned();
+            let want = (id == "TrackingFunction").then(|| json!({"Ref": param}));
+            assert_eq!(got, want, "{id}: {var}");
+        }
+    }
+    // The link must open without a key: no authorizer on the API or on the function's routes.
+    let api = &resource(&t, "HttpApi")["Properties"];
+    assert!(api.get("Auth").is_none(), "HttpApi: an authorizer would lock out the tracking page");
+    let events = resource(&t, "TrackingFunction")["Properties"]["Events"].as_object().expect("Events");
+    for (name, e) in events {
+        assert!(e["Properties"].get("Auth").is_none(), "TrackingFunction.Events.{name}: public, no Auth");
     }
 }
 
@@ -181,11 +209,7 @@ fn every_function_builds_a_workspace_binary() {
 }
 
 /// Workspace binaries that are not Lambda functions of template.yaml, and why.
-const NOT_IN_TEMPLATE: &[(&str, &str)] = &[
-    ("waymark", "the local server and admin CLI"),
-    ("insights", "not packaged yet: needs InsightsFunction, its events/ and an entry in FUNCTIONS"),
-    ("tracking", "not packaged yet: TrackingFunction is drafted in docs/tracking.md (public, no key)"),
-];
+const NOT_IN_TEMPLATE: &[(&str, &str)] = &[("waymark", "the local server and admin CLI")];
 
 #[test]
 fn every_workspace_binary_is_a_function_or_listed() {
@@ -207,14 +231,20 @@ fn every_workspace_binary_is_a_function_or_listed() {
 }
 
 /// Whether the router answers `method path` itself (rather than its 404/405 fallback). Requests
-/// carry no key, so a served route answers 401 before any handler logic.
-async fn serves(router: &axum::Router, method: &str, path: &str) -> bool {
+/// carry no key, so a served route of a keyed function answers 401 before any handler logic; a
+/// public function's handler answers on its own (for a path with `{token}` in it: not found).
+async fn serves(f: &Function, router: &axum::Router, method: &str, path: &str) -> bool {
     let req = Request::builder().method(method).uri(path).body(Body::empty()).expect("request");
-    let (status, body) = send(router, req).await;
-    match status {
-        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => false,
-        StatusCode::UNAUTHORIZED => true,
-        other => panic!("{method} {path} without a key answered {other}: {body}"),
+    let reply = send_raw(router, req).await;
+    if reply.is_fallback() {
+        return false;
+    }
+    match (f.auth, reply.status) {
+        (Auth::ApiKey | Auth::Bearer, StatusCode::UNAUTHORIZED) => true,
+        (Auth::Public, status) if status != StatusCode::UNAUTHORIZED => true,
+        (_, other) => {
+            panic!("{}: {method} {path} without a key answered {other}: {}", f.id, String::from_utf8_lossy(&reply.body))
+        }
     }
 }
 
@@ -242,7 +272,7 @@ async fn routes_are_what_each_function_serves() {
         let mut served: BTreeSet<Route> = BTreeSet::new();
         for path in &paths {
             for m in methods {
-                if serves(&router, m, path).await {
+                if serves(f, &router, m, path).await {
                     served.insert((m.to_owned(), path.clone()));
                 }
             }
