@@ -37,22 +37,27 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         if !is_json {
             return Err(ApiError::bad_request("Content-Type: the body must be sent as application/json"));
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|r| {
-            if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("body: larger than the {MAX_BODY_BYTES} bytes accepted"),
-                )
-            } else {
-                ApiError::bad_request(format!("body: could not be read ({})", r.body_text()))
-            }
-        })?;
-        // serde would read a JSON array positionally into a struct; every body here is an object.
-        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
-            Some(b'{') => parse_json(&bytes).map(ApiJson),
-            None => Err(ApiError::bad_request("body: is empty; a JSON object is required")),
-            Some(_) => Err(ApiError::bad_request("body: must be a JSON object")),
-        }
+        let bytes = Bytes::from_request(req, state).await.map_err(body_rejection)?;
+        parse_json_object(&bytes).map(ApiJson)
+    }
+}
+
+/// A body that could not be read, in the envelope: 413 over the limit, else 400.
+pub fn body_rejection(r: axum::extract::rejection::BytesRejection) -> ApiError {
+    if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("body: larger than the {MAX_BODY_BYTES} bytes accepted"))
+    } else {
+        ApiError::bad_request(format!("body: could not be read ({})", r.body_text()))
+    }
+}
+
+/// Parse a JSON object body. serde would read a JSON array positionally into a struct; every
+/// body here is an object.
+pub fn parse_json_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => parse_json(bytes),
+        None => Err(ApiError::bad_request("body: is empty; a JSON object is required")),
+        Some(_) => Err(ApiError::bad_request("body: must be a JSON object")),
     }
 }
 

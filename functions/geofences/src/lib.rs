@@ -13,7 +13,7 @@ use shared::auth::SecretKey;
 use shared::domain::geofences::{
     self, CreateGeofence, GeometryType, ListFilter, UpdateGeofence, events, geofence_json,
 };
-use shared::extract::parse_json;
+use shared::extract::parse_json_object;
 use shared::http::route;
 use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
@@ -57,14 +57,6 @@ async fn create(
     Ok(Envelope::created("Geofence created", data))
 }
 
-/// Update body: `geofence_id` is a string (v3 documents it as an integer; both are taken).
-#[derive(Debug, Deserialize)]
-struct UpdateBody {
-    geofence_id: Value,
-    #[serde(flatten)]
-    changes: UpdateGeofence,
-}
-
 fn id_text(v: &Value) -> Result<String, ApiError> {
     match v {
         Value::String(s) if !s.is_empty() => Ok(s.clone()),
@@ -76,10 +68,10 @@ fn id_text(v: &Value) -> Result<String, ApiError> {
 async fn update(
     SecretKey(p): SecretKey,
     State(s): State<AppState>,
-    ApiJson(body): ApiJson<UpdateBody>,
+    ApiJson(body): ApiJson<UpdateGeofence>,
 ) -> Result<Envelope<Value>, ApiError> {
     let id = id_text(&body.geofence_id)?;
-    let g = geofences::update(s.store.as_ref(), &p, &id, body.changes).await?;
+    let g = geofences::update(s.store.as_ref(), &p, &id, body).await?;
     Ok(Envelope::ok("Geofence updated", geofence_json(&g, "id")))
 }
 
@@ -90,9 +82,10 @@ async fn delete(
     State(s): State<AppState>,
     q: Params,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Envelope<Value>, ApiError> {
     let store = s.store.as_ref();
+    let body = body.map_err(shared::extract::body_rejection)?;
     if let Some(id) = q.opt("geofence_id") {
         geofences::delete(store, &p, id).await?;
         return Ok(Envelope::ok("Geofence deleted", json!({})));
@@ -111,7 +104,7 @@ async fn delete(
     struct DeleteBody {
         geofence_id: Value,
     }
-    let b: DeleteBody = parse_json(&body)?;
+    let b: DeleteBody = parse_json_object(&body)?;
     match &b.geofence_id {
         Value::Array(ids) => {
             let ids = ids.iter().map(id_text).collect::<Result<Vec<_>, _>>()?;

@@ -3,7 +3,6 @@
 use axum::Router;
 use axum::extract::State;
 use axum::routing::post;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use shared::auth::SecretKey;
 use shared::domain::geofences::moving::{self, CreateMoving, moving_json};
@@ -32,24 +31,17 @@ async fn create(
     Ok(Envelope::created("Moving geofence created", moving_json(&g)))
 }
 
-#[derive(Debug, Deserialize)]
-struct UpdateBody {
-    geofence_id: Value,
-    #[serde(flatten)]
-    changes: UpdateGeofence,
-}
-
 async fn update(
     SecretKey(p): SecretKey,
     State(s): State<AppState>,
-    ApiJson(b): ApiJson<UpdateBody>,
+    ApiJson(b): ApiJson<UpdateGeofence>,
 ) -> Result<Envelope<Value>, ApiError> {
     let id = match &b.geofence_id {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
         _ => return Err(ApiError::field("geofence_id", "must be a geofence id")),
     };
-    let g = moving::update(s.store.as_ref(), &p, &id, b.changes).await?;
+    let g = moving::update(s.store.as_ref(), &p, &id, b).await?;
     Ok(Envelope::ok("Moving geofence updated", moving_json(&g)))
 }
 

@@ -116,16 +116,26 @@ impl Shape {
 
     /// The cells of PRECISION the shape overlaps.
     pub fn cells(&self, field: &str) -> Result<Vec<String>, ApiError> {
-        cells_in(&self.bbox(field)?, |cell| self.overlaps(cell))
+        cells_in(field, &self.bbox(field)?, |cell| self.overlaps(cell))
     }
 }
 
+/// Most cells of a bounding box examined: a 5 km search circle near latitude 85 spans ~1,700;
+/// anything larger is refused before any work (a continent-sized polygon would take hours).
+pub const MAX_BBOX_CELLS: i64 = 2_500;
+
 /// Cells of PRECISION whose rectangles meet `bbox` and pass `keep`.
-fn cells_in(bbox: &Rect<f64>, keep: impl Fn(&Rect<f64>) -> bool) -> Result<Vec<String>, ApiError> {
+fn cells_in(field: &str, bbox: &Rect<f64>, keep: impl Fn(&Rect<f64>) -> bool) -> Result<Vec<String>, ApiError> {
     let i0 = ((bbox.min().x + 180.0) / CELL_LNG).floor() as i64;
     let i1 = ((bbox.max().x + 180.0) / CELL_LNG).floor() as i64;
     let j0 = ((bbox.min().y + 90.0) / CELL_LAT).floor() as i64;
     let j1 = ((bbox.max().y + 90.0) / CELL_LAT).floor() as i64;
+    if (i1 - i0 + 1).saturating_mul(j1 - j0 + 1) > MAX_BBOX_CELLS {
+        return Err(ApiError::field(
+            field,
+            "the area is too large for the index (a geofence may span a few kilometers)",
+        ));
+    }
     let mut out = Vec::new();
     for j in j0..=j1 {
         for i in i0..=i1 {
@@ -185,6 +195,14 @@ mod tests {
         assert_eq!(s.distance_m(LngLat { lng: 0.005, lat: 0.0 }), 0.0);
         let d = s.distance_m(LngLat { lng: 0.005, lat: -0.001 });
         assert!((d - 110.6).abs() < 1.0, "{d}");
+    }
+
+    #[test]
+    fn a_huge_polygon_is_refused_before_any_work() {
+        let ring = geo::LineString::from(vec![(-80.0, -40.0), (90.0, -40.0), (0.0, 2.0), (-80.0, -40.0)]);
+        let started = std::time::Instant::now();
+        assert!(Shape::Polygon(geo::Polygon::new(ring, vec![])).cells("coordinates").is_err());
+        assert!(started.elapsed() < std::time::Duration::from_millis(100));
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub const RADIUS_M: std::ops::RangeInclusive<i64> = 50..=1000;
 pub const MAX_CELLS: usize = 98;
 /// Most vertices of a polygon.
 pub const MAX_VERTICES: usize = 500;
+/// Most user ids, and most group ids, a fence may be scoped to.
+pub const MAX_SCOPE_IDS: usize = 100;
 /// Most ids in one bulk delete (interface.md).
 pub const MAX_BULK_DELETE: usize = 200;
 
@@ -308,6 +310,11 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateGeofence) -> Re
     };
     let user_ids = dedup(input.user_ids.clone().unwrap_or_default());
     let group_ids = dedup(input.group_ids.clone().unwrap_or_default());
+    for (field, ids) in [("user_ids", &user_ids), ("group_ids", &group_ids)] {
+        if ids.len() > MAX_SCOPE_IDS {
+            return Err(ApiError::field(field, format!("at most {MAX_SCOPE_IDS} ids")));
+        }
+    }
     check_scope(store, p, &user_ids, &group_ids).await?;
     let now = Timestamp::now();
     let mut g = Geofence {
@@ -363,9 +370,11 @@ pub async fn get(store: &dyn Store, p: &Project, id: &str) -> Result<Geofence, A
     Ok(from_item(item)?)
 }
 
-/// What an update may change.
+/// An update: which fence (`geofence_id`: a string; v3 documents it as an integer, so a number
+/// is taken too) and what may change.
 #[derive(Debug, Default, Deserialize)]
 pub struct UpdateGeofence {
+    pub geofence_id: Value,
     #[serde(default)]
     pub metadata: Option<Map<String, Value>>,
     #[serde(default)]

@@ -88,6 +88,8 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateMoving) -> Resu
     }
     let radius_m = parse_radius(input.geometry_radius.as_ref())?;
     check_color(&input.color_code)?;
+    crate::domain::check_text("tag", &input.tag)?;
+    crate::domain::check_text("description", &input.description)?;
     if let Some(m) = &input.metadata {
         metadata::validate("metadata", m)?;
     }
