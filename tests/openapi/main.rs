@@ -1,6 +1,8 @@
 //! `openapi.yaml` against the router: it documents exactly the operations the functions serve,
 //! and every one of them is really routed (with and without the trailing slash), answers in the
-//! envelope of its generation (v1/v3 or v2), with the key rules the document states.
+//! envelope of its generation (v1/v3 or v2), with the key rules the document states. The public
+//! operations (the trip tracking page: `local::public_routes()`, `security: []`) ask for no key
+//! and answer their own 404s; they are checked to be served with a real trip's token.
 
 use std::collections::BTreeSet;
 
@@ -11,7 +13,9 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use serde_yaml::Value as Yaml;
 use shared::AppState;
+use shared::auth::{KeyKind, Project};
 use shared::domain::projects::{self, ChosenKeys};
+use shared::domain::trips::{self, Api, NewTrip};
 use tower::ServiceExt;
 
 const SPEC: &str = include_str!("../../openapi.yaml");
@@ -48,8 +52,18 @@ fn documented() -> Vec<Op> {
     ops
 }
 
+/// The operations that ask for a key.
 fn served() -> Vec<Op> {
     local::all_routes().into_iter().map(|(m, p)| (m.to_owned(), p.to_owned())).collect()
+}
+
+/// The public operations (no key): the trip tracking page, its data and assets.
+fn public() -> Vec<Op> {
+    local::public_routes().into_iter().map(|(m, p)| (m.to_owned(), p.to_owned())).collect()
+}
+
+fn is_public(method: &str, path: &str) -> bool {
+    public().iter().any(|(m, p)| m == method && p == path)
 }
 
 fn set(ops: &[Op]) -> BTreeSet<Op> {
@@ -72,9 +86,18 @@ enum Cred<'a> {
 
 /// A well-formed id that names nothing, for `{id}` path parameters.
 const SAMPLE_ID: &str = "0123456789abcdef01234567";
+/// A well-formed tracking token that names no trip, for `{token}` path parameters.
+const SAMPLE_TOKEN: &str = "0123456789abcdef0123456789abcdef";
+/// An asset the tracking page has, for `{file}` path parameters.
+const SAMPLE_FILE: &str = "track.js";
+
+/// A path with its parameters filled in.
+fn fill(path: &str, token: &str, file: &str) -> String {
+    path.replace("{id}", SAMPLE_ID).replace("{token}", token).replace("{file}", file)
+}
 
 async fn call(app: &Router, method: &str, path: &str, cred: Cred<'_>) -> (StatusCode, String, Option<Value>) {
-    let uri = path.replace("{id}", SAMPLE_ID);
+    let uri = fill(path, SAMPLE_TOKEN, SAMPLE_FILE);
     let mut req = Request::builder().method(Method::from_bytes(method.as_bytes()).expect("method")).uri(uri);
     match cred {
         Cred::None => {}
@@ -127,14 +150,20 @@ fn is_distinct_bare(path: &str, served: &[Op]) -> bool {
 fn spec_documents_exactly_the_served_operations() {
     let documented = documented();
     let served = served();
+    let public = public();
     assert_eq!(set(&documented).len(), documented.len(), "openapi.yaml lists an operation twice: {documented:?}");
     assert_eq!(set(&served).len(), served.len(), "all_routes() has a duplicate: {served:?}");
+    assert_eq!(set(&public).len(), public.len(), "public_routes() has a duplicate: {public:?}");
     for (m, p) in &served {
         assert!(
             p.starts_with("/v") && (p.ends_with('/') || is_distinct_bare(p, &served)),
             "{m} {p}: ROUTES paths carry the trailing slash (a bare path only beside its slash form)"
         );
     }
+    for (m, p) in &public {
+        assert!(!p.starts_with("/v"), "{m} {p}: a public path is outside the keyed API's /v1, /v2, /v3");
+    }
+    let served: Vec<Op> = served.into_iter().chain(public).collect();
     let missing: Vec<_> = set(&served).difference(&set(&documented)).cloned().collect();
     let extra: Vec<_> = set(&documented).difference(&set(&served)).cloned().collect();
     assert!(missing.is_empty(), "served but not in openapi.yaml: {missing:?}");
@@ -154,26 +183,96 @@ async fn every_operation_is_routed_and_asks_for_a_key() {
     }
 }
 
+/// Public operations are documented as such (`security: []`) and answer without a key: the page,
+/// its data and every documented asset of a real trip's link with 200, and an unknown token or
+/// asset with the function's own 404, not the router's fallback (its envelope). A key, if one is
+/// sent anyway, changes nothing.
+#[tokio::test]
+async fn public_operations_are_served_without_a_key() {
+    let state = AppState::memory().expect("memory store");
+    let store = state.store.as_ref();
+    let issued = projects::create(store, "openapi", &ChosenKeys::default()).await.expect("project");
+    let p =
+        Project { project_id: issued.project_id.clone(), account_id: issued.account_id.clone(), kind: KeyKind::Secret };
+    let trip = trips::create(store, &p, Api::V1, NewTrip::default()).await.expect("trip");
+    let token = trip.tracking_token;
+    let app = local::app(state);
+    let spec = spec();
+
+    // What the router's fallback answers, to tell it apart from a public operation's own 404.
+    let is_fallback = |body: &Option<Value>| {
+        body.as_ref().is_some_and(|b| {
+            b["status"] == Value::Bool(false) && b["msg"].as_str().is_some_and(|m| m.starts_with("path: no endpoint"))
+        })
+    };
+    let (status, _, body) = call(&app, "GET", &format!("/track/{token}/nothing-here/"), Cred::None).await;
+    assert!(status == StatusCode::NOT_FOUND && is_fallback(&body), "the fallback: {status} {body:?}");
+
+    let public = public();
+    assert!(!public.is_empty());
+    for (method, path) in &public {
+        let op = &spec["paths"][path.as_str()][method.to_ascii_lowercase().as_str()];
+        assert_eq!(
+            op["security"].as_sequence().map(Vec::len),
+            Some(0),
+            "{method} {path}: a public operation is documented with `security: []`"
+        );
+        // The files the spec lists for `{file}` (a path without it has one value to try).
+        let files: Vec<String> = op["parameters"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .find(|prm| prm["name"].as_str() == Some("file"))
+            .map(|prm| {
+                prm["schema"]["enum"]
+                    .as_sequence()
+                    .expect("file enum")
+                    .iter()
+                    .filter_map(Yaml::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_else(|| vec![SAMPLE_FILE.to_owned()]);
+        for form in both_forms(path) {
+            for file in &files {
+                let uri = fill(&form, &token, file);
+                for (cred, what) in [(Cred::None, "without a key"), (Cred::ApiKey(&issued.api_key), "with the API key")]
+                {
+                    let (status, _, body) = call(&app, method, &uri, cred).await;
+                    assert_eq!(status, StatusCode::OK, "{method} {uri} {what}: {body:?}");
+                }
+            }
+            let unknown = fill(&form, SAMPLE_TOKEN, "nothing.js");
+            let (status, _, body) = call(&app, method, &unknown, Cred::None).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{method} {unknown}: {body:?}");
+            assert!(!is_fallback(&body), "{method} {unknown}: answered by the router's fallback, not the operation");
+        }
+    }
+}
+
 #[tokio::test]
 async fn other_methods_answer_405_in_the_envelope() {
     let app = app();
-    let served = served();
+    let served: Vec<Op> = served().into_iter().chain(public()).collect();
     // A distinct bare path and its slash form answer the same methods: those of both.
     let paths: BTreeSet<String> = served.iter().map(|(_, p)| with_slash(p)).collect();
     for path in &paths {
-        let allowed: BTreeSet<&str> =
-            served.iter().filter(|(_, p)| with_slash(p) == *path).map(|(m, _)| m.as_str()).collect();
+        let group: Vec<&Op> = served.iter().filter(|(_, p)| with_slash(p) == *path).collect();
+        let allowed: BTreeSet<&str> = group.iter().map(|(m, _)| m.as_str()).collect();
+        // The forms the group is served at (a path written without the slash has only that one).
+        let forms: BTreeSet<String> = group.iter().flat_map(|(_, p)| both_forms(p)).collect();
         // A GET route answers HEAD too (HTTP semantics); that is not a separate operation.
         let implied = |m: &str| m == "HEAD" && allowed.contains("GET");
         for method in METHODS.iter().filter(|m| !allowed.contains(*m) && !implied(m)) {
-            for p in both_forms(path) {
-                let (status, allow, body) = call(&app, method, &p, Cred::None).await;
+            for p in &forms {
+                let p = p.as_str();
+                let (status, allow, body) = call(&app, method, p, Cred::None).await;
                 let what = format!("{method} {p}");
                 assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{what}: {body:?}");
                 let listed: BTreeSet<&str> = allow.split(',').map(str::trim).filter(|m| *m != "HEAD").collect();
                 assert_eq!(listed, allowed, "{what}: Allow header '{allow}'");
                 if *method != "HEAD" {
-                    assert_error_envelope(&p, &what, status, body.as_ref());
+                    assert_error_envelope(p, &what, status, body.as_ref());
                 }
             }
         }
@@ -233,7 +332,8 @@ async fn credentials_match_the_documented_security() {
     }
 }
 
-/// Every operation documents the error statuses it can answer with, in the error envelope.
+/// Every operation documents the error statuses it can answer with, in the error envelope; a
+/// public one documents its own 404 and no key errors.
 #[test]
 fn operations_document_their_errors() {
     let spec = spec();
@@ -241,6 +341,16 @@ fn operations_document_their_errors() {
         let op = &spec["paths"][path.as_str()][method.to_ascii_lowercase().as_str()];
         let responses = op["responses"].as_mapping().expect("responses");
         let codes: BTreeSet<&str> = responses.keys().filter_map(Yaml::as_str).collect();
+        if is_public(&method, &path) {
+            for code in ["200", "404"] {
+                assert!(codes.contains(code), "{method} {path}: no {code} response");
+            }
+            for code in ["401", "403"] {
+                assert!(!codes.contains(code), "{method} {path}: public, yet documents {code}");
+            }
+            assert!(op["requestBody"].is_null(), "{method} {path}: a public operation takes no body");
+            continue;
+        }
         for code in ["200", "400", "401", "500"] {
             assert!(codes.contains(code), "{method} {path}: no {code} response");
         }
