@@ -18,16 +18,17 @@
 #
 # Usage: scripts/bench/geofences.sh
 # Env: FENCES (100000), QUERIES (2000), RADII (1000,5000), DUR (wrk duration, 20s),
-#      INGEST_BATCHES (1000), INGEST_CONNS (users = wrk threads = connections, 2), ROUNDS (3), DDB_FENCES (100000),
-#      DDB_QUERIES (500), OUT (output folder, default a new /tmp/gfbench.*), SKIP_BUILD,
-#      SKIP_CITIES, SKIP_HTTP, SKIP_DYNAMO, SKIP_PG.
+#      INGEST_BATCHES (1000), INGEST_CONNS (users = wrk threads = connections, 2), ROUNDS (3),
+#      DDB_FENCES (100000), DDB_QUERIES (500), OUT (output folder, default a new /tmp/gfbench.*;
+#      the PostGIS server reads the exported CSVs, so it must be readable by user postgres),
+#      SKIP_BUILD, SKIP_CITIES, SKIP_HTTP, SKIP_DYNAMO, SKIP_PG.
 # Needs: cargo; installs with apt-get what is missing (wrk, postgresql-15-postgis-3, and for
 # DynamoDB Local openjdk-17-jre-headless and npm, via scripts/dynamodb-local.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-root="$PWD"
 FENCES="${FENCES:-100000}" QUERIES="${QUERIES:-2000}" RADII="${RADII:-1000,5000}" DUR="${DUR:-20s}"
-INGEST_CONNS="${INGEST_CONNS:-2}" ROUNDS="${ROUNDS:-3}" INGEST_BATCHES="${INGEST_BATCHES:-1000}" DDB_FENCES="${DDB_FENCES:-100000}" DDB_QUERIES="${DDB_QUERIES:-500}"
+INGEST_CONNS="${INGEST_CONNS:-2}" ROUNDS="${ROUNDS:-3}" INGEST_BATCHES="${INGEST_BATCHES:-1000}"
+DDB_FENCES="${DDB_FENCES:-100000}" DDB_QUERIES="${DDB_QUERIES:-500}"
 OUT="${OUT:-$(mktemp -d /tmp/gfbench.XXXXXX)}"
 mkdir -p "$OUT"
 chmod 755 "$OUT"
@@ -46,8 +47,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
+apt_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q "$@" >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q "$@" >/dev/null; }
+}
 apt_need() { # command package
-  command -v "$1" >/dev/null || { log "installing $2"; DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2" >/dev/null; }
+  command -v "$1" >/dev/null || { log "installing $2"; apt_install "$2"; }
 }
 apt_need wrk wrk
 apt_need curl curl
@@ -90,8 +95,8 @@ if [ -z "${SKIP_HTTP:-}" ]; then
     for conf in "t1c1" "t2c8"; do
       t="${conf:1:1}" c="${conf:3}"
       log "1b. GET /v1/api/search/geofences/ radius $r: wrk -t$t -c$c -d$DUR --latency"
-      wrk -t"$t" -c"$c" -d"$DUR" --latency -s scripts/bench/search.lua "$url" | tee "$OUT/http_search_${r}_${conf}.json" |
-        grep -E 'Requests/sec|Latency  |JSON'
+      wrk -t"$t" -c"$c" -d"$DUR" --latency -s scripts/bench/search.lua "$url" |
+        tee "$OUT/http_search_${r}_${conf}.json" | grep -E 'Requests/sec|Latency  |JSON'
     done
   done
 
@@ -112,12 +117,13 @@ if [ -z "${SKIP_HTTP:-}" ]; then
     for flag in off on; do
       [ "$flag" = on ] && ev=true || ev=false
       export WM_USERS="$(new_users "$INGEST_CONNS" "$ev")"
-      log "2. POST /v1/api/location/ (100 fixes per request, geofence_events $flag, $INGEST_CONNS new users): wrk -t$INGEST_CONNS -c$INGEST_CONNS -d$DUR"
+      log "2. POST /v1/api/location/ (100 fixes per request, geofence_events $flag, $INGEST_CONNS new users):" \
+        "wrk -t$INGEST_CONNS -c$INGEST_CONNS -d$DUR"
       wrk -t"$INGEST_CONNS" -c"$INGEST_CONNS" -d"$DUR" --latency -s scripts/bench/ingest_fenced.lua "$url" |
         tee "$OUT/ingest_${flag}_$round.json" | grep -E 'Requests/sec|Latency  |JSON'
     done
   done
-  # Events fired by the "on" runs (pages of 10).
+  # Events in the project (pages of 10): the in-process run's and the "on" rounds'.
   api "$url/v1/api/event/?start_date=2020-12-01&end_date=2030-12-31" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)["data"]
@@ -142,14 +148,14 @@ fi
 if [ -z "${SKIP_PG:-}" ]; then
   [ -x /usr/lib/postgresql/15/bin/initdb ] && [ -f /usr/share/postgresql/15/extension/postgis.control ] || {
     log "installing postgresql-15-postgis-3"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql-15-postgis-3 >/dev/null
+    apt_install postgresql-15-postgis-3
   }
   pgbin=/usr/lib/postgresql/15/bin
   pgdir="$OUT/pg"
   pgport="$(free_port)"
   rm -rf "$pgdir"
   mkdir -p "$pgdir"
-  chown postgres "$pgdir"
+  if [ "$(id -u)" = 0 ]; then chown postgres "$pgdir"; fi
   as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
   log "3. PostGIS: cluster in $pgdir on port $pgport"
   as_pg "$pgbin/initdb" -D "$pgdir/data" -A trust -U postgres >/dev/null

@@ -9,6 +9,7 @@
 -- geography (WGS 84, spheroid distances); distances reported are those of Waymark's search
 -- (0 inside, else to the circle's edge / the polygon's boundary).
 \set ON_ERROR_STOP on
+SET client_min_messages = warning;
 \timing off
 CREATE EXTENSION IF NOT EXISTS postgis;
 DROP TABLE IF EXISTS fences_raw, circles, polygons, queries, timings;
