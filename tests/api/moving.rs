@@ -1,7 +1,7 @@
 //! Moving geofences: CRUD shapes, and entry/exit when users come near a followed user.
 
 use axum::http::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::both;
 use crate::helpers::{TestApp, assert_error};
@@ -179,5 +179,4 @@ both!(a_disabled_moving_fence_and_another_project_fire_nothing, |app| async move
         )
         .await;
     assert_error(s, &r, StatusCode::NOT_FOUND, "geofence_id");
-    let _: Value = r;
 });

@@ -84,6 +84,12 @@ async fn sort_keys(store: &dyn Store, pk: &str) -> Result<Vec<String>, ApiError>
     Ok(page.items.iter().filter_map(|i| i.get("sk").and_then(|v| v.as_str()).map(str::to_owned)).collect())
 }
 
+/// Whether the group has any member (one item read, not the whole group).
+pub async fn exists(store: &dyn Store, p: &Project, group_id: &str) -> Result<bool, ApiError> {
+    let q = Query::new(members_pk(&p.project_id, group_id), SkRange::All).limit(1);
+    Ok(!store.query(Table::Main, &q).await?.items.is_empty())
+}
+
 /// Users in the group, by id.
 pub async fn members(store: &dyn Store, p: &Project, group_id: &str) -> Result<Vec<String>, ApiError> {
     sort_keys(store, &members_pk(&p.project_id, group_id)).await

@@ -27,7 +27,7 @@ pub async fn after_store(store: &dyn Store, p: &Project, user_id: &str, stored: 
     })
     .await?;
     trips::on_locations(store, p, user_id, stored).await?;
-    geofences::events::on_locations(store, p, user_id, stored).await?;
+    geofences::events::on_locations(store, p, &user, stored).await?;
     insights::on_locations(store, p, user_id, stored).await?;
     // Moving fences follow latest positions: only a batch that moved the user counts.
     if let Some(before) = before.into_inner().unwrap_or_else(|e| e.into_inner()) {

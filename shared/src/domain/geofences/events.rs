@@ -25,8 +25,9 @@ use serde_json::{Value, json};
 
 use super::{Geofence, in_cell, index};
 use crate::auth::Project;
+use crate::domain::groups;
 use crate::domain::locations::Location;
-use crate::domain::{groups, users};
+use crate::domain::users::User;
 use crate::error::ApiError;
 use crate::ids::{id_at, id_range};
 use crate::paging::{PageInfo, PageNumber, list_page};
@@ -86,8 +87,9 @@ fn fence_users_pk(pid: &str, fid: &str) -> String {
 }
 
 /// The ingest hook: evaluate newly stored locations (in `recorded_at` order) for the user.
-pub async fn on_locations(store: &dyn Store, p: &Project, user_id: &str, stored: &[Location]) -> Result<(), ApiError> {
-    let Some(user) = users::get(store, p, user_id).await? else { return Ok(()) };
+/// `user` is the record ingest just wrote (not read again here).
+pub async fn on_locations(store: &dyn Store, p: &Project, user: &User, stored: &[Location]) -> Result<(), ApiError> {
+    let user_id = user.id.as_str();
     if !user.flags.geofence_events || stored.is_empty() {
         return Ok(());
     }

@@ -256,7 +256,7 @@ async fn check_scope(
     }
     let mut unknown = Vec::new();
     for g in group_ids {
-        if groups::check_group_id(g).is_err() || groups::members(store, p, g).await?.is_empty() {
+        if groups::check_group_id(g).is_err() || !groups::exists(store, p, g).await? {
             unknown.push(g.as_str());
         }
     }

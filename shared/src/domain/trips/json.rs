@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::route::{Activity, Route};
+use super::route::Route;
 use super::{Summary, Trip, TripEvent, TripState, Waypoint, WaypointKind};
 use crate::domain::locations::location_json;
 use crate::domain::users::User;
@@ -173,9 +173,4 @@ pub fn summary_json(s: &Summary, detailed: bool) -> Value {
         v["total_elevation_gain"] = round2(s.route.elevation_gain_m).into();
     }
     v
-}
-
-/// Count of stops found, for callers that report it.
-pub fn stop_count(r: &Route) -> usize {
-    r.segments.iter().filter(|s| s.2 == Activity::Stop).count()
 }
