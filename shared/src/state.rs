@@ -8,12 +8,17 @@ use crate::store::{DynamoStore, EmbeddedStore, Store, StoreError, TableNames};
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub config: Arc<Config>,
+    /// Woken when webhook messages may have been queued (the local delivery worker listens).
+    pub wake: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Base of `trip_tracking_url` links (env `WAYMARK_TRACKING_BASE_URL`).
     pub tracking_base_url: String,
+    /// Webhook endpoints may use `http` and private addresses (env
+    /// `WAYMARK_WEBHOOK_ALLOW_PRIVATE=1`; local development and tests only).
+    pub allow_private_webhooks: bool,
 }
 
 impl Config {
@@ -21,13 +26,18 @@ impl Config {
         Self {
             tracking_base_url: std::env::var("WAYMARK_TRACKING_BASE_URL")
                 .unwrap_or_else(|_| "http://127.0.0.1:3000/track".into()),
+            allow_private_webhooks: crate::domain::webhooks::allow_private(),
         }
     }
 }
 
 impl AppState {
     pub fn new(store: impl Store) -> Self {
-        Self { store: Arc::new(store), config: Arc::new(Config::from_env()) }
+        Self {
+            store: Arc::new(store),
+            config: Arc::new(Config::from_env()),
+            wake: Arc::new(tokio::sync::Notify::new()),
+        }
     }
 
     /// DynamoDB with table names from the environment (how a Lambda function starts).

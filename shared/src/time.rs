@@ -82,6 +82,16 @@ impl DateRange {
         Ok(Some(Self { start: local_midnight(start, tz), end: local_midnight(next, tz) }))
     }
 
+    /// `[since, until)` from two timestamps given in the named fields.
+    pub fn parse_fields(since: (&str, &str), until: (&str, &str)) -> Result<Self, ApiError> {
+        let start = parse_ts(since.0, since.1)?;
+        let end = parse_ts(until.0, until.1)?;
+        if end <= start {
+            return Err(ApiError::field(until.0, format!("must be after {}", since.0)));
+        }
+        Ok(Self { start, end })
+    }
+
     pub fn contains(&self, t: DateTime<Utc>) -> bool {
         self.start <= t && t < self.end
     }

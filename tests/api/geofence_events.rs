@@ -16,18 +16,18 @@ use crate::trace::{Trace, offset};
 use crate::trips::ts;
 
 /// Every trace starts at this instant (2024-05-01T10:00:00Z); events are listed for that day.
-fn t0() -> DateTime<Utc> {
+pub(crate) fn t0() -> DateTime<Utc> {
     NaiveDateTime::parse_from_str("2024-05-01T10:00:00", "%Y-%m-%dT%H:%M:%S").unwrap().and_utc()
 }
-const DAY: &str = "start_date=2024-05-01&end_date=2024-05-02";
+pub(crate) const DAY: &str = "start_date=2024-05-01&end_date=2024-05-02";
 
 /// A fix at `p` (lng, lat), `s` seconds after [`t0`].
-fn fix(p: (f64, f64), s: i64) -> Value {
+pub(crate) fn fix(p: (f64, f64), s: i64) -> Value {
     json!({"coordinates": [p.0, p.1], "recorded_at": ts(t0() + Duration::seconds(s)), "accuracy": 5.0})
 }
 
 /// `p` moved `dx` east and `dy` north meters.
-fn at(p: (f64, f64), dx: f64, dy: f64) -> (f64, f64) {
+pub(crate) fn at(p: (f64, f64), dx: f64, dy: f64) -> (f64, f64) {
     offset(p.0, p.1, dx, dy)
 }
 
@@ -38,7 +38,7 @@ async fn events_on(app: &TestApp, key: Key<'_>, user: &str) {
 }
 
 /// A user with `geofence_events` on.
-async fn tracked_user(app: &TestApp) -> String {
+pub(crate) async fn tracked_user(app: &TestApp) -> String {
     let u = app.create_user(json!({})).await;
     events_on(app, Key::Secret, &u).await;
     u
@@ -51,7 +51,7 @@ async fn send_as(app: &TestApp, key: Key<'_>, user: &str, fixes: &[Value]) -> Va
     res["data"].clone()
 }
 
-async fn send(app: &TestApp, user: &str, fixes: &[Value]) -> Value {
+pub(crate) async fn send(app: &TestApp, user: &str, fixes: &[Value]) -> Value {
     send_as(app, Key::Secret, user, fixes).await
 }
 
@@ -71,7 +71,23 @@ async fn all_events_as(app: &TestApp, key: Key<'_>, query: &str) -> Vec<Value> {
     out
 }
 
-async fn all_events(app: &TestApp, query: &str) -> Vec<Value> {
+/// Every event of `days` (`start_date=..&end_date=..`) with `query`.
+pub(crate) async fn all_events_in(app: &TestApp, query: &str, days: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for page in 1.. {
+        let uri = format!("/v1/api/event/?{days}&page_number={page}&{query}");
+        let (status, res) = app.call("GET", &uri, Key::Secret, None).await;
+        assert_eq!(status, StatusCode::OK, "{uri}: {res}");
+        let items = res["data"]["events"].as_array().unwrap_or_else(|| panic!("{res}")).clone();
+        if items.is_empty() {
+            break;
+        }
+        out.extend(items);
+    }
+    out
+}
+
+pub(crate) async fn all_events(app: &TestApp, query: &str) -> Vec<Value> {
     all_events_as(app, Key::Secret, query).await
 }
 
@@ -134,7 +150,7 @@ fn expected_events(fences: &[&Geofence], fixes: &[Value]) -> Vec<(String, String
 
 /// A circle of 200 m at [`HOME`] and a 300 m square 1.5 km east of it, both enabled, made through
 /// the domain function (so the test holds their exact shapes).
-async fn circle_and_square(app: &TestApp) -> (Geofence, Geofence) {
+pub(crate) async fn circle_and_square(app: &TestApp) -> (Geofence, Geofence) {
     let on = json!({"is_enabled": true, "description": "fence"});
     let made = create_many(
         app,
@@ -146,7 +162,7 @@ async fn circle_and_square(app: &TestApp) -> (Geofence, Geofence) {
 
 /// Drive through the circle (stopping 200 s at its centre among poor-accuracy fixes thrown
 /// outside it), then north through the square, then away: 10 m/s, a fix every 5 s, 3 m jitter.
-fn crossing_trace(seed: u64) -> Vec<Value> {
+pub(crate) fn crossing_trace(seed: u64) -> Vec<Value> {
     let mut t = Trace::new(seed, t0(), 3.0);
     let alt = (900.0, 900.0);
     t.drive(at(HOME, -1000.0, 0.0), HOME, 10.0, 5, alt);

@@ -79,6 +79,16 @@ impl TestApp {
         Self { state, router, project }
     }
 
+    /// The same app with webhook endpoints allowed on loopback `http` (what
+    /// `WAYMARK_WEBHOOK_ALLOW_PRIVATE=1` does for `waymark serve`).
+    pub fn with_private_webhooks(mut self) -> Self {
+        let mut c = (*self.state.config).clone();
+        c.allow_private_webhooks = true;
+        self.state.config = std::sync::Arc::new(c);
+        self.router = local::app(self.state.clone());
+        self
+    }
+
     /// A second project on the same store (isolation tests).
     pub async fn other_project(&self) -> IssuedProject {
         projects::create(self.state.store.as_ref(), "other", &ChosenKeys::default()).await.expect("project created")

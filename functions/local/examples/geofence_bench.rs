@@ -43,9 +43,9 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use shared::auth::{KeyKind, Project};
 use shared::domain::geofences::{self, CreateGeofence};
-use shared::domain::locations::{Location, store_batch};
+use shared::domain::locations::{Location, prepare, store_prepared};
 use shared::domain::projects::{self, ChosenKeys};
-use shared::domain::{ingest, users};
+use shared::domain::users;
 use shared::geometry::LngLat;
 use shared::store::{DynamoStore, EmbeddedStore, Store, TableNames};
 
@@ -264,9 +264,9 @@ async fn ingest_bench(store: &dyn Store, p: &Project, label: &str, batches: usiz
         for (_, uid, track, store_ms, hook_ms) in runs.iter_mut() {
             let fixes = track.batch(&mut rng, b);
             let t = Instant::now();
-            let stored = store_batch(store, p, uid, fixes).await.expect("store");
+            let _stored = store_prepared(store, p, uid, prepare(p, uid, fixes)).await.expect("store");
             let t1 = Instant::now();
-            ingest::after_store(store, p, uid, &stored).await.expect("hook");
+            shared::domain::processor::process_user(store, p, uid).await.expect("hook");
             store_ms.push((t1 - t).as_secs_f64() * 1000.0);
             hook_ms.push(t1.elapsed().as_secs_f64() * 1000.0);
         }

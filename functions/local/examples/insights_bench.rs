@@ -11,9 +11,9 @@ use std::time::Instant;
 use chrono::{Duration, NaiveDate, Timelike};
 use shared::auth::{KeyKind, Project};
 use shared::domain::insights::{self, Kind};
-use shared::domain::locations::{Location, store_batch};
+use shared::domain::locations::{Location, prepare, store_prepared};
 use shared::domain::projects::{self, ChosenKeys};
-use shared::domain::{ingest, users};
+use shared::domain::users;
 use shared::store::{DynamoStore, EmbeddedStore, Query, SkRange, Store, Table, TableNames};
 
 /// (hour from, hour to, lng, lat) of a weekday and of a weekend day; travel elsewhere.
@@ -58,8 +58,10 @@ async fn main() {
         .expect("fix");
         batch.push(fix);
         if batch.len() == 1000 || m + 1 == minutes {
-            let stored = store_batch(&store, &p, &user.id, std::mem::take(&mut batch)).await.expect("ingest");
-            ingest::after_store(&store, &p, &user.id, &stored).await.expect("hook");
+            let _stored = store_prepared(&store, &p, &user.id, prepare(&p, &user.id, std::mem::take(&mut batch)))
+                .await
+                .expect("ingest");
+            shared::domain::processor::process_user(&store, &p, &user.id).await.expect("hook");
         }
     }
     println!("ingested {minutes} locations (one a minute for a year) in {:.1} s", t_ingest.elapsed().as_secs_f64());

@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use chrono::{Duration, Utc};
 use shared::auth::{KeyKind, Project};
-use shared::domain::locations::{Location, store_batch};
+use shared::domain::locations::{Location, prepare, store_prepared};
 use shared::domain::projects::{self, ChosenKeys};
 use shared::domain::trips::{self, Action, Api, NewTrip, route};
-use shared::domain::{ingest, users};
+use shared::domain::users;
 use shared::store::EmbeddedStore;
 
 #[tokio::main]
@@ -40,8 +40,9 @@ async fn main() {
             })
             .collect();
         for chunk in fixes.chunks(1000) {
-            let stored = store_batch(&store, &p, &user.id, chunk.to_vec()).await.expect("ingest");
-            ingest::after_store(&store, &p, &user.id, &stored).await.expect("hook");
+            let _stored =
+                store_prepared(&store, &p, &user.id, prepare(&p, &user.id, chunk.to_vec())).await.expect("ingest");
+            shared::domain::processor::process_user(&store, &p, &user.id).await.expect("hook");
         }
         let end = t0 + Duration::seconds(n as i64 + 2);
         trips::control(&store, &p, Api::V1, &trip.id, Action::End, Some(shared::time::Timestamp(end)))

@@ -138,6 +138,7 @@ async fn serve(port: u16, args: StoreArgs) -> Result<(), String> {
             .unwrap_or_else(|| "memory only".into())
     );
     println!("{}", serde_json::to_string_pretty(&default).map_err(|e| e.to_string())?);
+    crate::background(&state)?;
     axum::serve(listener, crate::app(state))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

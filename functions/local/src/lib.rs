@@ -17,6 +17,7 @@ pub fn routes() -> Router<AppState> {
         .merge(search::router())
         .merge(moving_geofences::router())
         .merge(insights::router())
+        .merge(webhooks::router())
         .merge(tracking::router())
 }
 
@@ -33,6 +34,7 @@ pub fn all_routes() -> Vec<(&'static str, &'static str)> {
         .chain(search::ROUTES)
         .chain(moving_geofences::ROUTES)
         .chain(insights::ROUTES)
+        .chain(webhooks::ROUTES)
         .copied()
         .collect()
 }
@@ -46,4 +48,29 @@ pub fn public_routes() -> Vec<(&'static str, &'static str)> {
 /// The whole service over `state`, ready to serve.
 pub fn app(state: AppState) -> Router {
     shared::http::service(routes(), state)
+}
+
+/// The background work of `waymark serve`: the events processor's sweep (finishes what a crash
+/// or an error left past a user's watermark) and the webhook delivery worker.
+pub fn background(state: &AppState) -> Result<(), String> {
+    use shared::domain::processor;
+    use shared::domain::webhooks::deliver::{DeliveryConfig, Worker};
+    let store = state.store.clone();
+    let wake = state.wake.clone();
+    tokio::spawn(async move {
+        loop {
+            match processor::sweep(store.as_ref()).await {
+                Ok(n) if n > 0 => {
+                    tracing::info!(users = n, "sweep finished unprocessed locations");
+                    wake.notify_one();
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e.msg, "sweep failed"),
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(processor::SWEEP_SECONDS)).await;
+        }
+    });
+    let worker = Worker::new(state.store.clone(), DeliveryConfig::from_env())?;
+    tokio::spawn(worker.run(state.wake.clone()));
+    Ok(())
 }

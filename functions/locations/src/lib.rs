@@ -51,10 +51,7 @@ async fn ingest(
     let store = s.store.as_ref();
     locations::validate_batch(&batch)?;
     let user = users::require(store, &p, "user_id", &batch.user_id).await?;
-    let received = batch.locations.len();
-    let stored = locations::store_batch(store, &p, &user.id, batch.locations).await?;
-    ingest::after_store(store, &p, &user.id, &stored).await?;
-    let data = json!({"user_id": user.id, "received": received, "stored": stored.len(),
-        "duplicates": received - stored.len()});
-    Ok(Envelope::created("Locations stored", data))
+    let outcome = ingest::ingest(store, &p, &user.id, batch.locations).await?;
+    s.wake.notify_one();
+    Ok(Envelope::created("Locations stored", outcome.json(&user.id)))
 }

@@ -1,38 +1,86 @@
-//! What happens to each stored batch of locations. This is the one place later work hooks into
-//! (trip progress, geofence events, stays for insights): it receives exactly the locations that
-//! were newly stored, so a re-sent batch triggers nothing twice.
+//! Ingest of a batch of locations: store them, then derive what they cause through the events
+//! processor (see [`super::processor`]).
+//!
+//! Order of writes, and what a failure at each point leaves:
+//! 1. a batch mark (nothing stored yet: the client gets an error and re-sends);
+//! 2. the locations, put-if-absent (a re-send stores only what is missing);
+//! 3. the processor's pass over everything past the user's watermark. If it fails, the batch is
+//!    still stored and the answer says so (`processed: false`); the derived work completes on the
+//!    user's next ingest or the next sweep (AWS: the stream-fed processor function).
+//!
+//! Fixes recorded more than [`processor::FUTURE_TOLERANCE_SECONDS`] after the server's clock are
+//! refused (listed in `rejected`), so no absurd timestamp can pin derived state.
 
+use serde_json::{Value, json};
+
+use super::locations::{self, Location};
+use super::processor;
 use crate::auth::Project;
 use crate::error::ApiError;
-use crate::store::Store;
+use crate::time::Timestamp;
 
-use super::locations::Location;
-use super::{geofences, insights, trips, users};
+pub struct Outcome {
+    pub received: usize,
+    pub stored: usize,
+    pub rejected: Vec<Value>,
+    /// Whether derived work (events, trips, stays) was done before answering.
+    pub processed: bool,
+}
 
-/// Called after a batch for `user_id` was stored; `stored` is in `recorded_at` order.
-pub async fn after_store(store: &dyn Store, p: &Project, user_id: &str, stored: &[Location]) -> Result<(), ApiError> {
-    let Some(newest) = stored.last() else { return Ok(()) };
-    // Offline batches may be older than what the user already reported: keep the newest fix.
-    let before = std::sync::Mutex::new(None);
-    let user = users::modify(store, p, "user_id", user_id, |u| {
-        // Re-run on a version conflict: only the attempt that commits may leave a value here.
-        let mut prev = before.lock().unwrap_or_else(|e| e.into_inner());
-        *prev = None;
-        let newer = u.last_location_update.as_ref().is_none_or(|cur| newest.recorded_at > cur.recorded_at);
-        if newer {
-            *prev = Some(u.last_location_update.clone());
-            u.last_location_update = Some(newest.clone());
-        }
-        Ok(newer)
-    })
-    .await?;
-    trips::on_locations(store, p, user_id, stored).await?;
-    geofences::events::on_locations(store, p, &user, stored).await?;
-    insights::on_locations(store, p, user_id, stored).await?;
-    // Moving fences follow latest positions: only a batch that moved the user counts.
-    if let Some(before) = before.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        geofences::moving::reindex_user(store, p, &user, before.as_ref()).await?;
-        geofences::moving::on_moved(store, p, &user).await?;
+impl Outcome {
+    pub fn json(&self, user_id: &str) -> Value {
+        json!({
+            "user_id": user_id, "received": self.received, "stored": self.stored,
+            "duplicates": self.received - self.stored - self.rejected.len(),
+            "rejected": self.rejected, "processed": self.processed,
+        })
     }
-    Ok(())
+}
+
+/// Store a validated batch for an existing user and process it.
+pub async fn ingest(
+    store: &dyn crate::store::Store,
+    p: &Project,
+    user_id: &str,
+    batch: Vec<Location>,
+) -> Result<Outcome, ApiError> {
+    let received = batch.len();
+    let limit = processor::latest_acceptable();
+    let mut rejected = Vec::new();
+    let mut accepted = Vec::with_capacity(batch.len());
+    for (i, l) in batch.into_iter().enumerate() {
+        if l.recorded_at > limit {
+            rejected.push(json!({
+                "index": i, "field": format!("locations[{i}].recorded_at"),
+                "recorded_at": l.recorded_at.format(None),
+                "reason": format!(
+                    "more than {} seconds after the server's clock ({}); check the device's clock",
+                    processor::FUTURE_TOLERANCE_SECONDS,
+                    Timestamp::now().format(None)
+                ),
+            }));
+        } else {
+            accepted.push(l);
+        }
+    }
+    if accepted.is_empty() {
+        return Err(ApiError::field(
+            "locations[0].recorded_at",
+            format!(
+                "every location is recorded more than {} seconds after the server's clock; nothing was stored",
+                processor::FUTURE_TOLERANCE_SECONDS
+            ),
+        ));
+    }
+    let prepared = locations::prepare(p, user_id, accepted);
+    processor::mark_batch(store, p, user_id, &prepared).await?;
+    let stored = locations::store_prepared(store, p, user_id, prepared).await?;
+    let processed = match processor::process_user(store, p, user_id).await {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!(user_id, status = %e.status, error = %e.msg, "locations stored; derived work left to the sweep");
+            false
+        }
+    };
+    Ok(Outcome { received, stored: stored.len(), rejected, processed })
 }

@@ -35,7 +35,7 @@ use crate::domain::locations::Location;
 use crate::error::ApiError;
 use crate::geometry::{GeoPoint, LngLat};
 use crate::ids::id_at;
-use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, Query, SkRange, Store, Table, WriteOp, from_item, to_item};
 use crate::time::Timestamp;
 
 pub const STAY_RADIUS_M: f64 = 80.0;
@@ -156,59 +156,41 @@ fn run_pk(pid: &str, uid: &str) -> String {
 }
 
 /// The ingest hook: extend the run in progress, closing stays as the user moves on.
-pub async fn on_locations(store: &dyn Store, p: &Project, user_id: &str, stored: &[Location]) -> Result<(), ApiError> {
-    for _ in 0..20 {
-        let run: Option<Run> =
-            store.get(Table::Main, &run_pk(&p.project_id, user_id), "-").await?.map(from_item).transpose()?;
-        let version = run.as_ref().map_or(0, |r| r.version);
-        let watermark = run.as_ref().and_then(|r| r.last.as_ref()).map(|l| l.recorded_at);
-        let fixes: Vec<&Location> = stored
-            .iter()
-            .filter(|l| watermark.is_none_or(|w| l.recorded_at > w))
-            .filter(|l| l.horizontal_accuracy.or(l.accuracy).is_none_or(|a| a <= MAX_ACCURACY_M))
-            .collect();
-        if fixes.is_empty() {
-            return Ok(());
+/// What a range of new fixes changes: the run in progress (a state, written in the processor's
+/// transaction) and the stays it closed (facts with deterministic ids: the first fix's id).
+pub struct InsightsPlan {
+    pub run: WriteOp,
+    pub stays: Vec<crate::store::Item>,
+}
+
+/// Extend the user's stays with `fixes` (new, past the processor's watermark, in order).
+pub async fn plan(store: &dyn Store, p: &Project, user_id: &str, fixes: &[Location]) -> Result<InsightsPlan, ApiError> {
+    let run: Option<Run> =
+        store.get(Table::Main, &run_pk(&p.project_id, user_id), "-").await?.map(from_item).transpose()?;
+    let version = run.as_ref().map_or(0, |r| r.version);
+    let mut run = run.unwrap_or_default();
+    let mut closed = Vec::new();
+    for l in fixes.iter().filter(|l| l.horizontal_accuracy.or(l.accuracy).is_none_or(|a| a <= MAX_ACCURACY_M)) {
+        let same = run.last.as_ref().is_some_and(|last| {
+            run.centre().distance_m(l.coordinates) <= STAY_RADIUS_M
+                && (l.recorded_at.0 - last.recorded_at.0).num_seconds() <= MAX_GAP_SECONDS
+        });
+        if same {
+            run.add(l);
+        } else {
+            closed.extend(run.stay());
+            run = Run::start(l, run.version);
         }
-        let mut run = run.unwrap_or_default();
-        let mut closed = Vec::new();
-        for l in fixes {
-            let same = run.last.as_ref().is_some_and(|last| {
-                run.centre().distance_m(l.coordinates) <= STAY_RADIUS_M
-                    && (l.recorded_at.0 - last.recorded_at.0).num_seconds() <= MAX_GAP_SECONDS
-            });
-            if same {
-                run.add(l);
-            } else {
-                closed.extend(run.stay());
-                run = Run::start(l, run.version);
-            }
-        }
-        run.version = version + 1;
-        let mut ops = vec![WriteOp::Put {
-            table: Table::Main,
-            item: to_item(&run_pk(&p.project_id, user_id), "-", &run)?,
-            cond: if version == 0 { Cond::NotExists } else { Cond::Equals("version", version.into()) },
-        }];
-        for s in &closed {
-            ops.push(WriteOp::Put {
-                table: Table::Main,
-                item: to_item(&stays_pk(&p.project_id, user_id), &s.id, s)?,
-                cond: Cond::None,
-            });
-        }
-        let mut chunks = ops.chunks(crate::store::MAX_TRANSACT_OPS);
-        match store.transact(chunks.next().map(<[WriteOp]>::to_vec).unwrap_or_default()).await {
-            Ok(()) => {}
-            Err(StoreError::ConditionFailed) => continue,
-            Err(e) => return Err(e.into()),
-        }
-        for c in chunks {
-            store.transact(c.to_vec()).await?;
-        }
-        return Ok(());
     }
-    Err(ApiError::conflict("user_id: this user's locations are being evaluated by other requests; retry"))
+    run.version = version + 1;
+    let run_op = WriteOp::Put {
+        table: Table::Main,
+        item: to_item(&run_pk(&p.project_id, user_id), "-", &run)?,
+        cond: Cond::None,
+    };
+    let stays_pk = stays_pk(&p.project_id, user_id);
+    let stays = closed.iter().map(|s| to_item(&stays_pk, &s.id, s)).collect::<Result<Vec<_>, _>>()?;
+    Ok(InsightsPlan { run: run_op, stays })
 }
 
 /// The user's stays, the run in progress included when it is long enough.

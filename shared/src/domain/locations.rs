@@ -145,16 +145,10 @@ pub fn validate_batch(batch: &IngestBatch) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Store a batch for one user. Returns the locations newly stored (duplicates left out), in
-/// `recorded_at` order.
-pub async fn store_batch(
-    store: &dyn Store,
-    p: &Project,
-    user_id: &str,
-    locations: Vec<Location>,
-) -> Result<Vec<Location>, ApiError> {
+/// Give each location its content-derived id and the time it was received, and drop duplicates
+/// inside the batch itself. Sorted by id (`recorded_at` order).
+pub fn prepare(p: &Project, user_id: &str, locations: Vec<Location>) -> Vec<Location> {
     let now = Timestamp::now();
-    let pk = locations_pk(&p.project_id, user_id);
     let mut locs: Vec<Location> = locations
         .into_iter()
         .map(|mut l| {
@@ -164,8 +158,19 @@ pub async fn store_batch(
         })
         .collect();
     locs.sort_by(|a, b| a.id.cmp(&b.id));
-    // Duplicates inside the batch itself count as duplicates too.
     locs.dedup_by(|a, b| a.id == b.id);
+    locs
+}
+
+/// Store prepared locations put-if-absent. Returns those newly stored (duplicates left out), in
+/// `recorded_at` order.
+pub async fn store_prepared(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    locs: Vec<Location>,
+) -> Result<Vec<Location>, ApiError> {
+    let pk = locations_pk(&p.project_id, user_id);
     let items = locs.iter().map(|l| to_item(&pk, &l.id, l)).collect::<Result<Vec<_>, _>>()?;
     let stored = store.put_new(Table::Locations, items).await?;
     Ok(locs.into_iter().zip(stored).filter_map(|(l, s)| s.then_some(l)).collect())

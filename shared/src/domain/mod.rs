@@ -6,9 +6,11 @@ pub mod groups;
 pub mod ingest;
 pub mod insights;
 pub mod locations;
+pub mod processor;
 pub mod projects;
 pub mod trips;
 pub mod users;
+pub mod webhooks;
 
 /// Free text (names, descriptions, tags) is limited to [`users::MAX_TEXT`] bytes everywhere.
 pub fn check_text(field: &str, v: &Option<String>) -> Result<(), crate::error::ApiError> {

@@ -41,6 +41,15 @@ fn project_pk(id: &str) -> String {
 }
 const DEFAULT_PK: &str = "DEFAULT_PROJECT";
 
+/// The account a project belongs to (for work that starts from a stored item, not a key).
+pub async fn account_of(store: &dyn Store, project_id: &str) -> Result<String, ApiError> {
+    let item = store
+        .get(Table::Main, &project_pk(project_id), "PROJECT")
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("project_id: no project '{project_id}'")))?;
+    Ok(crate::store::from_item::<ProjectRecord>(item)?.account_id)
+}
+
 fn key_op(p: &Project, secret: &str) -> Result<WriteOp, StoreError> {
     let item = to_item(&key_pk(&hash_secret(secret)), KEY_SK, p)?;
     Ok(WriteOp::Put { table: Table::Main, item, cond: Cond::NotExists })

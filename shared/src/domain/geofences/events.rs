@@ -7,13 +7,15 @@
 //! - `motion:geofence:exit` when they are no longer inside one they were inside;
 //! - `motion:geofence:dwell` once per visit after [`DWELL_SECONDS`] inside.
 //!
-//! The inside/outside state per user and fence is stored (`<project>#GS#<user>`), with a per-user
-//! watermark: the `recorded_at` of the newest location evaluated. A location not newer than the
-//! watermark (a late batch) is stored but fires nothing, so events never go back in time; a batch
-//! split in two fires what the whole batch fires, and a re-sent batch stores nothing and fires
-//! nothing. Fixes less accurate than [`MAX_ACCURACY_M`] are not evaluated.
+//! The inside/outside state per user and fence is stored (`<project>#GS#<user>`) and written in
+//! the events processor's transaction (see `domain::processor`), which only evaluates fixes past
+//! the user's processing watermark: a late fix (older than what was already evaluated) is stored
+//! but fires nothing, so events never go back in time; a batch split in two fires what the whole
+//! batch fires, and a re-sent batch fires nothing. Fixes less accurate than [`MAX_ACCURACY_M`]
+//! are not evaluated. Event ids are derived from the fix, fence and kind, so evaluating the same
+//! fixes twice (after a crash) writes nothing new.
 //!
-//! Each event is written three times in one transaction, so every list is one Query: by project
+//! Each event is written three times, so every list is one Query: by project
 //! (`<project>#E`), by fence (`<project>#FE#<fence>`, also what `counts.events` counts) and by
 //! user (`<project>#UE#<user>`); `<project>#FU#<fence>` holds one item per user who caused an
 //! event there (`counts.users`).
@@ -22,6 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use super::{Geofence, in_cell, index};
 use crate::auth::Project;
@@ -31,7 +34,7 @@ use crate::domain::users::User;
 use crate::error::ApiError;
 use crate::ids::{id_at, id_range};
 use crate::paging::{PageInfo, PageNumber, list_page};
-use crate::store::{Cond, MAX_TRANSACT_OPS, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, SkRange, Store, Table, WriteOp, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Seconds inside a fence after which a dwell event is recorded (once per visit).
@@ -61,17 +64,8 @@ struct Inside {
     dwell_fired: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Watermark {
-    last: Option<Timestamp>,
-    version: u64,
-}
-
 fn state_pk(pid: &str, uid: &str) -> String {
     format!("{pid}#GS#{uid}")
-}
-fn watermark_pk(pid: &str, uid: &str) -> String {
-    format!("{pid}#GW#{uid}")
 }
 fn events_pk(pid: &str) -> String {
     format!("{pid}#E")
@@ -86,126 +80,142 @@ fn fence_users_pk(pid: &str, fid: &str) -> String {
     format!("{pid}#FU#{fid}")
 }
 
-/// The ingest hook: evaluate newly stored locations (in `recorded_at` order) for the user.
-/// `user` is the record ingest just wrote (not read again here).
-pub async fn on_locations(store: &dyn Store, p: &Project, user: &User, stored: &[Location]) -> Result<(), ApiError> {
+/// What a range of new fixes does to one user's fences: the inside/outside states to write (in
+/// the processor's transaction) and the events fired, each with the fence it concerns.
+#[derive(Default)]
+pub struct FencePlan {
+    pub states: Vec<WriteOp>,
+    pub events: Vec<(GeofenceEvent, Geofence)>,
+}
+
+/// A deterministic event id: `recorded_at`, then the fix's sequence of events (exits, entries,
+/// dwells), then a hash of who, where and what, so evaluating the same fixes twice yields the
+/// same ids and the events of one fix list in the order they fired.
+pub(crate) fn event_id(at: Timestamp, seq: u64, parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for part in parts {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    let d = h.finalize();
+    let low = u64::from_be_bytes([0, 0, 0, d[0], d[1], d[2], d[3], d[4]]) & ((1 << 36) - 1);
+    id_at(at.0, (seq.min(4095) << 36) | low)
+}
+
+/// Evaluate `fixes` (new, past the processor's watermark, in `recorded_at` order) for `user`.
+pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location]) -> Result<FencePlan, ApiError> {
     let user_id = user.id.as_str();
-    if !user.flags.geofence_events || stored.is_empty() {
-        return Ok(());
+    if !user.flags.geofence_events {
+        return Ok(FencePlan::default());
+    }
+    let fixes: Vec<&Location> =
+        fixes.iter().filter(|l| l.horizontal_accuracy.or(l.accuracy).is_none_or(|a| a <= MAX_ACCURACY_M)).collect();
+    if fixes.is_empty() {
+        return Ok(FencePlan::default());
     }
     let user_groups = groups::groups_of(store, p, user_id).await?;
-    for _ in 0..20 {
-        let wm_item = store.get(Table::Main, &watermark_pk(&p.project_id, user_id), "-").await?;
-        let wm: Watermark = wm_item.map(from_item).transpose()?.unwrap_or_default();
-        let fixes: Vec<&Location> = stored
+    let before: BTreeMap<String, Inside> = store
+        .query(Table::Main, &crate::store::Query::new(state_pk(&p.project_id, user_id), SkRange::All))
+        .await?
+        .items
+        .into_iter()
+        .map(from_item::<Inside>)
+        .map(|r| r.map(|i| (i.geofence_id.clone(), i)))
+        .collect::<Result<_, _>>()?;
+    let mut inside = before.clone();
+    let mut cells: HashMap<String, Vec<Geofence>> = HashMap::new();
+    let mut known: HashMap<String, Geofence> = HashMap::new();
+    let mut fired: Vec<(GeofenceEvent, Geofence)> = Vec::new();
+    let now = Timestamp::now();
+    for fix in fixes {
+        let cell = index::cell_of(fix.coordinates)?;
+        if !cells.contains_key(&cell) {
+            let fences = in_cell(store, p, &cell).await?;
+            for g in &fences {
+                known.insert(g.id.clone(), g.clone());
+            }
+            cells.insert(cell.clone(), fences);
+        }
+        let now_in: Vec<&Geofence> = cells[&cell]
             .iter()
-            .filter(|l| wm.last.is_none_or(|w| l.recorded_at > w))
-            .filter(|l| l.horizontal_accuracy.or(l.accuracy).is_none_or(|a| a <= MAX_ACCURACY_M))
+            .filter(|g| g.active_at(fix.recorded_at) && g.applies_to(user_id, &user_groups))
+            .filter(|g| g.shape().contains(fix.coordinates))
             .collect();
-        let Some(newest) = fixes.last().map(|l| l.recorded_at) else { return Ok(()) };
-        let before: BTreeMap<String, Inside> = store
-            .query(Table::Main, &crate::store::Query::new(state_pk(&p.project_id, user_id), SkRange::All))
-            .await?
-            .items
-            .into_iter()
-            .map(from_item::<Inside>)
-            .map(|r| r.map(|i| (i.geofence_id.clone(), i)))
-            .collect::<Result<_, _>>()?;
-        let mut inside = before.clone();
-        let mut cells: HashMap<String, Vec<Geofence>> = HashMap::new();
-        let mut fired: Vec<GeofenceEvent> = Vec::new();
-        // Ids are `recorded_at` then this sequence then random bits, so events of one fix list
-        // in the order they fired (exit before entry).
         let mut seq: u64 = 0;
-        for fix in fixes {
-            let cell = index::cell_of(fix.coordinates)?;
-            if !cells.contains_key(&cell) {
-                cells.insert(cell.clone(), in_cell(store, p, &cell).await?);
-            }
-            let now_in: Vec<&Geofence> = cells[&cell]
-                .iter()
-                .filter(|g| g.active_at(fix.recorded_at) && g.applies_to(user_id, &user_groups))
-                .filter(|g| g.shape().contains(fix.coordinates))
-                .collect();
-            let mut event = |g: &Geofence, kind: &str| {
-                seq += 1;
-                fired.push(GeofenceEvent {
-                    id: id_at(fix.recorded_at.0, (seq << 36) | (rand::random::<u64>() >> 28)),
-                    user_id: user_id.to_owned(),
-                    user_description: user.description.clone(),
-                    geofence_id: g.id.clone(),
-                    geofence_description: g.description.clone(),
-                    location_id: fix.id.clone(),
-                    event_type: kind.to_owned(),
-                    recorded_at: fix.recorded_at,
-                    created_at: Timestamp::now(),
-                    is_deleted: false,
-                })
+        let mut event = |g: &Geofence, kind: &str| {
+            seq += 1;
+            let e = GeofenceEvent {
+                id: event_id(fix.recorded_at, seq, &[user_id, &g.id, kind, &fix.id]),
+                user_id: user_id.to_owned(),
+                user_description: user.description.clone(),
+                geofence_id: g.id.clone(),
+                geofence_description: g.description.clone(),
+                location_id: fix.id.clone(),
+                event_type: kind.to_owned(),
+                recorded_at: fix.recorded_at,
+                created_at: now,
+                is_deleted: false,
             };
-            // Exits first (a fence left), then entries, then dwell of those still inside.
-            let left: Vec<String> = inside.keys().filter(|id| !now_in.iter().any(|g| &&g.id == id)).cloned().collect();
-            for id in left {
-                inside.remove(&id);
-                let g = cells.values().flatten().find(|g| g.id == id).cloned();
-                let g = match g {
-                    Some(g) => g,
-                    None => match super::get(store, p, &id).await {
-                        Ok(g) => g,
-                        Err(_) => continue, // the fence is gone: nothing to report
-                    },
-                };
-                event(&g, "motion:geofence:exit");
-            }
-            for g in &now_in {
-                match inside.get_mut(&g.id) {
-                    None => {
-                        inside.insert(
-                            g.id.clone(),
-                            Inside { geofence_id: g.id.clone(), since: fix.recorded_at, dwell_fired: false },
-                        );
-                        event(g, "motion:geofence:entry");
-                    }
-                    Some(st) if !st.dwell_fired && (fix.recorded_at.0 - st.since.0).num_seconds() >= DWELL_SECONDS => {
-                        st.dwell_fired = true;
-                        event(g, "motion:geofence:dwell");
-                    }
-                    Some(_) => {}
+            fired.push((e, g.clone()));
+        };
+        // Exits first (a fence left), then entries, then dwells of those still inside: the order
+        // the README documents, kept by the sequence in the ids.
+        let left: Vec<String> = inside.keys().filter(|id| !now_in.iter().any(|g| &&g.id == id)).cloned().collect();
+        for id in left {
+            inside.remove(&id);
+            let g = match known.get(&id) {
+                Some(g) => g.clone(),
+                None => match super::get(store, p, &id).await {
+                    Ok(g) => g,
+                    Err(_) => continue, // the fence is gone: nothing to report
+                },
+            };
+            event(&g, "motion:geofence:exit");
+        }
+        let mut dwells = Vec::new();
+        for g in &now_in {
+            match inside.get_mut(&g.id) {
+                None => {
+                    inside.insert(
+                        g.id.clone(),
+                        Inside { geofence_id: g.id.clone(), since: fix.recorded_at, dwell_fired: false },
+                    );
+                    event(g, "motion:geofence:entry");
                 }
+                Some(st) if !st.dwell_fired && (fix.recorded_at.0 - st.since.0).num_seconds() >= DWELL_SECONDS => {
+                    st.dwell_fired = true;
+                    dwells.push(*g);
+                }
+                Some(_) => {}
             }
         }
-        // One conditional write of the watermark makes this evaluation the only one to commit.
-        let mut ops = vec![WriteOp::Put {
-            table: Table::Main,
-            item: to_item(
-                &watermark_pk(&p.project_id, user_id),
-                "-",
-                &Watermark { last: Some(newest), version: wm.version + 1 },
-            )?,
-            cond: if wm.version == 0 { Cond::NotExists } else { Cond::Equals("version", wm.version.into()) },
-        }];
-        let spk = state_pk(&p.project_id, user_id);
-        for (id, st) in &inside {
-            if before.get(id) != Some(st) {
-                ops.push(WriteOp::Put { table: Table::Main, item: to_item(&spk, id, st)?, cond: Cond::None });
-            }
+        for g in dwells {
+            event(g, "motion:geofence:dwell");
         }
-        for id in before.keys().filter(|id| !inside.contains_key(*id)) {
-            ops.push(WriteOp::Delete { table: Table::Main, pk: spk.clone(), sk: id.clone(), cond: Cond::None });
-        }
-        ops.extend(event_ops(p, &fired)?);
-        // The first chunk carries the watermark condition; later chunks only add facts.
-        let mut chunks = ops.chunks(MAX_TRANSACT_OPS);
-        match store.transact(chunks.next().map(<[WriteOp]>::to_vec).unwrap_or_default()).await {
-            Ok(()) => {}
-            Err(StoreError::ConditionFailed) => continue, // another batch got in: evaluate again
-            Err(e) => return Err(e.into()),
-        }
-        for chunk in chunks {
-            store.transact(chunk.to_vec()).await?;
-        }
-        return Ok(());
     }
-    Err(ApiError::conflict("user_id: locations of this user are being evaluated by other requests; retry"))
+    let spk = state_pk(&p.project_id, user_id);
+    let mut states = Vec::new();
+    for (id, st) in &inside {
+        if before.get(id) != Some(st) {
+            states.push(WriteOp::Put { table: Table::Main, item: to_item(&spk, id, st)?, cond: Cond::None });
+        }
+    }
+    for id in before.keys().filter(|id| !inside.contains_key(*id)) {
+        states.push(WriteOp::Delete { table: Table::Main, pk: spk.clone(), sk: id.clone(), cond: Cond::None });
+    }
+    Ok(FencePlan { states, events: fired })
+}
+
+/// The items that record events (three copies each, and one per (fence, user) for
+/// `counts.users`): facts with deterministic keys, written put-if-absent by the processor.
+pub(crate) fn event_items(p: &Project, events: &[GeofenceEvent]) -> Result<Vec<crate::store::Item>, ApiError> {
+    event_ops(p, events)?
+        .into_iter()
+        .map(|op| match op {
+            WriteOp::Put { item, .. } => Ok(item),
+            WriteOp::Delete { .. } => Err(ApiError::internal("event_ops yields puts only")),
+        })
+        .collect()
 }
 
 /// The writes that record events: three copies of each, and one item per (fence, user) for

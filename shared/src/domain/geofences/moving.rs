@@ -15,17 +15,17 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::events::{GeofenceEvent, event_ops};
+use super::events::GeofenceEvent;
 use super::{GeometryType, check_color, index, parse_radius};
 use crate::auth::Project;
 use crate::domain::locations::Location;
 use crate::domain::users::{self, User};
 use crate::error::ApiError;
 use crate::geometry::LngLat;
-use crate::ids::{id_at, id_range, is_id, new_id};
+use crate::ids::{id_range, is_id, new_id};
 use crate::metadata;
 use crate::paging::{PageInfo, PageNumber, list_page};
-use crate::store::{Cond, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Most users one moving fence follows.
@@ -233,16 +233,15 @@ struct Pair {
     reported: bool,
 }
 
-/// Keep the user-position index current: called when the user's latest location moved from
-/// `before` to `after`.
-pub async fn reindex_user(
-    store: &dyn Store,
+/// Index writes that keep the user-position index current when the user's latest location
+/// moves from `before` to `after` (states, written in the processor's transaction).
+pub fn reindex_ops(
     p: &Project,
     user: &User,
+    after: &Location,
     before: Option<&Location>,
-) -> Result<(), ApiError> {
-    let Some(after) = &user.last_location_update else { return Ok(()) };
-    let Ok(cell) = index::cell_of(after.coordinates) else { return Ok(()) };
+) -> Result<Vec<WriteOp>, ApiError> {
+    let Ok(cell) = index::cell_of(after.coordinates) else { return Ok(Vec::new()) };
     let pos = Position {
         user_id: user.id.clone(),
         location_id: after.id.clone(),
@@ -263,7 +262,7 @@ pub async fn reindex_user(
             cond: Cond::None,
         });
     }
-    Ok(store.transact(ops).await?)
+    Ok(ops)
 }
 
 /// Users whose latest position is within `radius_m` of `at` (from the cell index).
@@ -281,9 +280,16 @@ async fn near(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -> Resu
     Ok(out)
 }
 
-/// The ingest hook for moving fences, with the user's new latest location.
-pub async fn on_moved(store: &dyn Store, p: &Project, user: &User) -> Result<(), ApiError> {
-    let Some(at) = &user.last_location_update else { return Ok(()) };
+/// What the user's move to `at` does to moving fences: pair states to write and events fired
+/// (each with its fence).
+#[derive(Default)]
+pub struct MovingPlan {
+    pub states: Vec<WriteOp>,
+    pub events: Vec<(GeofenceEvent, MovingGeofence)>,
+}
+
+/// Evaluate moving fences for `user`, whose latest location is now `at`.
+pub async fn plan(store: &dyn Store, p: &Project, user: &User, at: &Location) -> Result<MovingPlan, ApiError> {
     let fences: Vec<MovingGeofence> = store
         .query(Table::Main, &Query::new(fences_pk(&p.project_id), SkRange::All))
         .await?
@@ -301,6 +307,7 @@ pub async fn on_moved(store: &dyn Store, p: &Project, user: &User) -> Result<(),
         recorded_at: at.recorded_at,
         geofence_events: user.flags.geofence_events,
     };
+    let mut out = MovingPlan::default();
     for g in &fences {
         let r = f64::from(g.radius_m);
         // (followed, other's position, inside now, when: the later of the two positions)
@@ -336,20 +343,20 @@ pub async fn on_moved(store: &dyn Store, p: &Project, user: &User) -> Result<(),
                 pairs.push((user.id.clone(), n, true, when));
             }
         }
-        apply_pairs(store, p, g, &pairs).await?;
+        plan_pairs(store, p, g, &pairs, &me, &mut out).await?;
     }
-    Ok(())
+    Ok(out)
 }
 
-async fn apply_pairs(
+async fn plan_pairs(
     store: &dyn Store,
     p: &Project,
     g: &MovingGeofence,
     pairs: &[(String, Position, bool, Timestamp)],
+    mover: &Position,
+    out: &mut MovingPlan,
 ) -> Result<(), ApiError> {
     let pk = pair_pk(&p.project_id, &g.id);
-    let mut ops = Vec::new();
-    let mut events = Vec::new();
     for (followed, other, inside, when) in pairs {
         let sk = format!("{followed}#{}", other.user_id);
         let state: Pair = store.get(Table::Main, &pk, &sk).await?.map(from_item).transpose()?.unwrap_or_default();
@@ -364,11 +371,13 @@ async fn apply_pairs(
             _ => None,
         };
         let next = Pair { inside: *inside, entered: state.entered || *inside, reported: report_entry };
-        ops.push(WriteOp::Put { table: Table::Main, item: to_item(&pk, &sk, &next)?, cond: Cond::None });
+        out.states.push(WriteOp::Put { table: Table::Main, item: to_item(&pk, &sk, &next)?, cond: Cond::None });
         if let (Some(kind), true) = (kind, other.geofence_events) {
             let user_description = users::get(store, p, &other.user_id).await?.and_then(|u| u.description);
+            // Keyed by the fix that moved the pair, so a re-evaluation yields the same id.
+            let seq = if *inside { 2 } else { 1 };
             let e = GeofenceEvent {
-                id: id_at(when.0, rand::random::<u64>()),
+                id: super::events::event_id(*when, seq, &[&g.id, followed, &other.user_id, kind, &mover.location_id]),
                 user_id: other.user_id.clone(),
                 user_description,
                 geofence_id: g.id.clone(),
@@ -379,12 +388,8 @@ async fn apply_pairs(
                 created_at: Timestamp::now(),
                 is_deleted: false,
             };
-            events.push(e);
+            out.events.push((e, g.clone()));
         }
-    }
-    ops.extend(event_ops(p, &events)?);
-    for chunk in ops.chunks(MAX_TRANSACT_OPS) {
-        store.transact(chunk.to_vec()).await?;
     }
     Ok(())
 }

@@ -12,7 +12,10 @@
 //! controls or updates racing on one trip never lose an event or leave contradictory flags.
 
 pub mod json;
+mod progress;
 pub mod route;
+
+pub use progress::{TripPlan, plan as plan_progress};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -38,6 +41,11 @@ pub const LEAVE_MARGIN_M: f64 = 25.0;
 pub const LATE_WINDOW_HOURS: i64 = 72;
 /// Most origins, destinations or stops on one trip.
 pub const MAX_WAYPOINTS: usize = 50;
+/// Room (bytes) a trip record keeps for what locations and controls add later (reached/left
+/// times, start and end locations, pauses), so no ingest can ever push it past the item limit.
+pub const GROWTH_RESERVE_BYTES: usize = 16_000;
+/// Most pauses of one trip.
+pub const MAX_PAUSES: usize = 50;
 /// Control times may be this far in the future (device clock skew).
 pub const CLOCK_SKEW_SECONDS: i64 = 300;
 
@@ -135,7 +143,17 @@ pub struct Trip {
     pub description: Option<String>,
     pub metadata: Option<Map<String, Value>>,
     pub waypoints: Vec<Waypoint>,
+    /// Kept as items of their own (`<project>#TE#<trip>`), so a trip whose stops fill most of an
+    /// item still takes every event; loaded by the reads below.
+    #[serde(default, skip_serializing)]
     pub events: Vec<TripEvent>,
+    /// How many events are stored: the next event's position (its sort key), so events list in
+    /// the order they were recorded whatever their ids.
+    #[serde(default)]
+    pub event_count: u64,
+    /// Events of this change that go to webhooks only (pause and resume are not trip events).
+    #[serde(skip)]
+    pub hook_only: Vec<TripEvent>,
     pub state: TripState,
     pub is_deleted: bool,
     pub started_at: Option<Timestamp>,
@@ -183,6 +201,19 @@ impl Trip {
         self.pauses.iter().map(|p| (p.paused_at, p.resumed_at.unwrap_or(end))).collect()
     }
 
+    /// Refuse a trip whose stops, names and metadata leave no room for what it will record.
+    fn check_size(&self) -> Result<(), ApiError> {
+        let size = serde_json::to_vec(self).map(|v| v.len()).unwrap_or(usize::MAX);
+        let most = crate::store::MAX_ITEM_BYTES - GROWTH_RESERVE_BYTES;
+        if size > most {
+            return Err(ApiError::new(
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                format!("stops: the trip's stops, names and metadata take {size} bytes; at most {most}"),
+            ));
+        }
+        Ok(())
+    }
+
     fn push_event(
         &mut self,
         event_type: &str,
@@ -190,8 +221,26 @@ impl Trip {
         trip_location_id: Option<String>,
         user_location_id: Option<String>,
     ) {
+        self.push_event_id(new_id(), event_type, source, trip_location_id, user_location_id);
+    }
+
+    fn hook_only_event(&mut self, event_type: &str) {
+        self.push_event(event_type, None, None, None);
+        if let Some(e) = self.events.pop() {
+            self.hook_only.push(e);
+        }
+    }
+
+    fn push_event_id(
+        &mut self,
+        id: String,
+        event_type: &str,
+        source: Option<&str>,
+        trip_location_id: Option<String>,
+        user_location_id: Option<String>,
+    ) {
         self.events.push(TripEvent {
-            id: new_id(),
+            id,
             trip_id: self.id.clone(),
             user_id: self.user_id.clone(),
             event_type: event_type.to_owned(),
@@ -214,7 +263,33 @@ fn trips_pk(project_id: &str, api: Api) -> String {
 fn deleted_pk(project_id: &str) -> String {
     format!("{project_id}#TD")
 }
-fn user_trips_pk(project_id: &str, user_id: &str) -> String {
+fn events_pk(project_id: &str, trip_id: &str) -> String {
+    format!("{project_id}#TE#{trip_id}")
+}
+
+/// Writes of the events pushed onto `trip` since `before` of them were stored, at the positions
+/// after the `stored` ones; advances `trip.event_count`.
+fn event_puts(p: &Project, trip: &mut Trip, before: usize, stored: u64) -> Result<Vec<WriteOp>, ApiError> {
+    let pk = events_pk(&p.project_id, &trip.id);
+    let new = &trip.events[before.min(trip.events.len())..];
+    let ops = new
+        .iter()
+        .zip(stored..)
+        .map(|(e, n)| {
+            Ok(WriteOp::Put { table: Table::Main, item: to_item(&pk, &format!("{n:06}"), e)?, cond: Cond::None })
+        })
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    trip.event_count = stored + new.len() as u64;
+    Ok(ops)
+}
+
+/// Fill in the trip's events (in id order: the order they happened).
+async fn load_events(store: &dyn Store, p: &Project, trip: &mut Trip) -> Result<(), ApiError> {
+    let items = store.query(Table::Main, &Query::new(events_pk(&p.project_id, &trip.id), SkRange::All)).await?.items;
+    trip.events = items.into_iter().map(from_item).collect::<Result<_, _>>()?;
+    Ok(())
+}
+pub(crate) fn user_trips_pk(project_id: &str, user_id: &str) -> String {
     format!("{project_id}#UT#{user_id}")
 }
 pub fn tracking_pk(token: &str) -> String {
@@ -223,9 +298,9 @@ pub fn tracking_pk(token: &str) -> String {
 
 /// Entry of the user's started trips.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct UserTrip {
-    trip_id: String,
-    api: Api,
+pub(crate) struct UserTrip {
+    pub(crate) trip_id: String,
+    pub(crate) api: Api,
 }
 
 /// Where a tracking token leads.
@@ -334,23 +409,32 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
         created_at: now,
         updated_at: now,
         version: 1,
+        event_count: 0,
+        hook_only: Vec::new(),
     };
+    trip.check_size()?;
     trip.push_event("service:trip:created", Some("service:trip"), None, None);
     let tracking = TrackingRef { project_id: p.project_id.clone(), api, trip_id: trip.id.clone() };
-    store
-        .transact(vec![
-            WriteOp::Put {
-                table: Table::Main,
-                item: to_item(&trips_pk(&p.project_id, api), &trip.id, &trip)?,
-                cond: Cond::NotExists,
-            },
-            WriteOp::Put {
-                table: Table::Main,
-                item: to_item(&tracking_pk(&trip.tracking_token), "-", &tracking)?,
-                cond: Cond::NotExists,
-            },
-        ])
-        .await?;
+    let mut ops = vec![
+        WriteOp::Put {
+            table: Table::Main,
+            item: to_item(&trips_pk(&p.project_id, api), &trip.id, &trip)?,
+            cond: Cond::NotExists,
+        },
+        WriteOp::Put {
+            table: Table::Main,
+            item: to_item(&tracking_pk(&trip.tracking_token), "-", &tracking)?,
+            cond: Cond::NotExists,
+        },
+    ];
+    ops.extend(event_puts(p, &mut trip, 0, 0)?);
+    ops[0] = WriteOp::Put {
+        table: Table::Main,
+        item: to_item(&trips_pk(&p.project_id, api), &trip.id, &trip)?,
+        cond: Cond::NotExists,
+    };
+    ops.extend(hook_ops(store, p, &trip, 0).await?);
+    store.transact(ops).await?;
     Ok(trip)
 }
 
@@ -361,7 +445,34 @@ pub async fn get(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> Res
         return Err(missing());
     }
     let item = store.get(Table::Main, &trips_pk(&p.project_id, api), trip_id).await?.ok_or_else(missing)?;
-    Ok(from_item(item)?)
+    let mut trip = from_item(item)?;
+    load_events(store, p, &mut trip).await?;
+    Ok(trip)
+}
+
+/// The trip record without its events (what the events processor needs).
+async fn get_record(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> Result<Option<Trip>, ApiError> {
+    let item = store.get(Table::Main, &trips_pk(&p.project_id, api), trip_id).await?;
+    Ok(item.map(from_item).transpose()?)
+}
+
+/// Webhook messages for the events pushed onto `trip` since `before` (none when the project
+/// has no endpoints), written in the same transaction as the trip.
+async fn hook_ops(store: &dyn Store, p: &Project, trip: &Trip, before: usize) -> Result<Vec<WriteOp>, ApiError> {
+    let new: Vec<&TripEvent> = trip.events[before.min(trip.events.len())..].iter().chain(&trip.hook_only).collect();
+    if new.is_empty() {
+        return Ok(Vec::new());
+    }
+    let subs = crate::domain::webhooks::subscriptions(store, p).await?;
+    if subs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let user = match &trip.user_id {
+        Some(u) => users::get(store, p, u).await?,
+        None => None,
+    };
+    let hooks: Vec<_> = new.into_iter().filter_map(|e| progress::hook_event(trip, e, user.as_ref())).collect();
+    Ok(crate::domain::webhooks::outbox::enqueue_ops(p, &subs, &hooks)?)
 }
 
 async fn is_deleted(store: &dyn Store, p: &Project, trip_id: &str) -> Result<bool, ApiError> {
@@ -434,6 +545,7 @@ pub async fn update(store: &dyn Store, p: &Project, api: Api, trip_id: &str, up:
         if let Some(m) = &up.metadata {
             trip.metadata = Some(m.clone());
         }
+        trip.check_size()?;
         if api == Api::V1 {
             trip.push_event("motion:trip:created", Some("motion:trip"), None, None);
         }
@@ -609,8 +721,10 @@ async fn modify_once(
     let mut ops = change(&mut trip)?;
     trip.version += 1;
     trip.updated_at = Timestamp::now();
+    ops.extend(event_puts(p, &mut trip, snapshot.events.len(), snapshot.event_count)?);
     let item = to_item(&trips_pk(&p.project_id, api), &trip.id, &trip)?;
     ops.insert(0, WriteOp::Put { table: Table::Main, item, cond: Cond::Equals("version", snapshot.version.into()) });
+    ops.extend(hook_ops(store, p, &trip, snapshot.events.len()).await?);
     match store.transact(ops).await {
         Ok(()) => Ok(Some(trip)),
         Err(StoreError::ConditionFailed) => Ok(None),
@@ -627,11 +741,17 @@ fn legal(t: &Trip, action: Action) -> Result<(), ApiError> {
             | (Paused, Action::Resume)
             | (Started | Paused | Resumed, Action::End)
     );
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::conflict(format!("action: cannot {} a trip that is {}", action.verb(), t.state.as_str())))
+    if !ok {
+        return Err(ApiError::conflict(format!(
+            "action: cannot {} a trip that is {}",
+            action.verb(),
+            t.state.as_str()
+        )));
     }
+    if action == Action::Pause && t.pauses.len() >= MAX_PAUSES {
+        return Err(ApiError::conflict(format!("action: a trip can be paused at most {MAX_PAUSES} times")));
+    }
+    Ok(())
 }
 
 fn apply(trip: &mut Trip, action: Action, at: Timestamp, fix: Option<&Location>, route: Option<&route::Route>) {
@@ -641,18 +761,20 @@ fn apply(trip: &mut Trip, action: Action, at: Timestamp, fix: Option<&Location>,
             trip.started_at = Some(at);
             trip.push_event("trip:started", None, None, fix.map(|f| f.id.clone()));
             if let Some(f) = fix {
-                progress(trip, std::slice::from_ref(f));
+                progress::progress(trip, std::slice::from_ref(f));
             }
         }
         Action::Pause => {
             trip.state = TripState::Paused;
             trip.pauses.push(Pause { paused_at: at, resumed_at: None });
+            trip.hook_only_event("trip:paused");
         }
         Action::Resume => {
             trip.state = TripState::Resumed;
             if let Some(p) = trip.pauses.last_mut() {
                 p.resumed_at = Some(at);
             }
+            trip.hook_only_event("trip:resumed");
         }
         Action::End => {
             if let Some(p) = trip.pauses.last_mut().filter(|p| p.resumed_at.is_none()) {
@@ -669,7 +791,7 @@ fn apply(trip: &mut Trip, action: Action, at: Timestamp, fix: Option<&Location>,
     }
 }
 
-fn set_figures(trip: &mut Trip, r: &route::Route, end: Timestamp) {
+pub(crate) fn set_figures(trip: &mut Trip, r: &route::Route, end: Timestamp) {
     trip.distance_m = Some(r.distance_m);
     trip.elevation_gain_m = Some(r.elevation_gain_m);
     trip.duration_s = trip.started_at.map(|s| route::active_seconds(s, end, &trip.pause_intervals(end)));
@@ -721,97 +843,6 @@ pub async fn trip_locations(
     Ok(locs)
 }
 
-/// Update waypoint progress from fixes in `recorded_at` order, recording reached/left events.
-fn progress(trip: &mut Trip, fixes: &[Location]) {
-    let mut events = Vec::new();
-    for f in fixes.iter().filter(|f| f.horizontal_accuracy.or(f.accuracy).is_none_or(|a| a <= route::MAX_ACCURACY_M)) {
-        for w in trip.waypoints.iter_mut() {
-            let d = w.coordinates.distance_m(f.coordinates);
-            if w.reached_at.is_none() && d <= f64::from(w.radius_m) {
-                w.reached_at = Some(f.recorded_at);
-                w.updated_at = Timestamp::now();
-                events.push((reach_event(w.kind, true), w.id.clone(), f.id.clone()));
-            } else if w.reached_at.is_some() && w.left_at.is_none() && d > f64::from(w.radius_m) + LEAVE_MARGIN_M {
-                w.left_at = Some(f.recorded_at);
-                w.updated_at = Timestamp::now();
-                events.push((reach_event(w.kind, false), w.id.clone(), f.id.clone()));
-            }
-        }
-    }
-    for (ty, wp, loc) in events {
-        trip.push_event(ty, None, Some(wp), Some(loc));
-    }
-}
-
-fn reach_event(kind: WaypointKind, reached: bool) -> &'static str {
-    match (kind, reached) {
-        (WaypointKind::Origin, true) => "trip:user_reached_origin",
-        (WaypointKind::Origin, false) => "trip:user_left_origin",
-        (WaypointKind::Destination, true) => "trip:user_reached_destination",
-        (WaypointKind::Destination, false) => "trip:user_left_destination",
-        (WaypointKind::Stop, true) => "trip:user_reached_stop",
-        (WaypointKind::Stop, false) => "trip:user_left_stop",
-    }
-}
-
-/// The ingest hook: a stored batch of the user's locations moves their started trips (progress
-/// events, start location) and updates the figures of trips that ended recently (late batches).
-pub async fn on_locations(store: &dyn Store, p: &Project, user_id: &str, stored: &[Location]) -> Result<(), ApiError> {
-    let pk = user_trips_pk(&p.project_id, user_id);
-    let entries = store.query(Table::Main, &Query::new(&pk, SkRange::All)).await?.items;
-    let now = Timestamp::now();
-    for e in entries {
-        let e: UserTrip = from_item(e)?;
-        let trip = match get(store, p, e.api, &e.trip_id).await {
-            Ok(t) => t,
-            Err(err) if err.status == axum::http::StatusCode::NOT_FOUND => {
-                store.delete(Table::Main, &pk, &e.trip_id, Cond::None).await?;
-                continue;
-            }
-            Err(err) => return Err(err),
-        };
-        if trip.ended_at.is_some_and(|end| (now.0 - end.0).num_hours() >= LATE_WINDOW_HOURS) {
-            store.delete(Table::Main, &pk, &e.trip_id, Cond::None).await?;
-            continue;
-        }
-        let intervals = trip.active_intervals(now);
-        let inside: Vec<Location> = stored
-            .iter()
-            .filter(|l| intervals.iter().any(|(a, b)| *a <= l.recorded_at && l.recorded_at <= *b))
-            .cloned()
-            .collect();
-        if inside.is_empty() {
-            continue;
-        }
-        if trip.state == TripState::Ended {
-            // A late batch: recompute the stored figures from the whole history.
-            let end = trip.ended_at.unwrap_or(now);
-            let locs = trip_locations(store, p, &trip, now).await?;
-            let r = route::analyse(&locs, &trip.pause_intervals(end));
-            modify(store, p, e.api, &e.trip_id, |t| {
-                set_figures(t, &r, end);
-                if t.start_location.as_ref().is_none_or(|s| locs.first().is_some_and(|f| f.recorded_at < s.recorded_at))
-                {
-                    t.start_location = locs.first().cloned();
-                }
-                t.end_location = locs.last().cloned();
-                Ok(Vec::new())
-            })
-            .await?;
-        } else {
-            modify(store, p, e.api, &e.trip_id, |t| {
-                if t.start_location.as_ref().is_none_or(|s| inside[0].recorded_at < s.recorded_at) {
-                    t.start_location = Some(inside[0].clone());
-                }
-                progress(t, &inside);
-                Ok(Vec::new())
-            })
-            .await?;
-        }
-    }
-    Ok(())
-}
-
 /// Filters of the v1/v3 list.
 #[derive(Debug, Default)]
 pub struct ListFilter {
@@ -834,7 +865,11 @@ pub async fn list_v1(
     };
     let filtered = f.user_id.is_some() || f.metadata.is_some();
     let keep_ref: Option<&(dyn Fn(&Trip) -> bool + Sync)> = if filtered { Some(&keep) } else { None };
-    Ok(list_page(store, Table::Main, &trips_pk(&p.project_id, Api::V1), sk, page, keep_ref).await?)
+    let (mut list, info) = list_page(store, Table::Main, &trips_pk(&p.project_id, Api::V1), sk, page, keep_ref).await?;
+    for t in &mut list {
+        load_events(store, p, t).await?;
+    }
+    Ok((list, info))
 }
 
 /// Cursor paging of v2 trips, newest first (`starting_after`: older than that trip;
@@ -872,6 +907,9 @@ pub async fn list_v2(
     }
     let has_more = out.len() > limit;
     out.truncate(limit);
+    for t in &mut out {
+        load_events(store, p, t).await?;
+    }
     if !newer_first {
         out.reverse();
     }
@@ -886,7 +924,11 @@ pub async fn by_token(store: &dyn Store, token: &str) -> Result<Option<Trip>, Ap
     let Some(item) = store.get(Table::Main, &tracking_pk(token), "-").await? else { return Ok(None) };
     let r: TrackingRef = from_item(item)?;
     let item = store.get(Table::Main, &trips_pk(&r.project_id, r.api), &r.trip_id).await?;
-    Ok(item.map(from_item).transpose()?)
+    let Some(mut trip) = item.map(from_item::<Trip>).transpose()? else { return Ok(None) };
+    let p =
+        Project { project_id: r.project_id, account_id: trip.account_id.clone(), kind: crate::auth::KeyKind::Secret };
+    load_events(store, &p, &mut trip).await?;
+    Ok(Some(trip))
 }
 
 /// Everything a summary reports, computed from the trip's locations now.

@@ -1,0 +1,56 @@
+//! Handlers of the two event-driven functions, kept apart from their `main`s so tests feed them
+//! real event shapes.
+
+use std::collections::BTreeSet;
+
+use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+use serde::Deserialize;
+use serde_json::Value;
+use shared::auth::{KeyKind, Project};
+use shared::domain::processor;
+use shared::store::Store;
+
+#[derive(Deserialize)]
+struct Keys {
+    pk: String,
+}
+
+/// The (project, user) pairs whose location partitions a stream batch touched.
+pub fn users_in(event: &StreamEvent) -> BTreeSet<(String, String)> {
+    event
+        .records
+        .iter()
+        .filter_map(|r| serde_dynamo::from_item::<_, Keys>(r.change.keys.clone()).ok())
+        .filter_map(|k| k.pk.split_once('#').map(|(p, u)| (p.to_owned(), u.to_owned())))
+        .collect()
+}
+
+/// Processor: a stream batch processes each user it names; any other event (the schedule)
+/// sweeps every user with unfinished work. An error fails the batch, so Lambda retries it,
+/// bisects it and finally sends it to the on-failure queue; the sweep still finds the user.
+pub async fn process(store: &dyn Store, event: Value) -> Result<Value, String> {
+    if event.get("Records").is_none() {
+        let n = processor::sweep(store).await.map_err(|e| e.msg)?;
+        return Ok(serde_json::json!({"swept_users": n}));
+    }
+    let event: StreamEvent = serde_json::from_value(event).map_err(|e| format!("not a DynamoDB stream event: {e}"))?;
+    let mut done = 0;
+    for (project_id, user_id) in users_in(&event) {
+        let account_id = project_account(store, &project_id).await?;
+        let p = Project { project_id, account_id, kind: KeyKind::Secret };
+        processor::process_user(store, &p, &user_id).await.map_err(|e| e.msg)?;
+        done += 1;
+    }
+    Ok(serde_json::json!({"processed_users": done}))
+}
+
+async fn project_account(store: &dyn Store, project_id: &str) -> Result<String, String> {
+    shared::domain::projects::account_of(store, project_id).await.map_err(|e| e.msg)
+}
+
+/// Webhook sender: whatever woke it (a work mark on the stream, or the schedule), one delivery
+/// pass over every endpoint with pending messages.
+pub async fn send(worker: &shared::domain::webhooks::deliver::Worker) -> Result<Value, String> {
+    let next = worker.run_once().await.map_err(|e| e.msg)?;
+    Ok(serde_json::json!({"next_attempt_at": next.map(|t| t.format(None))}))
+}

@@ -1,0 +1,331 @@
+//! The events processor: everything derived from a user's stored locations, exactly once.
+//!
+//! Derived state (last location, trip progress and trip events, geofence states and events,
+//! stays, moving-fence positions and events, webhook messages) is a function of the location
+//! log. Per user a watermark (`<project>#PW#<user>`: the id of the newest fix processed) says how
+//! far derivation has got. A pass reads the fixes past it, asks each domain module what they
+//! change, and then:
+//! 1. writes the *facts* (events, stays, webhook messages: items whose keys are derived from the
+//!    fixes, so a second pass over the same fixes finds them and writes nothing) put-if-absent;
+//! 2. commits the *states* (user, trips, fence states, stay run, positions), the new watermark
+//!    (checked on its version) and the removal of the batch marks it covered, in one transaction.
+//!
+//! A crash or error anywhere leaves the watermark where it was, so the next pass (the user's next
+//! ingest, the sweep of `waymark serve` every [`SWEEP_SECONDS`], or on AWS the processor function
+//! fed by the locations table's stream) redoes the range and adds only what is missing.
+//!
+//! Batch marks (`PENDING#<shard>`, sort key `<project>#<user>#<batch>`) are written before a
+//! batch's locations, so a sweep finds every user with work left, and carry the batch's oldest
+//! fix: fixes older than the watermark (late) still recompute the figures of trips they fall in.
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::geofences::{self, events as fence_events, moving};
+use super::locations::{Location, locations_pk};
+use super::{insights, trips, users, webhooks};
+use crate::auth::{KeyKind, Project};
+use crate::error::ApiError;
+use crate::ids::id_at;
+use crate::store::{
+    Cond, Item, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item,
+};
+use crate::time::Timestamp;
+
+/// Fixes recorded more than this after the server's clock are refused at ingest (seconds).
+pub const FUTURE_TOLERANCE_SECONDS: i64 = 300;
+/// Most fixes one pass takes.
+pub const PASS_FIXES: usize = 500;
+/// How often `waymark serve` sweeps for unfinished work (seconds).
+pub const SWEEP_SECONDS: u64 = 2;
+/// Shards of the batch marks.
+pub const SHARDS: u32 = 16;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Watermark {
+    /// Id (sort key) of the newest fix processed.
+    last_id: Option<String>,
+    last_at: Option<Timestamp>,
+    version: u64,
+}
+
+/// A batch stored (or being stored) whose derived work may not be done yet.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BatchMark {
+    pub project_id: String,
+    pub account_id: String,
+    pub user_id: String,
+    /// Oldest fix of the batch.
+    pub since: Timestamp,
+    /// Changed on every write, so a pass removes only the marks it saw.
+    pub nonce: String,
+}
+
+fn watermark_pk(pid: &str, uid: &str) -> String {
+    format!("{pid}#PW#{uid}")
+}
+fn shard_of(pid: &str, uid: &str) -> u32 {
+    let d = Sha256::digest(format!("{pid}#{uid}").as_bytes());
+    u32::from_be_bytes([d[0], d[1], d[2], d[3]]) % SHARDS
+}
+fn marks_pk(shard: u32) -> String {
+    format!("PENDING#{shard:02}")
+}
+
+/// The newest `recorded_at` accepted now.
+pub fn latest_acceptable() -> Timestamp {
+    Timestamp(Timestamp::now().0 + chrono::Duration::seconds(FUTURE_TOLERANCE_SECONDS))
+}
+
+/// Record that a batch for the user is on its way into the log (before storing it).
+pub async fn mark_batch(store: &dyn Store, p: &Project, user_id: &str, batch: &[Location]) -> Result<(), ApiError> {
+    let Some(since) = batch.iter().map(|l| l.recorded_at).min() else { return Ok(()) };
+    let mut h = Sha256::new();
+    for l in batch {
+        h.update(l.id.as_bytes());
+    }
+    let key = hex::encode(&h.finalize()[..8]);
+    let mark = BatchMark {
+        project_id: p.project_id.clone(),
+        account_id: p.account_id.clone(),
+        user_id: user_id.to_owned(),
+        since,
+        nonce: crate::ids::random_hex(8),
+    };
+    let sk = format!("{}#{user_id}#{key}", p.project_id);
+    store.put(Table::Main, to_item(&marks_pk(shard_of(&p.project_id, user_id)), &sk, &mark)?, Cond::None).await?;
+    Ok(())
+}
+
+/// Process everything of the user that is past the watermark or marked. Returns the number of
+/// fixes processed.
+pub async fn process_user(store: &dyn Store, p: &Project, user_id: &str) -> Result<usize, ApiError> {
+    let mut total = 0;
+    for _ in 0..1000 {
+        match pass(store, p, user_id).await? {
+            Pass::Done(n) => return Ok(total + n),
+            Pass::More(n) => total += n,
+        }
+    }
+    Ok(total)
+}
+
+enum Pass {
+    Done(usize),
+    More(usize),
+}
+
+async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, ApiError> {
+    let mpk = marks_pk(shard_of(&p.project_id, user_id));
+    for _ in 0..20 {
+        let wm: Watermark = store
+            .get(Table::Main, &watermark_pk(&p.project_id, user_id), "-")
+            .await?
+            .map(from_item)
+            .transpose()?
+            .unwrap_or_default();
+        let marks: Vec<Item> = store
+            .query(Table::Main, &Query::new(&mpk, SkRange::Prefix(format!("{}#{user_id}#", p.project_id))))
+            .await?
+            .items;
+        // Past the watermark, and not in the future (a fix stored before the clock rule existed
+        // waits until its time comes rather than pinning the watermark).
+        let hi = id_at(latest_acceptable().0, u64::MAX);
+        let q = Query::new(locations_pk(&p.project_id, user_id), SkRange::Between("0".repeat(24), hi))
+            .after(wm.last_id.clone())
+            .limit(PASS_FIXES);
+        let page = store.query(Table::Locations, &q).await?;
+        let more = page.last_sk.is_some();
+        let fixes: Vec<Location> = page.items.into_iter().map(from_item).collect::<Result<_, _>>()?;
+        if fixes.is_empty() && marks.is_empty() {
+            return Ok(Pass::Done(0));
+        }
+        let late_since = marks
+            .iter()
+            .filter_map(|m| from_item::<BatchMark>(m.clone()).ok())
+            .map(|m| m.since)
+            .filter(|s| wm.last_at.is_some_and(|w| *s < w))
+            .min();
+        let mut facts: Vec<Item> = Vec::new();
+        let mut marks_ops: Vec<WriteOp> = Vec::new();
+        let mut states: Vec<WriteOp> = Vec::new();
+        if let Some(user) = users::get(store, p, user_id).await? {
+            let plan = plan(store, p, &user, &fixes, late_since).await?;
+            facts = plan.facts;
+            marks_ops = plan.marks;
+            states = plan.states;
+        }
+        if !facts.is_empty() {
+            store.put_new(Table::Main, facts).await?;
+        }
+        for m in marks_ops {
+            store.transact(vec![m]).await?;
+        }
+        let newest = fixes.last();
+        let next = Watermark {
+            last_id: newest.map(|l| l.id.clone()).or(wm.last_id.clone()),
+            last_at: newest.map(|l| l.recorded_at).or(wm.last_at),
+            version: wm.version + 1,
+        };
+        let mut commit = vec![WriteOp::Put {
+            table: Table::Main,
+            item: to_item(&watermark_pk(&p.project_id, user_id), "-", &next)?,
+            cond: if wm.version == 0 { Cond::NotExists } else { Cond::Equals("version", wm.version.into()) },
+        }];
+        for m in &marks {
+            let sk = m.get("sk").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+            let nonce = m.get("nonce").cloned().unwrap_or_default();
+            commit.push(WriteOp::Delete {
+                table: Table::Main,
+                pk: mpk.clone(),
+                sk,
+                cond: Cond::Equals("nonce", nonce),
+            });
+        }
+        // States and watermark together when they fit one transaction; otherwise the states go
+        // first (rare: a fix that changes more than ~90 items) and the watermark commits last.
+        let result = if states.len() + commit.len() <= MAX_TRANSACT_OPS {
+            states.extend(commit);
+            store.transact(states).await
+        } else {
+            let mut r = Ok(());
+            for chunk in states.chunks(MAX_TRANSACT_OPS) {
+                r = store.transact(chunk.to_vec()).await;
+                if r.is_err() {
+                    break;
+                }
+            }
+            match r {
+                Ok(()) => store.transact(commit).await,
+                e => e,
+            }
+        };
+        match result {
+            Ok(()) => return Ok(if more { Pass::More(fixes.len()) } else { Pass::Done(fixes.len()) }),
+            // Another pass (or a user update) got in first: read again and redo.
+            Err(StoreError::ConditionFailed) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::conflict("user_id: this user's locations are being processed by other requests; retry"))
+}
+
+struct Plan {
+    facts: Vec<Item>,
+    marks: Vec<WriteOp>,
+    states: Vec<WriteOp>,
+}
+
+/// Ask every module what `fixes` (new, in order) and late fixes since `late_since` change.
+async fn plan(
+    store: &dyn Store,
+    p: &Project,
+    user: &users::User,
+    fixes: &[Location],
+    late_since: Option<Timestamp>,
+) -> Result<Plan, ApiError> {
+    let mut facts = Vec::new();
+    let mut states = Vec::new();
+    let mut hooks = Vec::new();
+    let before = user.last_location_update.clone();
+    let newest = fixes.last().filter(|n| before.as_ref().is_none_or(|b| n.recorded_at > b.recorded_at));
+    let mut user_after = user.clone();
+    if let Some(n) = newest {
+        // The user record: checked on its version, so a concurrent update makes the pass redo.
+        user_after.last_location_update = Some(n.clone());
+        user_after.version += 1;
+        states.push(WriteOp::Put {
+            table: Table::Main,
+            item: to_item(&users::users_pk(&p.project_id), &user.id, &user_after)?,
+            cond: Cond::Equals("version", user.version.into()),
+        });
+    }
+    let trips = trips::plan_progress(store, p, user, fixes, late_since).await?;
+    states.extend(trips.states);
+    hooks.extend(trips.hooks);
+    if !fixes.is_empty() {
+        let fences = fence_events::plan(store, p, user, fixes).await?;
+        states.extend(fences.states);
+        let events: Vec<_> = fences.events.iter().map(|(e, _)| e.clone()).collect();
+        facts.extend(fence_events::event_items(p, &events)?);
+        for (e, g) in &fences.events {
+            hooks.push(fence_hook(e, user, geofences::geofence_json(g, "geofence_id")));
+        }
+        let stays = insights::plan(store, p, &user.id, fixes).await?;
+        states.push(stays.run);
+        facts.extend(stays.stays);
+    }
+    if let Some(n) = newest {
+        states.extend(moving::reindex_ops(p, &user_after, n, before.as_ref())?);
+        let m = moving::plan(store, p, &user_after, n).await?;
+        states.extend(m.states);
+        let events: Vec<_> = m.events.iter().map(|(e, _)| e.clone()).collect();
+        facts.extend(fence_events::event_items(p, &events)?);
+        for (e, g) in &m.events {
+            hooks.push(fence_hook(e, user, moving::moving_json(g)));
+        }
+    }
+    let mut marks = Vec::new();
+    let subs = webhooks::subscriptions(store, p).await?;
+    if !subs.is_empty() {
+        if let Some(n) = fixes.last() {
+            hooks.push(location_hook(user, n));
+        }
+        let (f, m) = webhooks::outbox::enqueue(p, &subs, &hooks)?;
+        facts.extend(f);
+        marks = m;
+    }
+    Ok(Plan { facts, marks, states })
+}
+
+fn fence_hook(e: &fence_events::GeofenceEvent, user: &users::User, geofence: serde_json::Value) -> webhooks::HookEvent {
+    let kind = match e.event_type.as_str() {
+        "motion:geofence:exit" => "geofence.exit",
+        "motion:geofence:dwell" => "geofence.dwell",
+        _ => "geofence.entry",
+    };
+    let mut data = fence_events::event_json(e);
+    data["user"] = webhooks::user_brief(Some(user), Some(&user.id));
+    data["geofence"] = geofence;
+    webhooks::HookEvent { id: e.id.clone(), kind, user_id: Some(user.id.clone()), created_at: e.created_at, data }
+}
+
+/// `location.updated` for a pass: keyed by its newest fix, so a redone pass has the same id.
+fn location_hook(user: &users::User, newest: &Location) -> webhooks::HookEvent {
+    let id = fence_events::event_id(newest.recorded_at, 0, &["location.updated", &newest.id]);
+    let data = json!({
+        "id": id, "user_id": user.id, "location": super::locations::location_json(newest, None),
+        "user": webhooks::user_brief(Some(user), Some(&user.id)),
+    });
+    webhooks::HookEvent {
+        id,
+        kind: "location.updated",
+        user_id: Some(user.id.clone()),
+        created_at: Timestamp::now(),
+        data,
+    }
+}
+
+/// Finish every marked user's work (the sweep of `waymark serve`). Returns users processed.
+pub async fn sweep(store: &dyn Store) -> Result<usize, ApiError> {
+    let mut done = 0;
+    for shard in 0..SHARDS {
+        let marks = store.query(Table::Main, &Query::new(marks_pk(shard), SkRange::All).limit(1000)).await?.items;
+        let mut users: Vec<(String, String, String)> = marks
+            .into_iter()
+            .filter_map(|m| from_item::<BatchMark>(m).ok())
+            .map(|m| (m.project_id, m.account_id, m.user_id))
+            .collect();
+        users.sort();
+        users.dedup();
+        for (project_id, account_id, user_id) in users {
+            let p = Project { project_id, account_id, kind: KeyKind::Secret };
+            match process_user(store, &p, &user_id).await {
+                Ok(_) => done += 1,
+                Err(e) => tracing::warn!(user_id, error = %e.msg, "sweep could not process a user"),
+            }
+        }
+    }
+    Ok(done)
+}

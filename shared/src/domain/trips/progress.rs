@@ -1,0 +1,164 @@
+//! Trips moved by locations: what the events processor asks of trips for a range of new fixes
+//! (origin/destination/stop reached and left, start location) and for late fixes (figures of
+//! trips that ended recently recomputed from the whole history).
+
+use super::{Api, LATE_WINDOW_HOURS, LEAVE_MARGIN_M, Trip, TripEvent, TripState, UserTrip, WaypointKind};
+use super::{event_puts, get_record, route, set_figures, trip_locations, trips_pk, user_trips_pk};
+use crate::auth::Project;
+use crate::domain::geofences::events::event_id;
+use crate::domain::locations::Location;
+use crate::domain::users::User;
+use crate::domain::webhooks::HookEvent;
+use crate::error::ApiError;
+use crate::store::{Cond, Query, SkRange, Store, Table, WriteOp, from_item, to_item};
+use crate::time::Timestamp;
+
+/// Update waypoint progress from fixes in `recorded_at` order, recording reached/left events
+/// with ids derived from the trip, waypoint, kind and fix (the same fixes give the same ids).
+pub(super) fn progress(trip: &mut Trip, fixes: &[Location]) {
+    let mut events = Vec::new();
+    for f in fixes.iter().filter(|f| f.horizontal_accuracy.or(f.accuracy).is_none_or(|a| a <= route::MAX_ACCURACY_M)) {
+        let mut seq = 0;
+        for w in trip.waypoints.iter_mut() {
+            let d = w.coordinates.distance_m(f.coordinates);
+            let reached = if w.reached_at.is_none() && d <= f64::from(w.radius_m) {
+                w.reached_at = Some(f.recorded_at);
+                true
+            } else if w.reached_at.is_some() && w.left_at.is_none() && d > f64::from(w.radius_m) + LEAVE_MARGIN_M {
+                w.left_at = Some(f.recorded_at);
+                false
+            } else {
+                continue;
+            };
+            w.updated_at = Timestamp::now();
+            seq += 1;
+            let ty = reach_event(w.kind, reached);
+            let id = event_id(f.recorded_at, seq, &[&trip.id, &w.id, ty, &f.id]);
+            events.push((id, ty, w.id.clone(), f.id.clone()));
+        }
+    }
+    for (id, ty, wp, loc) in events {
+        trip.push_event_id(id, ty, None, Some(wp), Some(loc));
+    }
+}
+
+fn reach_event(kind: WaypointKind, reached: bool) -> &'static str {
+    match (kind, reached) {
+        (WaypointKind::Origin, true) => "trip:user_reached_origin",
+        (WaypointKind::Origin, false) => "trip:user_left_origin",
+        (WaypointKind::Destination, true) => "trip:user_reached_destination",
+        (WaypointKind::Destination, false) => "trip:user_left_destination",
+        (WaypointKind::Stop, true) => "trip:user_reached_stop",
+        (WaypointKind::Stop, false) => "trip:user_left_stop",
+    }
+}
+
+/// The webhook event type of a trip event, if it has one (README: "Webhooks").
+pub fn hook_type(event_type: &str) -> Option<&'static str> {
+    Some(match event_type {
+        "service:trip:created" => "trip.created",
+        "trip:started" => "trip.started",
+        "trip:paused" => "trip.paused",
+        "trip:resumed" => "trip.resumed",
+        "trip:completed" => "trip.ended",
+        "trip:user_reached_origin" => "trip.origin_reached",
+        "trip:user_left_origin" => "trip.origin_left",
+        "trip:user_reached_stop" => "trip.stop_arrived",
+        "trip:user_left_stop" => "trip.stop_departed",
+        "trip:user_reached_destination" => "trip.destination_reached",
+        "trip:user_left_destination" => "trip.destination_left",
+        _ => return None,
+    })
+}
+
+/// A trip event as a webhook message: the event as the API lists it, the user and the trip.
+pub(super) fn hook_event(trip: &Trip, e: &TripEvent, user: Option<&User>) -> Option<HookEvent> {
+    let kind = hook_type(&e.event_type)?;
+    let trip_json = match trip.api {
+        Api::V1 => super::json::trip_v1_json(trip, ""),
+        Api::V2 => super::json::trip_v2_json(trip, user),
+    };
+    let mut data = super::json::event_json(e);
+    data["user"] = crate::domain::webhooks::user_brief(user, e.user_id.as_deref());
+    data["trip"] = trip_json;
+    Some(HookEvent { id: e.id.clone(), kind, user_id: e.user_id.clone(), created_at: e.created_at, data })
+}
+
+/// What new fixes do to the user's trips: trip records to write (checked on their version, in
+/// the processor's transaction), their new event items, and the events for webhooks.
+#[derive(Default)]
+pub struct TripPlan {
+    pub states: Vec<WriteOp>,
+    pub hooks: Vec<HookEvent>,
+}
+
+/// Plan the effect of `fixes` (new, past the processor's watermark, in order) and of late fixes
+/// recorded since `late_since` (before the watermark) on the user's started trips.
+pub async fn plan(
+    store: &dyn Store,
+    p: &Project,
+    user: &User,
+    fixes: &[Location],
+    late_since: Option<Timestamp>,
+) -> Result<TripPlan, ApiError> {
+    let pk = user_trips_pk(&p.project_id, &user.id);
+    let entries = store.query(Table::Main, &Query::new(&pk, SkRange::All)).await?.items;
+    let now = Timestamp::now();
+    let mut out = TripPlan::default();
+    for e in entries {
+        let e: UserTrip = from_item(e)?;
+        let Some(trip) = get_record(store, p, e.api, &e.trip_id).await? else {
+            out.states.push(WriteOp::Delete { table: Table::Main, pk: pk.clone(), sk: e.trip_id, cond: Cond::None });
+            continue;
+        };
+        if trip.ended_at.is_some_and(|end| (now.0 - end.0).num_hours() >= LATE_WINDOW_HOURS) {
+            out.states.push(WriteOp::Delete { table: Table::Main, pk: pk.clone(), sk: e.trip_id, cond: Cond::None });
+            continue;
+        }
+        // An active trip runs until now, and fixes may be a little ahead of the server's clock.
+        let intervals = trip.active_intervals(crate::domain::processor::latest_acceptable());
+        let inside: Vec<Location> = fixes
+            .iter()
+            .filter(|l| intervals.iter().any(|(a, b)| *a <= l.recorded_at && l.recorded_at <= *b))
+            .cloned()
+            .collect();
+        let late = late_since.is_some_and(|s| intervals.iter().any(|(_, b)| s <= *b));
+        if inside.is_empty() && !late {
+            continue;
+        }
+        let mut t = trip.clone();
+        if trip.state == TripState::Ended {
+            // Late fixes: recompute the stored figures from the whole history.
+            let end = trip.ended_at.unwrap_or(now);
+            let locs = trip_locations(store, p, &trip, now).await?;
+            let r = route::analyse(&locs, &trip.pause_intervals(end));
+            set_figures(&mut t, &r, end);
+            if t.start_location.as_ref().is_none_or(|s| locs.first().is_some_and(|f| f.recorded_at < s.recorded_at)) {
+                t.start_location = locs.first().cloned();
+            }
+            t.end_location = locs.last().cloned();
+        } else if !inside.is_empty() {
+            if t.start_location.as_ref().is_none_or(|s| inside[0].recorded_at < s.recorded_at) {
+                t.start_location = Some(inside[0].clone());
+            }
+            progress(&mut t, &inside);
+        }
+        if t == trip {
+            continue;
+        }
+        t.version += 1;
+        t.updated_at = now;
+        // The record read here holds no events: the new ones go after the stored ones.
+        let event_ops = event_puts(p, &mut t, 0, trip.event_count)?;
+        out.states.push(WriteOp::Put {
+            table: Table::Main,
+            item: to_item(&trips_pk(&p.project_id, e.api), &t.id, &t)?,
+            cond: Cond::Equals("version", trip.version.into()),
+        });
+        out.states.extend(event_ops);
+        for ev in &t.events {
+            out.hooks.extend(hook_event(&t, ev, Some(user)));
+        }
+    }
+    Ok(out)
+}

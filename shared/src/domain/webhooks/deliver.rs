@@ -1,0 +1,406 @@
+//! Delivery: the worker that sends pending messages, signed as the Standard Webhooks
+//! specification says, and retries them.
+//!
+//! - Request: `POST` with `content-type: application/json`, `webhook-id` (the event id),
+//!   `webhook-timestamp` (Unix seconds), `webhook-signature` (`v1,<base64 HMAC-SHA256 of
+//!   "{id}.{timestamp}.{body}">`, one per signing secret, space-separated, during a rotation)
+//!   and `user-agent` [`USER_AGENT`].
+//! - Success is any 2xx within the timeout (10 s). Anything else (redirects included) is retried
+//!   after the delays of [`DEFAULT_SCHEDULE`] with ±20 % jitter, or after `Retry-After` when a 429
+//!   or 503 carries one; after the last retry the delivery is marked failed and kept.
+//! - Order: per endpoint and user, a message is sent only once the ones before it are delivered
+//!   or failed.
+//! - An endpoint whose every attempt failed for [`DEFAULT_DISABLE_AFTER_SECONDS`] is disabled
+//!   with a reason; enabling it again (PUT) resumes its pending deliveries.
+//! - Addresses: every name is resolved here and refused when it points at a loopback, private,
+//!   link-local or metadata address (checked at each delivery, against DNS rebinding), unless
+//!   `WAYMARK_WEBHOOK_ALLOW_PRIVATE=1`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use futures::StreamExt;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use super::outbox::{
+    Attempt, Delivery, MAX_ATTEMPTS_KEPT, Message, PendingRef, Status, WORK_SHARDS, WorkMark, log_pk, messages_pk,
+    pending_pk, work_pk,
+};
+use super::{Endpoint, is_public};
+use crate::auth::{KeyKind, Project};
+use crate::error::ApiError;
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::time::Timestamp;
+
+pub const USER_AGENT: &str = concat!("Waymark-Webhooks/", env!("CARGO_PKG_VERSION"));
+/// Seconds to wait after each failed attempt: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (eight
+/// attempts over about 27.6 hours).
+pub const DEFAULT_SCHEDULE: &[u64] = &[5, 300, 1800, 7200, 18000, 36000, 36000];
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 10;
+/// Five days of nothing but failures disable an endpoint.
+pub const DEFAULT_DISABLE_AFTER_SECONDS: u64 = 5 * 24 * 3600;
+/// Longest `Retry-After` honoured.
+const MAX_RETRY_AFTER_SECONDS: u64 = 24 * 3600;
+/// Most characters of a receiver's response kept in the log.
+const RESPONSE_KEPT: usize = 1000;
+/// Users served at once per endpoint.
+const PARALLEL_USERS: usize = 8;
+
+#[derive(Debug, Clone)]
+pub struct DeliveryConfig {
+    pub schedule: Vec<Duration>,
+    pub timeout: Duration,
+    pub disable_after: Duration,
+    pub allow_private: bool,
+}
+
+impl DeliveryConfig {
+    /// Defaults, overridden by `WAYMARK_WEBHOOK_RETRY_SCHEDULE` (comma-separated seconds),
+    /// `WAYMARK_WEBHOOK_TIMEOUT_SECONDS`, `WAYMARK_WEBHOOK_DISABLE_AFTER_SECONDS` and
+    /// `WAYMARK_WEBHOOK_ALLOW_PRIVATE=1`.
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let secs = |k: &str, d: u64| {
+            var(k).and_then(|v| v.parse::<f64>().ok()).map_or(Duration::from_secs(d), Duration::from_secs_f64)
+        };
+        let schedule = var("WAYMARK_WEBHOOK_RETRY_SCHEDULE")
+            .map(|s| s.split(',').filter_map(|x| x.trim().parse::<f64>().ok()).map(Duration::from_secs_f64).collect())
+            .unwrap_or_else(|| DEFAULT_SCHEDULE.iter().map(|s| Duration::from_secs(*s)).collect());
+        Self {
+            schedule,
+            timeout: secs("WAYMARK_WEBHOOK_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS),
+            disable_after: secs("WAYMARK_WEBHOOK_DISABLE_AFTER_SECONDS", DEFAULT_DISABLE_AFTER_SECONDS),
+            allow_private: super::allow_private(),
+        }
+    }
+}
+
+/// The `webhook-signature` value for one secret (`whsec_<base64 key>`).
+pub fn sign(secret: &str, id: &str, timestamp: i64, body: &str) -> Option<String> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let key = b64.decode(secret.strip_prefix("whsec_")?).ok()?;
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).ok()?;
+    mac.update(format!("{id}.{timestamp}.").as_bytes());
+    mac.update(body.as_bytes());
+    Some(format!("v1,{}", b64.encode(mac.finalize().into_bytes())))
+}
+
+/// Resolves names and keeps only public addresses (unless private ones are allowed), so a name
+/// that resolves to an internal address at delivery time is refused.
+struct PublicOnly {
+    allow_private: bool,
+}
+
+impl reqwest::dns::Resolve for PublicOnly {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let allow = self.allow_private;
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let ok: Vec<SocketAddr> = addrs.into_iter().filter(|a| allow || is_public(a.ip())).collect();
+            if ok.is_empty() {
+                return Err(format!("{host} resolves to no public address").into());
+            }
+            Ok(Box::new(ok.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+enum Outcome {
+    /// Delivered, or failed for good: the next message of the user may go.
+    Final,
+    /// Waiting for a retry (or for its records to be written): the user's later messages wait.
+    Wait(Timestamp),
+}
+
+pub struct Worker {
+    store: Arc<dyn Store>,
+    cfg: DeliveryConfig,
+    client: reqwest::Client,
+}
+
+impl Worker {
+    pub fn new(store: Arc<dyn Store>, cfg: DeliveryConfig) -> Result<Self, String> {
+        let client = reqwest::Client::builder()
+            .user_agent(USER_AGENT)
+            .timeout(cfg.timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(PublicOnly { allow_private: cfg.allow_private }))
+            .build()
+            .map_err(|e| format!("webhook client: {e}"))?;
+        Ok(Self { store, cfg, client })
+    }
+
+    /// Serve forever: work whatever is due, then sleep until woken (new messages) or until the
+    /// next retry is due (at most a second).
+    pub async fn run(self, wake: Arc<tokio::sync::Notify>) {
+        loop {
+            let next = match self.run_once().await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %e.msg, "webhook delivery pass failed");
+                    None
+                }
+            };
+            let now = Timestamp::now();
+            let nap = next
+                .map(|t| (t.0 - now.0).to_std().unwrap_or(Duration::ZERO))
+                .unwrap_or(Duration::from_secs(1))
+                .min(Duration::from_secs(1));
+            tokio::select! {
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep(nap) => {}
+            }
+        }
+    }
+
+    /// One pass over every endpoint with pending deliveries. Returns when the next retry is due.
+    pub async fn run_once(&self) -> Result<Option<Timestamp>, ApiError> {
+        let mut next: Option<Timestamp> = None;
+        for shard in 0..WORK_SHARDS {
+            let marks = self.store.query(Table::Main, &Query::new(work_pk(shard), SkRange::All)).await?.items;
+            for item in marks {
+                let mark: WorkMark = from_item(item)?;
+                if let Some(t) = self.work_endpoint(shard, &mark).await? {
+                    next = Some(next.map_or(t, |n: Timestamp| n.min(t)));
+                }
+            }
+        }
+        Ok(next)
+    }
+
+    async fn work_endpoint(&self, shard: u32, mark: &WorkMark) -> Result<Option<Timestamp>, ApiError> {
+        let store = self.store.as_ref();
+        let p =
+            Project { project_id: mark.project_id.clone(), account_id: mark.account_id.clone(), kind: KeyKind::Secret };
+        let mark_sk = format!("{}#{}", mark.project_id, mark.webhook_id);
+        let drop_mark = || async {
+            match store
+                .delete(Table::Main, &work_pk(shard), &mark_sk, Cond::Equals("nonce", mark.nonce.clone().into()))
+                .await
+            {
+                Ok(()) | Err(StoreError::ConditionFailed) => Ok::<_, ApiError>(None),
+                Err(e) => Err(e.into()),
+            }
+        };
+        let endpoint = match super::get(store, &p, &mark.webhook_id).await {
+            Ok(e) => e,
+            Err(e) if e.status == axum::http::StatusCode::NOT_FOUND => return drop_mark().await,
+            Err(e) => return Err(e),
+        };
+        if !endpoint.enabled {
+            return Ok(None);
+        }
+        let refs = store
+            .query(Table::Main, &Query::new(pending_pk(&p.project_id, &endpoint.id), SkRange::All).limit(1000))
+            .await?;
+        if refs.items.is_empty() {
+            return drop_mark().await;
+        }
+        // Each user's run, in event order.
+        let mut runs: BTreeMap<String, Vec<(String, PendingRef)>> = BTreeMap::new();
+        for item in refs.items {
+            let sk = item.get("sk").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+            let user = sk.split('#').next().unwrap_or("-").to_owned();
+            runs.entry(user).or_default().push((sk, from_item::<PendingRef>(item)?));
+        }
+        let results: Vec<(Result<Option<Timestamp>, ApiError>, bool, usize)> =
+            futures::stream::iter(runs.into_values())
+                .map(|run| self.work_run(&p, &endpoint, run))
+                .buffer_unordered(PARALLEL_USERS)
+                .collect()
+                .await;
+        let mut next: Option<Timestamp> = None;
+        let (mut ok, mut failed) = (false, 0);
+        for (r, any_ok, fails) in results {
+            ok |= any_ok;
+            failed += fails;
+            if let Some(t) = r? {
+                next = Some(next.map_or(t, |n: Timestamp| n.min(t)));
+            }
+        }
+        self.track_health(&p, &endpoint, ok, failed).await?;
+        Ok(next)
+    }
+
+    /// Send one user's pending messages in order until one has to wait.
+    async fn work_run(
+        &self,
+        p: &Project,
+        ep: &Endpoint,
+        run: Vec<(String, PendingRef)>,
+    ) -> (Result<Option<Timestamp>, ApiError>, bool, usize) {
+        let (mut any_ok, mut fails) = (false, 0);
+        for (sk, r) in run {
+            if r.next_attempt_at > Timestamp::now() {
+                return (Ok(Some(r.next_attempt_at)), any_ok, fails);
+            }
+            match self.attempt(p, ep, &sk, &r).await {
+                Ok((Outcome::Final, delivered)) => {
+                    any_ok |= delivered;
+                    fails += usize::from(!delivered);
+                }
+                Ok((Outcome::Wait(t), _)) => return (Ok(Some(t)), any_ok, fails + 1),
+                Err(e) => return (Err(e), any_ok, fails),
+            }
+        }
+        (Ok(None), any_ok, fails)
+    }
+
+    /// One attempt at one delivery; returns what it means for the run and whether it succeeded.
+    async fn attempt(&self, p: &Project, ep: &Endpoint, sk: &str, r: &PendingRef) -> Result<(Outcome, bool), ApiError> {
+        let store = self.store.as_ref();
+        let lpk = log_pk(&p.project_id, &ep.id);
+        let ppk = pending_pk(&p.project_id, &ep.id);
+        let drop_ref = WriteOp::Delete { table: Table::Main, pk: ppk.clone(), sk: sk.to_owned(), cond: Cond::None };
+        let (Some(d), Some(m)) = (
+            store.get(Table::Main, &lpk, &r.event_id).await?,
+            store.get(Table::Main, &messages_pk(&p.project_id), &r.event_id).await?,
+        ) else {
+            // Written by a step still under way (or re-run after a crash): wait for it.
+            return Ok((Outcome::Wait(Timestamp(Timestamp::now().0 + chrono::Duration::seconds(1))), false));
+        };
+        let mut d: Delivery = from_item(d)?;
+        let m: Message = from_item(m)?;
+        if d.status != Status::Pending {
+            store.transact(vec![drop_ref]).await?;
+            return Ok((Outcome::Final, d.status == Status::Delivered));
+        }
+        let now = Timestamp::now();
+        let (attempt, retry_after) = self.send(ep, &m, now).await;
+        let success = attempt.status_code.is_some_and(|s| (200..300).contains(&s));
+        d.attempts.push(attempt);
+        if d.attempts.len() > MAX_ATTEMPTS_KEPT {
+            d.attempts.remove(0);
+        }
+        d.round_attempts += 1;
+        d.updated_at = Timestamp::now();
+        let outcome = if success {
+            d.status = Status::Delivered;
+            d.next_attempt_at = None;
+            Outcome::Final
+        } else if d.round_attempts > self.cfg.schedule.len() {
+            d.status = Status::Failed;
+            d.next_attempt_at = None;
+            Outcome::Final
+        } else {
+            let planned = self.cfg.schedule[d.round_attempts - 1].mul_f64(0.8 + 0.4 * rand::random::<f64>());
+            let wait = retry_after.unwrap_or(planned);
+            let at =
+                Timestamp(d.updated_at.0 + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::hours(24)));
+            d.next_attempt_at = Some(at);
+            Outcome::Wait(at)
+        };
+        let log = WriteOp::Put { table: Table::Main, item: to_item(&lpk, &r.event_id, &d)?, cond: Cond::None };
+        let index = match &outcome {
+            Outcome::Final => drop_ref,
+            Outcome::Wait(at) => {
+                let next = PendingRef { event_id: r.event_id.clone(), next_attempt_at: *at };
+                WriteOp::Put { table: Table::Main, item: to_item(&ppk, sk, &next)?, cond: Cond::None }
+            }
+        };
+        store.transact(vec![log, index]).await?;
+        Ok((outcome, success))
+    }
+
+    /// POST the message; the attempt as logged, and `Retry-After` when a 429 or 503 gave one.
+    async fn send(&self, ep: &Endpoint, m: &Message, now: Timestamp) -> (Attempt, Option<Duration>) {
+        let ts = now.0.timestamp();
+        let signatures: Vec<String> =
+            ep.signing_secrets(now).into_iter().filter_map(|s| sign(s, &m.id, ts, &m.body)).collect();
+        let started = Instant::now();
+        let mut attempt = Attempt { at: now, status_code: None, error: None, latency_ms: 0, response: None };
+        // IP literals never reach the resolver: check the URL itself at every delivery too.
+        if let Err(e) = super::check_url("url", &ep.url, self.cfg.allow_private) {
+            attempt.error = Some(e.msg);
+            return (attempt, None);
+        }
+        let res = self
+            .client
+            .post(&ep.url)
+            .header("content-type", "application/json")
+            .header("webhook-id", &m.id)
+            .header("webhook-timestamp", ts.to_string())
+            .header("webhook-signature", signatures.join(" "))
+            .body(m.body.clone())
+            .send()
+            .await;
+        let mut retry_after = None;
+        match res {
+            Ok(res) => {
+                let status = res.status().as_u16();
+                attempt.status_code = Some(status);
+                if status == 429 || status == 503 {
+                    retry_after = res
+                        .headers()
+                        .get("retry-after")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .map(|s| Duration::from_secs(s.min(MAX_RETRY_AFTER_SECONDS)));
+                }
+                if let Ok(text) = res.text().await {
+                    attempt.response = Some(text.chars().take(RESPONSE_KEPT).collect());
+                }
+            }
+            Err(e) => {
+                attempt.error = Some(if e.is_timeout() {
+                    format!("timed out after {} s", self.cfg.timeout.as_secs_f64())
+                } else if e.is_connect() {
+                    "could not connect".to_owned()
+                } else {
+                    "request failed".to_owned()
+                });
+            }
+        }
+        attempt.latency_ms = started.elapsed().as_millis() as u64;
+        (attempt, retry_after)
+    }
+
+    /// Remember when an endpoint started failing; disable it after the configured period.
+    async fn track_health(&self, p: &Project, ep: &Endpoint, ok: bool, failed: usize) -> Result<(), ApiError> {
+        let now = Timestamp::now();
+        if ok && ep.failing_since.is_some() {
+            super::modify(self.store.as_ref(), p, &ep.id, |e| {
+                e.failing_since = None;
+                Ok(())
+            })
+            .await?;
+        } else if !ok && failed > 0 {
+            let since = ep.failing_since.unwrap_or(now);
+            let disable = (now.0 - since.0).to_std().unwrap_or_default() >= self.cfg.disable_after;
+            if ep.failing_since.is_none() || disable {
+                let hours = self.cfg.disable_after.as_secs_f64() / 3600.0;
+                super::modify(self.store.as_ref(), p, &ep.id, |e| {
+                    e.failing_since.get_or_insert(since);
+                    if disable {
+                        e.enabled = false;
+                        e.disabled_reason = Some(format!("every delivery attempt failed for {hours} hours"));
+                    }
+                    Ok(())
+                })
+                .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Queue a `webhook.test` event for one endpoint (whatever types it subscribes to).
+pub async fn send_test(store: &dyn Store, p: &Project, ep: &Endpoint) -> Result<String, ApiError> {
+    let id = crate::ids::new_id();
+    let e = super::HookEvent {
+        id: id.clone(),
+        kind: "webhook.test",
+        user_id: None,
+        created_at: Timestamp::now(),
+        data: serde_json::json!({"webhook_id": ep.id, "message": "a test event from Waymark"}),
+    };
+    let mut to = ep.clone();
+    to.events = vec!["*".into()];
+    super::outbox::write(store, p, &[to], &[e]).await?;
+    Ok(id)
+}

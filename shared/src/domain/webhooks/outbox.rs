@@ -1,0 +1,307 @@
+//! The outbox: messages written in the same step as the events they carry, and per endpoint a
+//! delivery log and a pending index that the worker ([`super::deliver`]) works through.
+//!
+//! Layout (main table):
+//! - `<project>#WM`, sort key event id: the message body, exactly the bytes every attempt and
+//!   every replay sends (so the same event keeps its id and content);
+//! - `<project>#WL#<webhook>`, sort key event id: the delivery of that message to that endpoint,
+//!   with its status and attempts (the delivery log);
+//! - `<project>#WP#<webhook>`, sort key `<user>#<event id>`: deliveries still to make. Sorted by
+//!   user, then by event, so the head of each user's run is the one to send next: a later event
+//!   of a user waits while an earlier one is retried;
+//! - `WORK#<shard>`, sort key `<project>#<webhook>`: endpoints with pending deliveries, so the
+//!   worker finds work without a scan.
+//!
+//! All keys are derived from the event id, so writing the same events twice (a re-run after a
+//! crash) adds nothing; the worker skips a pending entry whose delivery is already final.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{Endpoint, HookEvent};
+use crate::auth::Project;
+use crate::error::ApiError;
+use crate::ids::id_range;
+use crate::paging::{PageInfo, PageNumber, list_page};
+use crate::store::{Cond, Item, Query, SkRange, Store, Table, WriteOp, from_item, to_item};
+use crate::time::{DateRange, Timestamp};
+
+/// Shards of the work index.
+pub const WORK_SHARDS: u32 = 8;
+/// Most events one replay request re-sends.
+pub const MAX_REPLAY: usize = 1000;
+/// Most attempts kept in a delivery's log (the newest).
+pub const MAX_ATTEMPTS_KEPT: usize = 50;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Message {
+    pub id: String,
+    pub event_type: String,
+    pub user_id: Option<String>,
+    /// The JSON body sent, as bytes on the wire.
+    pub body: String,
+    pub created_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pending,
+    Delivered,
+    Failed,
+}
+
+impl Status {
+    pub fn parse(s: &str) -> Result<Self, ApiError> {
+        serde_json::from_value(Value::String(s.to_owned()))
+            .map_err(|_| ApiError::field("status", format!("'{s}' is not one of pending, delivered, failed")))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub at: Timestamp,
+    /// The receiver's HTTP status, when it answered.
+    pub status_code: Option<u16>,
+    /// Why there was no answer (timeout, refused address, connection error).
+    pub error: Option<String>,
+    pub latency_ms: u64,
+    /// The start of the receiver's response body (truncated).
+    pub response: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Delivery {
+    pub webhook_id: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub user_id: Option<String>,
+    pub status: Status,
+    pub attempts: Vec<Attempt>,
+    /// Attempts of the current round (reset by a replay); the retry schedule counts these.
+    #[serde(default)]
+    pub round_attempts: usize,
+    pub next_attempt_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// An entry of the pending index.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PendingRef {
+    pub event_id: String,
+    pub next_attempt_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkMark {
+    pub project_id: String,
+    pub account_id: String,
+    pub webhook_id: String,
+    /// Changed by every enqueue, so the worker removes the mark only if nothing came since.
+    pub nonce: String,
+}
+
+pub(crate) fn messages_pk(pid: &str) -> String {
+    format!("{pid}#WM")
+}
+pub(crate) fn log_pk(pid: &str, wh: &str) -> String {
+    format!("{pid}#WL#{wh}")
+}
+pub(crate) fn pending_pk(pid: &str, wh: &str) -> String {
+    format!("{pid}#WP#{wh}")
+}
+pub(crate) fn pending_sk(user_id: Option<&str>, event_id: &str) -> String {
+    format!("{}#{event_id}", user_id.unwrap_or("-"))
+}
+pub(crate) fn work_pk(shard: u32) -> String {
+    format!("WORK#{shard}")
+}
+fn shard_of(pid: &str, wh: &str) -> u32 {
+    let h = crate::auth::hash_secret(&format!("{pid}#{wh}"));
+    u32::from_str_radix(&h[..8], 16).unwrap_or(0) % WORK_SHARDS
+}
+
+/// The body of a message: `{id, type, created_at, project_id, data}`.
+pub fn body(p: &Project, e: &HookEvent) -> String {
+    json!({
+        "id": e.id, "type": e.kind, "created_at": e.created_at.format(None),
+        "project_id": p.project_id, "data": e.data,
+    })
+    .to_string()
+}
+
+fn message(p: &Project, e: &HookEvent) -> Message {
+    Message {
+        id: e.id.clone(),
+        event_type: e.kind.to_owned(),
+        user_id: e.user_id.clone(),
+        body: body(p, e),
+        created_at: e.created_at,
+    }
+}
+
+fn new_delivery(wh: &str, m: &Message, now: Timestamp) -> Delivery {
+    Delivery {
+        webhook_id: wh.to_owned(),
+        event_id: m.id.clone(),
+        event_type: m.event_type.clone(),
+        user_id: m.user_id.clone(),
+        status: Status::Pending,
+        attempts: Vec::new(),
+        round_attempts: 0,
+        next_attempt_at: Some(now),
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+fn work_mark(p: &Project, wh: &str) -> Result<WriteOp, ApiError> {
+    let mark = WorkMark {
+        project_id: p.project_id.clone(),
+        account_id: p.account_id.clone(),
+        webhook_id: wh.to_owned(),
+        nonce: crate::ids::random_hex(8),
+    };
+    let item = to_item(&work_pk(shard_of(&p.project_id, wh)), &format!("{}#{wh}", p.project_id), &mark)?;
+    Ok(WriteOp::Put { table: Table::Main, item, cond: Cond::None })
+}
+
+/// The items that put `events` in the outbox of every endpoint that wants them: facts (message,
+/// delivery, pending entry; write them put-if-absent) and work marks (plain puts, after them).
+pub fn enqueue(p: &Project, subs: &[Endpoint], events: &[HookEvent]) -> Result<(Vec<Item>, Vec<WriteOp>), ApiError> {
+    let now = Timestamp::now();
+    let mut facts = Vec::new();
+    let mut marks = Vec::new();
+    for ep in subs {
+        let mine: Vec<&HookEvent> = events.iter().filter(|e| ep.wants(e.kind)).collect();
+        for e in &mine {
+            let m = message(p, e);
+            let d = new_delivery(&ep.id, &m, now);
+            let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now };
+            facts.push(to_item(&messages_pk(&p.project_id), &m.id, &m)?);
+            facts.push(to_item(&log_pk(&p.project_id, &ep.id), &m.id, &d)?);
+            facts.push(to_item(&pending_pk(&p.project_id, &ep.id), &pending_sk(m.user_id.as_deref(), &m.id), &r)?);
+        }
+        if !mine.is_empty() {
+            marks.push(work_mark(p, &ep.id)?);
+        }
+    }
+    // One message item per event even when several endpoints carry it.
+    let mut seen = std::collections::HashSet::new();
+    facts.retain(|i| seen.insert((i.get("pk").cloned(), i.get("sk").cloned())));
+    Ok((facts, marks))
+}
+
+/// The same as plain puts, for a transaction that also creates the events (fresh ids).
+pub fn enqueue_ops(p: &Project, subs: &[Endpoint], events: &[HookEvent]) -> Result<Vec<WriteOp>, ApiError> {
+    let (facts, marks) = enqueue(p, subs, events)?;
+    let mut ops: Vec<WriteOp> =
+        facts.into_iter().map(|item| WriteOp::Put { table: Table::Main, item, cond: Cond::None }).collect();
+    ops.extend(marks);
+    Ok(ops)
+}
+
+/// Write `events` to the outbox outside a transaction (idempotent).
+pub async fn write(store: &dyn Store, p: &Project, subs: &[Endpoint], events: &[HookEvent]) -> Result<(), ApiError> {
+    let (facts, marks) = enqueue(p, subs, events)?;
+    if !facts.is_empty() {
+        store.put_new(Table::Main, facts).await?;
+    }
+    for m in marks {
+        store.transact(vec![m]).await?;
+    }
+    Ok(())
+}
+
+/// One page of an endpoint's deliveries, newest first, optionally of one status.
+pub async fn deliveries(
+    store: &dyn Store,
+    p: &Project,
+    wh: &str,
+    status: Option<Status>,
+    page: PageNumber,
+) -> Result<(Vec<Delivery>, PageInfo), ApiError> {
+    let keep = move |d: &Delivery| status.is_none_or(|s| d.status == s);
+    let keep_ref: Option<&(dyn Fn(&Delivery) -> bool + Sync)> = if status.is_some() { Some(&keep) } else { None };
+    let (mut list, info) =
+        list_page(store, Table::Main, &log_pk(&p.project_id, wh), SkRange::All, page, keep_ref).await?;
+    list.reverse();
+    Ok((list, info))
+}
+
+pub fn delivery_json(d: &Delivery) -> Value {
+    json!({
+        "event_id": d.event_id, "event_type": d.event_type, "user_id": d.user_id,
+        "status": d.status, "next_attempt_at": d.next_attempt_at.map(|t| t.format(None)),
+        "created_at": d.created_at.format(None), "updated_at": d.updated_at.format(None),
+        "attempts": d.attempts.iter().map(|a| json!({
+            "at": a.at.format(None), "status_code": a.status_code, "error": a.error,
+            "latency_ms": a.latency_ms, "response": a.response,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// What to replay: a time range (of event ids) or a list of event ids.
+pub enum ReplaySet {
+    Range(DateRange),
+    Ids(Vec<String>),
+}
+
+/// Send these messages to `endpoint` again (same ids, same bodies). Returns how many.
+pub async fn replay(store: &dyn Store, p: &Project, endpoint: &Endpoint, set: ReplaySet) -> Result<usize, ApiError> {
+    let mpk = messages_pk(&p.project_id);
+    let messages: Vec<Message> = match set {
+        ReplaySet::Range(r) => {
+            let (lo, hi) = id_range(&r);
+            let page =
+                store.query(Table::Main, &Query::new(&mpk, SkRange::Between(lo, hi)).limit(MAX_REPLAY + 1)).await?;
+            if page.items.len() > MAX_REPLAY {
+                return Err(ApiError::field(
+                    "since",
+                    format!("the range holds more than {MAX_REPLAY} events; narrow it"),
+                ));
+            }
+            page.items.into_iter().map(from_item).collect::<Result<_, _>>()?
+        }
+        ReplaySet::Ids(ids) => {
+            let mut out = Vec::new();
+            for (i, id) in ids.iter().enumerate() {
+                let item = store.get(Table::Main, &mpk, id).await?.ok_or_else(|| {
+                    ApiError::not_found(format!("event_ids[{i}]: no webhook message '{id}' in this project"))
+                })?;
+                out.push(from_item(item)?);
+            }
+            out
+        }
+    };
+    let now = Timestamp::now();
+    for m in messages.iter().filter(|m| endpoint.wants(&m.event_type) || m.event_type == "webhook.test") {
+        let lpk = log_pk(&p.project_id, &endpoint.id);
+        let mut d = match store.get(Table::Main, &lpk, &m.id).await? {
+            Some(item) => from_item::<Delivery>(item)?,
+            None => new_delivery(&endpoint.id, m, now),
+        };
+        d.status = Status::Pending;
+        d.round_attempts = 0;
+        d.next_attempt_at = Some(now);
+        d.updated_at = now;
+        let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now };
+        store
+            .transact(vec![
+                WriteOp::Put { table: Table::Main, item: to_item(&lpk, &m.id, &d)?, cond: Cond::None },
+                WriteOp::Put {
+                    table: Table::Main,
+                    item: to_item(
+                        &pending_pk(&p.project_id, &endpoint.id),
+                        &pending_sk(m.user_id.as_deref(), &m.id),
+                        &r,
+                    )?,
+                    cond: Cond::None,
+                },
+                work_mark(p, &endpoint.id)?,
+            ])
+            .await?;
+    }
+    Ok(messages.len())
+}

@@ -1,0 +1,177 @@
+//! The events processor: derived work exactly once whatever fails after the locations are
+//! stored (simulated by storing a batch without processing it, as a crash would leave it), fixes
+//! from the future refused, a v2 trip near the item size limit, and the order of a fix's events.
+
+use axum::http::StatusCode;
+use chrono::{Duration, Utc};
+use serde_json::{Value, json};
+use shared::domain::locations::{self, Location};
+use shared::domain::processor;
+
+use crate::both;
+use crate::geofence_events::{all_events, at, circle_and_square, crossing_trace, fix, send, t0, tracked_user};
+use crate::geofences::{HOME, circle, enabled_fence, project, with};
+use crate::helpers::{Key, TestApp, assert_error};
+use crate::trips::ts;
+
+fn parse(fixes: &[Value]) -> Vec<Location> {
+    fixes.iter().map(|f| serde_json::from_value(f.clone()).expect("a location")).collect()
+}
+
+/// What a crash right after storing leaves: the batch mark and the locations, nothing derived.
+async fn store_without_processing(app: &TestApp, user: &str, fixes: &[Value]) {
+    let p = project(app);
+    let store = app.state.store.as_ref();
+    let prepared = locations::prepare(&p, user, parse(fixes));
+    processor::mark_batch(store, &p, user, &prepared).await.unwrap();
+    locations::store_prepared(store, &p, user, prepared).await.unwrap();
+}
+
+fn ids(events: &[Value]) -> Vec<String> {
+    events.iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect()
+}
+
+both!(work_left_by_a_crash_is_finished_once_by_a_resend_or_the_sweep, |app| async move {
+    let (_c, _p) = circle_and_square(&app).await;
+    let fixes = crossing_trace(5);
+    // Reference: the same trace ingested normally.
+    let clean = tracked_user(&app).await;
+    send(&app, &clean, &fixes).await;
+    let expected = all_events(&app, &format!("user_id={clean}")).await;
+    assert_eq!(expected.len(), 4, "{expected:?}");
+    let kinds = |e: &[Value]| {
+        e.iter()
+            .map(|e| (e["event_type"].clone(), e["geofence_id"].clone(), e["recorded_at"].clone()))
+            .collect::<Vec<_>>()
+    };
+
+    // Crash after storing, then the client re-sends: everything stored is a duplicate, and the
+    // derived work is done now, once.
+    let u = tracked_user(&app).await;
+    store_without_processing(&app, &u, &fixes).await;
+    assert_eq!(all_events(&app, &format!("user_id={u}")).await.len(), 0);
+    let res = send(&app, &u, &fixes).await;
+    assert_eq!((res["stored"].clone(), res["processed"].clone()), (json!(0), json!(true)), "{res}");
+    let got = all_events(&app, &format!("user_id={u}")).await;
+    assert_eq!(kinds(&got), kinds(&expected));
+    let (_, user) = app.get(&format!("/v1/api/user/?user_id={u}")).await;
+    let last = &user["data"]["users"][0]["last_location_update"]["recorded_at"];
+    assert_eq!(last, &fixes.last().unwrap()["recorded_at"], "{user}");
+
+    // Processing again (a redelivered stream record, a second sweep) adds nothing.
+    let p = project(&app);
+    processor::process_user(app.state.store.as_ref(), &p, &u).await.unwrap();
+    processor::sweep(app.state.store.as_ref()).await.unwrap();
+    assert_eq!(ids(&all_events(&app, &format!("user_id={u}")).await), ids(&got));
+
+    // Crash and no re-send: the sweep finds the batch mark and finishes it.
+    let v = tracked_user(&app).await;
+    store_without_processing(&app, &v, &fixes).await;
+    processor::sweep(app.state.store.as_ref()).await.unwrap();
+    assert_eq!(kinds(&all_events(&app, &format!("user_id={v}")).await), kinds(&expected));
+});
+
+both!(fixes_from_the_future_are_refused_and_change_nothing, |app| async move {
+    let fence = enabled_fence(&app, with(circle(HOME, 200), json!({"description": "home"}))).await;
+    let u = tracked_user(&app).await;
+    let now = Utc::now();
+    let near = |s: i64, p: (f64, f64)| json!({"coordinates": [p.0, p.1], "recorded_at": ts(now + Duration::seconds(s)), "accuracy": 5.0});
+    let far_future =
+        json!({"coordinates": [HOME.0, HOME.1], "recorded_at": ts(now + Duration::days(3 * 365)), "accuracy": 5.0});
+    let body = json!({"user_id": u, "locations": [near(-60, at(HOME, 1000.0, 0.0)), far_future, near(-30, at(HOME, 900.0, 0.0))]});
+    let (status, res) = app.post("/v1/api/location/", &body).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let d = &res["data"];
+    assert_eq!((d["received"].clone(), d["stored"].clone()), (json!(3), json!(2)), "{res}");
+    assert_eq!(d["rejected"][0]["index"], 1, "{res}");
+    assert_eq!(d["rejected"][0]["field"], "locations[1].recorded_at", "{res}");
+    // A skew of a minute is fine.
+    let (_, res) =
+        app.post("/v1/api/location/", &json!({"user_id": u, "locations": [near(60, at(HOME, 800.0, 0.0))]})).await;
+    assert_eq!(res["data"]["stored"], 1, "{res}");
+    // The future fix pinned nothing: entering the fence now still fires.
+    send(&app, &u, &[near(90, HOME)]).await;
+    let day = format!(
+        "start_date={}&end_date={}",
+        (now - Duration::days(1)).format("%Y-%m-%d"),
+        (now + Duration::days(1)).format("%Y-%m-%d")
+    );
+    let events = crate::geofence_events::all_events_in(&app, &format!("user_id={u}"), &day).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["geofence_id"], fence.as_str());
+    let (_, user) = app.get(&format!("/v1/api/user/?user_id={u}")).await;
+    assert_eq!(user["data"]["users"][0]["last_location_update"]["recorded_at"], json!(ts(now + Duration::seconds(90))));
+    // A batch of nothing but future fixes is a 400 naming the field.
+    let (status, res) = app.post("/v1/api/location/", &json!({"user_id": u, "locations": [far_future]})).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "locations[0].recorded_at");
+});
+
+both!(a_v2_trip_near_the_item_limit_takes_every_event, |app| async move {
+    let user = app.create_user(json!({})).await;
+    let big = "x".repeat(3900);
+    let stops: Vec<Value> = (0..50)
+        .map(|i| {
+            let p = at(HOME, 300.0 * f64::from(i), 0.0);
+            json!({"name": format!("stop {i} {}", "n".repeat(200)), "description": "d".repeat(800),
+                   "address": "a".repeat(1000), "metadata": {"notes": big},
+                   "geometry": {"type": "Point", "coordinates": [p.0, p.1]}})
+        })
+        .collect();
+    let (status, res) = app
+        .call("POST", "/v2/trips", Key::Bearer, Some(&json!({"user_id": user, "name": "long round", "stops": stops})))
+        .await;
+    assert_eq!(
+        (status, res["code"].clone()),
+        (StatusCode::OK, json!(201)),
+        "{}",
+        &res.to_string()[..300.min(res.to_string().len())]
+    );
+    let id = res["trip"]["id"].as_str().unwrap().to_owned();
+    let (status, res) =
+        app.call("POST", &format!("/v2/trips/{id}/controls"), Key::Bearer, Some(&json!({"action": "start"}))).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    // Drive past every stop (after the start, within the clock tolerance).
+    let now = Utc::now() + Duration::seconds(1);
+    let fixes: Vec<Value> = (0..=150)
+        .map(|k| {
+            let p = at(HOME, 100.0 * f64::from(k), 0.0);
+            json!({"coordinates": [p.0, p.1], "recorded_at": ts(now + Duration::seconds(i64::from(k))), "accuracy": 5.0})
+        })
+        .collect();
+    let res = send(&app, &user, &fixes).await;
+    assert_eq!(res["processed"], true, "{res}");
+    let (_, trip) = app.call("GET", &format!("/v2/trips/{id}"), Key::Bearer, None).await;
+    let events = trip["trip"]["events"].as_array().unwrap();
+    let reached = events.iter().filter(|e| e["event_type"] == "trip:user_reached_stop").count();
+    assert_eq!(reached, 50, "every stop reached");
+    // A trip too big to take its future events is refused when it is created, not at ingest.
+    let huge: Vec<Value> = (0..50)
+        .map(|i| json!({"name": "n".repeat(1024), "description": "d".repeat(1024), "address": "a".repeat(1024),
+                        "metadata": {"notes": "x".repeat(4000)}, "geometry": {"type": "Point", "coordinates": [HOME.0, HOME.1 + f64::from(i) * 0.001]}}))
+        .collect();
+    let (status, res) =
+        app.call("POST", "/v2/trips", Key::Bearer, Some(&json!({"user_id": user, "stops": huge}))).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{}", res["description"]);
+});
+
+both!(a_fixs_events_list_exits_then_entries_then_dwells, |app| async move {
+    // A is a big circle, B a small one inside it at its edge: 6 minutes inside A, then a fix
+    // that enters B and completes A's dwell at once.
+    let a = enabled_fence(&app, with(circle(HOME, 500), json!({"description": "A"}))).await;
+    let b = enabled_fence(&app, with(circle(at(HOME, 300.0, 0.0), 60), json!({"description": "B"}))).await;
+    let u = tracked_user(&app).await;
+    let fixes: Vec<Value> = vec![fix(HOME, 0), fix(HOME, 120), fix(HOME, 240), fix(at(HOME, 300.0, 0.0), 360)];
+    send(&app, &u, &fixes).await;
+    let events = all_events(&app, &format!("user_id={u}")).await;
+    let got: Vec<(String, String)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["event_type"].as_str().unwrap().replace("motion:geofence:", ""),
+                e["geofence_id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [("entry".into(), a.clone()), ("entry".into(), b.clone()), ("dwell".into(), a.clone())]);
+    let _ = t0();
+});

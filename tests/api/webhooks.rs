@@ -1,0 +1,312 @@
+//! Webhooks: endpoints managed and validated, events delivered signed (verified by the
+//! `standardwebhooks` crate in a real receiver), retried after failures, 429 and timeouts, in
+//! order per user, logged, replayed with the same ids, signed by both secrets during a rotation;
+//! and another project sees and changes none of it.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use shared::domain::webhooks::deliver::{DeliveryConfig, Worker};
+
+use crate::both;
+use crate::geofence_events::{all_events, circle_and_square, crossing_trace, send, tracked_user};
+use crate::helpers::{Key, TestApp, assert_error};
+use crate::receiver::{Mode, Receiver};
+
+const BASE: &str = "/v1/api/webhooks/";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The delivery worker, as `waymark serve` runs it, with short delays. Every test uses the same
+/// settings: on DynamoDB Local the tests share tables, so any test's worker may deliver another
+/// test's messages.
+fn worker(app: &TestApp) -> tokio::task::JoinHandle<()> {
+    let cfg = DeliveryConfig {
+        schedule: vec![Duration::from_millis(200); 4],
+        timeout: Duration::from_secs(1),
+        disable_after: Duration::from_secs(4),
+        allow_private: true,
+    };
+    let w = Worker::new(app.state.store.clone(), cfg).expect("worker");
+    tokio::spawn(w.run(app.state.wake.clone()))
+}
+
+/// Subscribe `url` to `events`; returns (webhook_id, secret).
+async fn subscribe(app: &TestApp, rx: &Receiver, events: Value) -> (String, String) {
+    let (status, res) = app.post(BASE, &json!({"url": rx.url, "events": events, "description": "test"})).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(res["code"], 201, "{res}");
+    let secret = res["data"]["secret"].as_str().expect("secret").to_owned();
+    rx.trust(&secret);
+    (res["data"]["webhook_id"].as_str().unwrap().to_owned(), secret)
+}
+
+both!(endpoints_are_managed_and_bad_input_names_the_field, |app| async move {
+    // Without the private-address allowance: https only, no internal addresses.
+    for (url, why) in [
+        ("http://example.com/hook", "url"),
+        ("https://10.1.2.3/hook", "url"),
+        ("https://127.0.0.1/hook", "url"),
+        ("https://169.254.169.254/latest/meta-data", "url"),
+        ("https://[::1]/hook", "url"),
+        ("https://localhost/hook", "url"),
+        ("not a url", "url"),
+    ] {
+        let (status, res) = app.post(BASE, &json!({"url": url, "events": ["*"]})).await;
+        assert_error(status, &res, StatusCode::BAD_REQUEST, why);
+    }
+    let good = "https://hooks.example.com/waymark";
+    let (status, res) = app.post(BASE, &json!({"url": good, "events": ["geofence.entry", "nope"]})).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "events[1]");
+    let (status, res) = app.post(BASE, &json!({"url": good, "events": []})).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "events");
+    let (status, res) = app.post(BASE, &json!({"events": ["*"]})).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "url");
+    let (status, res) = app.call("POST", BASE, Key::Publishable, Some(&json!({"url": good, "events": ["*"]}))).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{res}");
+
+    let (status, res) = app.post(BASE, &json!({"url": good, "events": ["geofence.entry", "trip.ended"]})).await;
+    assert_eq!((status, res["code"].clone()), (StatusCode::OK, json!(201)), "{res}");
+    let d = &res["data"];
+    let id = d["webhook_id"].as_str().unwrap().to_owned();
+    let secret = d["secret"].as_str().unwrap();
+    assert!(secret.starts_with("whsec_") && secret.len() >= 6 + 32, "{secret}");
+    assert_eq!(d["enabled"], true);
+
+    let (_, one) = app.get(&format!("{BASE}?webhook_id={id}")).await;
+    assert_eq!(one["data"]["url"], good);
+    assert!(one["data"].get("secret").is_none(), "the secret is shown only at creation and rotation: {one}");
+    let (_, list) = app.get(BASE).await;
+    assert_eq!(list["data"]["webhooks"].as_array().unwrap().len(), 1);
+
+    let (status, res) =
+        app.call("PUT", BASE, Key::Secret, Some(&json!({"webhook_id": id, "events": ["*"], "enabled": false}))).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!((res["data"]["events"].clone(), res["data"]["enabled"].clone()), (json!(["*"]), json!(false)));
+    let (status, res) =
+        app.call("PUT", BASE, Key::Secret, Some(&json!({"webhook_id": id, "url": "http://x.example.com"}))).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "url");
+
+    let (_, rotated) = app.post(&format!("{BASE}rotate-secret/"), &json!({"webhook_id": id})).await;
+    let fresh = rotated["data"]["secret"].as_str().unwrap();
+    assert!(fresh.starts_with("whsec_") && fresh != secret);
+
+    // Another project's key sees and changes none of it.
+    let other = app.other_project().await;
+    let k = Key::Raw(&other.api_key);
+    let (_, theirs) = app.call("GET", BASE, k, None).await;
+    assert_eq!(theirs["data"]["webhooks"], json!([]), "{theirs}");
+    for (m, uri, body) in [
+        ("GET", format!("{BASE}?webhook_id={id}"), None),
+        ("PUT", BASE.to_owned(), Some(json!({"webhook_id": id, "enabled": true}))),
+        ("DELETE", format!("{BASE}?webhook_id={id}"), None),
+        ("POST", format!("{BASE}rotate-secret/"), Some(json!({"webhook_id": id}))),
+        ("POST", format!("{BASE}test/"), Some(json!({"webhook_id": id}))),
+        ("GET", format!("{BASE}deliveries/?webhook_id={id}"), None),
+        ("POST", format!("{BASE}replay/"), Some(json!({"webhook_id": id, "since": "2024-01-01T00:00:00"}))),
+    ] {
+        let (status, res) = app.call(m, &uri, k, body.as_ref()).await;
+        assert_error(status, &res, StatusCode::NOT_FOUND, "webhook_id");
+    }
+    let (_, still) = app.get(&format!("{BASE}?webhook_id={id}")).await;
+    assert_eq!(still["data"]["enabled"], false, "unchanged by the other project: {still}");
+
+    let (status, _) = app.call("DELETE", &format!("{BASE}?webhook_id={id}"), Key::Secret, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, res) = app.get(&format!("{BASE}?webhook_id={id}")).await;
+    assert_error(status, &res, StatusCode::NOT_FOUND, "webhook_id");
+});
+
+both!(events_arrive_signed_retried_and_in_order, |app| async move {
+    let app = app.with_private_webhooks();
+    let rx = Receiver::start(Mode::FailFirst(2)).await;
+    let (wh, _) = subscribe(&app, &rx, json!(["*"])).await;
+    let _w = worker(&app);
+    let (c, p) = circle_and_square(&app).await;
+    let user = tracked_user(&app).await;
+    let fixes = crossing_trace(11);
+    let (head, tail) = fixes.split_at(fixes.len() / 2);
+    send(&app, &user, head).await;
+    send(&app, &user, tail).await;
+    send(&app, &user, tail).await; // a re-sent batch causes nothing
+
+    let events = all_events(&app, &format!("user_id={user}")).await;
+    assert_eq!(events.len(), 4, "two entries and two exits: {events:?}");
+    let fence_ids: BTreeSet<String> = events.iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect();
+    // Two batches stored something: two location.updated; the re-send stored nothing.
+    let wanted = fence_ids.len() + 2;
+    rx.wait_for(WAIT, "every event delivered", |got| {
+        got.iter().filter(|g| (200..300).contains(&g.answered)).map(|g| &g.id).collect::<BTreeSet<_>>().len() >= wanted
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = rx.got();
+    assert!(got.iter().all(|g| g.signature_ok), "every request verifies with the endpoint's secret");
+    assert!(got.iter().all(|g| g.user_agent.starts_with("Waymark-Webhooks/")));
+    let delivered: Vec<String> = rx.delivered();
+    let unique: BTreeSet<&String> = delivered.iter().collect();
+    assert_eq!(unique.len(), wanted, "no event is missing or extra: {delivered:?}");
+    // In the order they happened (ids are time-ordered) for this user, each after its retries.
+    let mut first_seen = Vec::new();
+    for id in &delivered {
+        if !first_seen.contains(id) {
+            first_seen.push(id.clone());
+        }
+    }
+    let mut sorted = first_seen.clone();
+    sorted.sort();
+    assert_eq!(first_seen, sorted, "delivered in event order");
+    for id in &unique {
+        let attempts = got.iter().filter(|g| &&g.id == id).count();
+        assert!(attempts >= 3, "{id}: two failures, then success ({attempts} attempts)");
+    }
+    // The payload is the events API's event, the user and the fence.
+    for g in got.iter().filter(|g| fence_ids.contains(&g.id)) {
+        let b = &g.body;
+        assert_eq!(b["id"], g.id.as_str());
+        assert!(["geofence.entry", "geofence.exit"].contains(&b["type"].as_str().unwrap()), "{b}");
+        assert_eq!(b["project_id"], app.project.project_id.as_str());
+        assert_eq!(b["data"]["user"]["user_id"], user.as_str());
+        let fence = b["data"]["geofence_id"].as_str().unwrap();
+        assert!(fence == c.id || fence == p.id);
+        assert_eq!(b["data"]["geofence"]["geofence_id"], fence);
+    }
+    let loc: Vec<&Value> = got.iter().filter(|g| g.body["type"] == "location.updated").map(|g| &g.body).collect();
+    assert!(loc.iter().all(|b| b["data"]["location"]["coordinates"].is_object()), "{loc:?}");
+
+    // The delivery log shows each message with its attempts.
+    let (status, res) = app.get(&format!("{BASE}deliveries/?webhook_id={wh}&status=delivered")).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let list = res["data"]["deliveries"].as_array().unwrap();
+    assert_eq!(list.len().min(10), wanted.min(10));
+    for d in list {
+        let a = d["attempts"].as_array().unwrap();
+        assert!(a.len() >= 3 && a[0]["status_code"] == 500, "{d}");
+        assert!((200..300).contains(&a.last().unwrap()["status_code"].as_u64().unwrap()), "{d}");
+    }
+    let (status, res) = app.get(&format!("{BASE}deliveries/?webhook_id={wh}&status=sent")).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "status");
+});
+
+both!(trip_lifecycle_events_arrive_with_the_trip, |app| async move {
+    let app = app.with_private_webhooks();
+    let rx = Receiver::start(Mode::Ok).await;
+    subscribe(
+        &app,
+        &rx,
+        json!(["trip.created", "trip.started", "trip.paused", "trip.resumed", "trip.ended", "trip.origin_reached"]),
+    )
+    .await;
+    let _w = worker(&app);
+    let user = app.create_user(json!({})).await;
+    let origin = crate::geofences::HOME;
+    let body = json!({"user_id": user, "origins": [[origin.0, origin.1]]});
+    let created = crate::trips::create(&app, "v3", body).await;
+    let trip = created["id"].as_str().expect("trip id").to_owned();
+    for action in ["start", "pause", "resume"] {
+        let (status, res) = app.post("/v3/api/trips/controls/", &json!({"trip_id": trip, "action": action})).await;
+        assert_eq!(status, StatusCode::OK, "{res}");
+    }
+    let now = chrono::Utc::now();
+    let fix = json!({"coordinates": [origin.0, origin.1], "recorded_at": crate::trips::ts(now), "accuracy": 5.0});
+    send(&app, &user, &[fix]).await;
+    let (status, res) = app.post("/v3/api/trips/controls/", &json!({"trip_id": trip, "action": "end"})).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    rx.wait_for(WAIT, "six trip events", |got| got.len() >= 6).await;
+    let types: Vec<String> = rx.got().iter().map(|g| g.body["type"].as_str().unwrap().to_owned()).collect();
+    for t in ["trip.created", "trip.started", "trip.paused", "trip.resumed", "trip.origin_reached", "trip.ended"] {
+        assert!(types.contains(&t.to_owned()), "{t} in {types:?}");
+    }
+    assert!(!types.contains(&"location.updated".to_owned()), "not subscribed: {types:?}");
+    let g = rx.got().into_iter().find(|g| g.body["type"] == "trip.origin_reached").unwrap();
+    assert_eq!(g.body["data"]["trip"]["id"], trip.as_str());
+    assert_eq!(g.body["data"]["user"]["user_id"], user.as_str());
+    // The same id as the trip's event.
+    let listed = crate::trips::get_trip(&app, "v3", &trip).await;
+    let ids: Vec<&str> = listed["events"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&g.id.as_str()), "{} in {ids:?}", g.id);
+});
+
+both!(retry_after_timeouts_failure_and_disabling, |app| async move {
+    let app = app.with_private_webhooks();
+    let rx = Receiver::start(Mode::RateLimitFirst).await;
+    let (wh, _) = subscribe(&app, &rx, json!(["geofence.entry"])).await;
+    let _w = worker(&app);
+    let (_, test) = app.post(&format!("{BASE}test/"), &json!({"webhook_id": wh})).await;
+    let test_id = test["data"]["event_id"].as_str().expect("event id").to_owned();
+    rx.wait_for(WAIT, "the test event after a 429", |got| got.iter().any(|g| g.answered == 200)).await;
+    let got = rx.got();
+    assert_eq!(got[0].answered, 429);
+    assert_eq!(got[0].body["type"], "webhook.test");
+    assert_eq!(got[0].id, test_id);
+    let gap = got.iter().find(|g| g.answered == 200).unwrap().at - got[0].at;
+    assert!(gap >= Duration::from_millis(900), "Retry-After: 1 is honoured (waited {gap:?}, the schedule says 200 ms)");
+
+    // A receiver that never answers in time: every attempt times out, the message is marked
+    // failed and kept, and the endpoint is disabled with a reason.
+    rx.set_mode(Mode::Slow(Duration::from_millis(1500)));
+    let (_, test) = app.post(&format!("{BASE}test/"), &json!({"webhook_id": wh})).await;
+    let slow_id = test["data"]["event_id"].as_str().unwrap().to_owned();
+    let start = std::time::Instant::now();
+    loop {
+        let (_, res) = app.get(&format!("{BASE}deliveries/?webhook_id={wh}&status=failed")).await;
+        let failed = res["data"]["deliveries"].as_array().unwrap().clone();
+        if let Some(d) = failed.iter().find(|d| d["event_id"] == slow_id.as_str()) {
+            let a = d["attempts"].as_array().unwrap();
+            assert_eq!(a.len(), 5, "the first attempt and four retries: {d}");
+            assert!(a.iter().all(|x| x["error"].as_str().unwrap_or_default().contains("timed out")), "{d}");
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "the slow message never failed: {res}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (_, ep) = app.get(&format!("{BASE}?webhook_id={wh}")).await;
+    assert_eq!(ep["data"]["enabled"], false, "{ep}");
+    assert!(ep["data"]["disabled_reason"].as_str().unwrap_or_default().contains("failed"), "{ep}");
+});
+
+both!(replay_resends_the_same_ids_signed_by_both_secrets_during_rotation, |app| async move {
+    let app = app.with_private_webhooks();
+    let rx = Receiver::start(Mode::Ok).await;
+    let (wh, old) = subscribe(&app, &rx, json!(["*"])).await;
+    let _w = worker(&app);
+    let (_, test) = app.post(&format!("{BASE}test/"), &json!({"webhook_id": wh})).await;
+    let id = test["data"]["event_id"].as_str().unwrap().to_owned();
+    rx.wait_for(WAIT, "the test event", |got| got.len() == 1).await;
+
+    let (_, rotated) = app.post(&format!("{BASE}rotate-secret/"), &json!({"webhook_id": wh})).await;
+    let new = rotated["data"]["secret"].as_str().unwrap().to_owned();
+    let (status, res) = app.post(&format!("{BASE}replay/"), &json!({"webhook_id": wh, "event_ids": [id]})).await;
+    assert_eq!((status, res["data"]["queued"].clone()), (StatusCode::OK, json!(1)), "{res}");
+    rx.wait_for(WAIT, "the replay", |got| got.len() == 2).await;
+    let again = &rx.got()[1];
+    assert_eq!(again.id, id, "a replay keeps the id");
+    assert_eq!(again.body, rx.got()[0].body, "and the body");
+    assert_eq!(again.signature_header.split(' ').count(), 2, "both secrets sign: {}", again.signature_header);
+    // Each secret alone verifies it (a receiver mid-rotation may hold either).
+    for secret in [&old, &new] {
+        let mut h = axum::http::HeaderMap::new();
+        h.insert("webhook-id", again.id.parse().unwrap());
+        h.insert("webhook-timestamp", again.timestamp.parse().unwrap());
+        h.insert("webhook-signature", again.signature_header.parse().unwrap());
+        let w = standardwebhooks::Webhook::new(secret).unwrap();
+        assert!(
+            w.verify(&again.raw, &h).is_ok(),
+            "verifies with {}",
+            if secret == &old { "the old secret" } else { "the new one" }
+        );
+    }
+    // By time range: since the test event's day.
+    let since = "2020-01-01T00:00:00";
+    let (status, res) = app.post(&format!("{BASE}replay/"), &json!({"webhook_id": wh, "since": since})).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(res["data"]["queued"], 1, "{res}");
+    rx.wait_for(WAIT, "the range replay", |got| got.len() == 3).await;
+    let (status, res) = app.post(&format!("{BASE}replay/"), &json!({"webhook_id": wh})).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "since");
+    let (status, res) = app
+        .post(&format!("{BASE}replay/"), &json!({"webhook_id": wh, "event_ids": ["0123456789abcdef01234567"]}))
+        .await;
+    assert_error(status, &res, StatusCode::NOT_FOUND, "event_ids[0]");
+});
