@@ -19,15 +19,15 @@ use shared::store::EmbeddedStore;
 use shared::time::Timestamp;
 
 use crate::support::{
-    Auth, FUNCTIONS, Function, PLACEHOLDERS, Permission, Recording, Reply, allowed, event_names, event_text,
-    event_with, function_of_event, send, send_raw, template, template_routes,
+    Auth, FUNCTIONS, Function, PLACEHOLDERS, Permission, Recording, Reply, allowed, event_text, event_with,
+    function_of_event, http_event_names, send, send_raw, template, template_routes,
 };
 
 /// What an event must answer (always HTTP 200): the v1/v3 envelope with its body `code`, the
 /// v2 envelope with its `code` and `message`, or (public functions) a body of this content type
 /// with the page's security headers.
 #[derive(Debug, Clone, Copy)]
-enum Answer {
+pub(crate) enum Answer {
     V1(u16),
     V2(u16, &'static str),
     Public(&'static str),
@@ -35,7 +35,7 @@ enum Answer {
 
 /// What must exist before an event runs (besides the project and a user, which always do).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Setup {
+pub(crate) enum Setup {
     Nothing,
     /// The user's location history (events/locations-ingest.json).
     History,
@@ -64,6 +64,11 @@ enum Setup {
     /// following them, the user's geofence events on (events/users-update.json), the geofence of
     /// `Fence`, then the user's history ingested, which ends inside both fences (two entries).
     Visited,
+    /// A webhook endpoint (events/webhooks-create.json, `REPLACE_WEBHOOK_ID`).
+    Webhook,
+    /// That endpoint and a test event queued for it (events/webhooks-test.json,
+    /// `REPLACE_EVENT_ID`).
+    WebhookTested,
 }
 
 /// Each event, what it must answer, and what it needs first.
@@ -78,7 +83,10 @@ const fn case(name: &'static str, answer: Answer, setup: Setup) -> Case {
 }
 
 use Answer::{Public, V1, V2};
-use Setup::{Fence, Group, History, MovingFence, Nothing, Routine, StartedTrip, Tracked, Trip, TwoFences, Visited};
+use Setup::{
+    Fence, Group, History, MovingFence, Nothing, Routine, StartedTrip, Tracked, Trip, TwoFences, Visited, Webhook,
+    WebhookTested,
+};
 
 const CASES: &[Case] = &[
     case("users-create", V1(201), Nothing),
@@ -138,6 +146,15 @@ const CASES: &[Case] = &[
     case("tracking-page", Public("text/html"), Tracked),
     case("tracking-data", Public("application/json"), Tracked),
     case("tracking-asset", Public("text/javascript"), Nothing),
+    case("webhooks-create", V1(201), Nothing),
+    case("webhooks-list", V1(200), Webhook),
+    case("webhooks-get", V1(200), Webhook),
+    case("webhooks-update", V1(200), Webhook),
+    case("webhooks-delete", V1(200), Webhook),
+    case("webhooks-rotate-secret", V1(200), Webhook),
+    case("webhooks-test", V1(201), Webhook),
+    case("webhooks-deliveries", V1(200), WebhookTested),
+    case("webhooks-replay", V1(200), WebhookTested),
 ];
 
 /// Permissions a function needs on paths none of the events takes: (function, table, action, why).
@@ -152,16 +169,17 @@ const INGESTED: u64 = 3;
 
 #[test]
 fn every_event_file_is_covered() {
-    let files: BTreeSet<String> = event_names().into_iter().collect();
+    // Stream and schedule events are the event functions' (tests/lambda/streams.rs).
+    let files: BTreeSet<String> = http_event_names().into_iter().collect();
     let cases: BTreeSet<String> = CASES.iter().map(|c| c.name.to_owned()).collect();
-    assert_eq!(files, cases, "files in events/ vs CASES in tests/lambda/events.rs");
+    assert_eq!(files, cases, "HTTP API events in events/ vs CASES in tests/lambda/events.rs");
 }
 
 #[test]
 fn events_are_http_api_events_of_template_routes() {
     let t = template();
     let mut covered: BTreeMap<&str, BTreeSet<(String, String)>> = BTreeMap::new();
-    for name in event_names() {
+    for name in http_event_names() {
         let text = event_text(&name);
         let f = function_of_event(&name);
         let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("events/{name}.json: {e}"));
@@ -269,19 +287,21 @@ fn events_are_http_api_events_of_template_routes() {
 const STARTED_AT: &str = "2024-05-01T09:59:00.000";
 
 /// A project on a recording in-memory store, with one user created through the users function.
-struct Fixture {
-    state: AppState,
-    store: Recording,
-    project: IssuedProject,
-    user_id: String,
+pub(crate) struct Fixture {
+    pub(crate) state: AppState,
+    pub(crate) store: Recording,
+    pub(crate) project: IssuedProject,
+    pub(crate) user_id: String,
     trip_id: Option<String>,
     geofence_id: Option<String>,
     second_geofence_id: Option<String>,
     tracking_token: Option<String>,
+    pub(crate) webhook_id: Option<String>,
+    event_id: Option<String>,
 }
 
 impl Fixture {
-    async fn new() -> Self {
+    pub(crate) async fn new() -> Self {
         let store = Recording::new(EmbeddedStore::memory().expect("in-memory store"));
         let state = AppState::new(store.clone());
         let project =
@@ -295,6 +315,8 @@ impl Fixture {
             geofence_id: None,
             second_geofence_id: None,
             tracking_token: None,
+            webhook_id: None,
+            event_id: None,
         };
         let body = fx.ok("users-create", V1(201)).await;
         fx.user_id = body["data"]["user_id"].as_str().expect("user_id").to_owned();
@@ -302,7 +324,7 @@ impl Fixture {
     }
 
     /// The project as its keys resolve it.
-    fn caller(&self) -> Project {
+    pub(crate) fn caller(&self) -> Project {
         Project {
             project_id: self.project.project_id.clone(),
             account_id: self.project.account_id.clone(),
@@ -310,7 +332,7 @@ impl Fixture {
         }
     }
 
-    async fn setup(&mut self, setup: Setup) {
+    pub(crate) async fn setup(&mut self, setup: Setup) {
         let (api, started) = match setup {
             Setup::Nothing => return,
             Setup::History => {
@@ -345,6 +367,15 @@ impl Fixture {
                 return;
             }
             Setup::Tracked => (Api::V1, true),
+            Setup::Webhook | Setup::WebhookTested => {
+                let body = self.ok("webhooks-create", V1(201)).await;
+                self.webhook_id = Some(body["data"]["webhook_id"].as_str().expect("webhook_id").to_owned());
+                if setup == Setup::WebhookTested {
+                    let body = self.ok("webhooks-test", V1(201)).await;
+                    self.event_id = Some(body["data"]["event_id"].as_str().expect("event_id").to_owned());
+                }
+                return;
+            }
             Setup::Visited => {
                 let other = self.ok("users-create", V1(201)).await["data"]["user_id"].as_str().expect("id").to_owned();
                 let user = std::mem::replace(&mut self.user_id, other);
@@ -417,6 +448,8 @@ impl Fixture {
             ("REPLACE_GEOFENCE_ID", &self.geofence_id),
             ("REPLACE_SECOND_GEOFENCE_ID", &self.second_geofence_id),
             ("REPLACE_TRACKING_TOKEN", &self.tracking_token),
+            ("REPLACE_WEBHOOK_ID", &self.webhook_id),
+            ("REPLACE_EVENT_ID", &self.event_id),
         ] {
             if let Some(v) = value {
                 values.push((placeholder, v.as_str()));
@@ -433,7 +466,7 @@ impl Fixture {
     }
 
     /// Run an event that must succeed; its body (JSON, or a public function's text as a string).
-    async fn ok(&self, name: &str, answer: Answer) -> Value {
+    pub(crate) async fn ok(&self, name: &str, answer: Answer) -> Value {
         let reply = self.run(name).await;
         if let Public(content_type) = answer {
             let text = String::from_utf8_lossy(&reply.body).into_owned();
@@ -479,6 +512,8 @@ fn check_data(name: &str, fx: &Fixture, data: &Value) {
     let user = fx.user_id.as_str();
     let trip = fx.trip_id.as_deref().unwrap_or("(no trip)");
     let fence = fx.geofence_id.as_deref().unwrap_or("(no geofence)");
+    let webhook = fx.webhook_id.as_deref().unwrap_or("(no webhook)");
+    let event = fx.event_id.as_deref().unwrap_or("(no event)");
     match name {
         "tracking-data" => {
             assert_eq!(data["state"], "started", "{data}");
@@ -676,6 +711,42 @@ fn check_data(name: &str, fx: &Fixture, data: &Value) {
             }
         }
         "tracking-asset" => assert!(data.as_str().is_some_and(|js| js.contains("Leaflet")), "leaflet.js"),
+
+        // Webhooks: the secret is shown when it is made (create, rotation) and never again.
+        "webhooks-create" | "webhooks-rotate-secret" => {
+            if name == "webhooks-create" {
+                assert!(is_id(&data["webhook_id"]), "{data}");
+                assert_eq!(data["url"], "https://hooks.example.com/waymark", "{data}");
+                assert_eq!(data["enabled"], true, "{data}");
+            } else {
+                assert_eq!(data["webhook_id"], webhook, "{data}");
+            }
+            assert!(data["secret"].as_str().is_some_and(|s| s.starts_with("whsec_")), "{data}");
+        }
+        "webhooks-list" => {
+            let list = data["webhooks"].as_array().expect("webhooks");
+            assert!(list.iter().any(|w| w["webhook_id"] == webhook && w.get("secret").is_none()), "{data}");
+        }
+        "webhooks-get" => {
+            assert_eq!(data["webhook_id"], webhook, "{data}");
+            assert!(data.get("secret").is_none(), "the secret is not shown again: {data}");
+        }
+        "webhooks-update" => {
+            assert_eq!(data["webhook_id"], webhook, "{data}");
+            assert_eq!(data["events"], json!(["*"]), "{data}");
+            assert_eq!(data["description"], "Dispatch board (all events)", "{data}");
+        }
+        "webhooks-delete" => assert_eq!(data, &json!({"webhook_id": webhook}), "{data}"),
+        "webhooks-test" => {
+            assert_eq!(data["webhook_id"], webhook, "{data}");
+            assert!(is_id(&data["event_id"]), "{data}");
+        }
+        "webhooks-deliveries" => {
+            let d = &data["deliveries"][0];
+            assert_eq!((&d["event_id"], &d["event_type"]), (&json!(event), &json!("webhook.test")), "{data}");
+            assert_eq!(d["status"], "pending", "{data}");
+        }
+        "webhooks-replay" => assert_eq!(data, &json!({"webhook_id": webhook, "queued": 1}), "{data}"),
         other => panic!("no data check for {other}"),
     }
 }
@@ -692,6 +763,10 @@ async fn check_effect(name: &str, fx: &Fixture) {
         "moving-geofences-delete" => {
             let body = fx.ok("moving-geofences-list", V1(200)).await;
             assert_eq!(body["data"]["geofences"], json!([]), "{name}: {body}");
+        }
+        "webhooks-delete" => {
+            let body = fx.ok("webhooks-list", V1(200)).await;
+            assert_eq!(body["data"]["webhooks"], json!([]), "{name}: {body}");
         }
         "locations-ingest-fenced" => {
             // The setup's history entered the fence and the other user's moving fence; this batch

@@ -124,7 +124,65 @@ pub const FUNCTIONS: &[Function] = &[
         routes: tracking::ROUTES,
         router: tracking::router,
     },
+    Function {
+        id: "WebhooksFunction",
+        binary: "webhooks",
+        event_prefix: "webhooks-",
+        auth: Auth::ApiKey,
+        routes: webhooks::ROUTES,
+        router: webhooks::router,
+    },
 ];
+
+/// A function of template.yaml that is not behind the HTTP API: a DynamoDB stream feeds it, and a
+/// schedule catches up with whatever the stream left (retries, crashed work).
+pub struct EventFunction {
+    /// Logical id in template.yaml.
+    pub id: &'static str,
+    /// The binary `sam build` packages (cargo-lambda `Binary`).
+    pub binary: &'static str,
+    /// The package of that binary (both event functions live in functions/processor).
+    pub package: &'static str,
+    /// The table whose stream feeds it.
+    pub stream_table: &'static str,
+    /// The partition-key prefix its stream filter lets through (None: every record).
+    pub key_prefix: Option<&'static str>,
+    /// The SQS queue that receives the stream batches it gave up on.
+    pub failures_queue: &'static str,
+    /// The shortest `Timeout` (seconds) that lets one invocation do its work.
+    pub min_timeout: u64,
+    /// Its events in `events/`: a stream batch (first) and the schedule's event.
+    pub events: &'static [&'static str],
+}
+
+pub const EVENT_FUNCTIONS: &[EventFunction] = &[
+    EventFunction {
+        id: "ProcessorFunction",
+        binary: "processor",
+        package: "processor",
+        stream_table: "LocationsTable",
+        key_prefix: None,
+        failures_queue: "ProcessorFailuresQueue",
+        min_timeout: 60,
+        events: &["processor-locations-stream", "schedule"],
+    },
+    EventFunction {
+        id: "WebhookSenderFunction",
+        binary: "webhook-sender",
+        package: "processor",
+        stream_table: "MainTable",
+        key_prefix: Some("WORK#"),
+        failures_queue: "WebhookSenderFailuresQueue",
+        // Several attempts of one pass may each wait for the whole HTTP timeout.
+        min_timeout: 6 * shared::domain::webhooks::deliver::DEFAULT_TIMEOUT_SECONDS,
+        events: &["webhook-sender-work-stream", "schedule"],
+    },
+];
+
+/// Whether `events/<name>.json` is an event of an [`EventFunction`] (not an HTTP API event).
+pub fn is_stream_or_schedule_event(name: &str) -> bool {
+    EVENT_FUNCTIONS.iter().any(|f| f.events.contains(&name))
+}
 
 /// The function an event file (`users-create`) belongs to.
 pub fn function_of_event(name: &str) -> &'static Function {
@@ -334,6 +392,11 @@ where
 // ---------------------------------------------------------------------------------------------
 // events/
 
+/// Names of the HTTP API events in `events/` (those of [`FUNCTIONS`]), sorted.
+pub fn http_event_names() -> Vec<String> {
+    event_names().into_iter().filter(|n| !is_stream_or_schedule_event(n)).collect()
+}
+
 /// Names (without `.json`) of the files in `events/`, sorted.
 pub fn event_names() -> Vec<String> {
     let dir = workspace_root().join("events");
@@ -364,6 +427,9 @@ pub const PLACEHOLDERS: &[&str] = &[
     "REPLACE_TRACKING_TOKEN",
     "REPLACE_START_DATE",
     "REPLACE_END_DATE",
+    "REPLACE_WEBHOOK_ID",
+    "REPLACE_EVENT_ID",
+    "REPLACE_PROJECT_ID",
 ];
 
 /// The event with its placeholders filled in from `values` (placeholder, value); every

@@ -11,7 +11,8 @@ use shared::store::TABLES;
 use shared::store::tables::{PARTITION_KEY, SORT_KEY};
 
 use crate::support::{
-    Auth, FUNCTIONS, Function, Route, resource, resources_of, send_raw, template, template_routes, with_bare_paths,
+    Auth, EVENT_FUNCTIONS, FUNCTIONS, Function, Route, resource, resources_of, send_raw, template, template_routes,
+    with_bare_paths,
 };
 
 #[test]
@@ -186,25 +187,30 @@ fn every_function_builds_a_workspace_binary() {
     let t = template();
     let bins = workspace_binaries();
     let in_template: BTreeSet<&str> = resources_of(&t, "AWS::Serverless::Function").iter().map(|(id, _)| *id).collect();
-    let known: BTreeSet<&str> = FUNCTIONS.iter().map(|f| f.id).collect();
+    let known: BTreeSet<&str> = FUNCTIONS.iter().map(|f| f.id).chain(EVENT_FUNCTIONS.iter().map(|f| f.id)).collect();
     assert_eq!(
         in_template, known,
-        "functions of template.yaml vs the FUNCTIONS this test knows (tests/lambda/support.rs)"
+        "functions of template.yaml vs the FUNCTIONS and EVENT_FUNCTIONS this test knows (tests/lambda/support.rs)"
     );
 
-    for f in FUNCTIONS {
-        let r = resource(&t, f.id);
-        assert_eq!(r["Metadata"]["BuildMethod"], "rust-cargolambda", "{}: BuildMethod", f.id);
+    // (id, binary, package): an HTTP function's package is named after its binary.
+    let expected = FUNCTIONS
+        .iter()
+        .map(|f| (f.id, f.binary, f.binary))
+        .chain(EVENT_FUNCTIONS.iter().map(|f| (f.id, f.binary, f.package)));
+    for (id, want_binary, want_package) in expected {
+        let r = resource(&t, id);
+        assert_eq!(r["Metadata"]["BuildMethod"], "rust-cargolambda", "{id}: BuildMethod");
         // cargo-lambda builds from the workspace root (shared/ and Cargo.lock live there).
-        assert_eq!(r["Properties"]["CodeUri"], ".", "{}: CodeUri", f.id);
+        assert_eq!(r["Properties"]["CodeUri"], ".", "{id}: CodeUri");
         let binary = r["Metadata"]["BuildProperties"]["Binary"]
             .as_str()
-            .unwrap_or_else(|| panic!("{}: Metadata.BuildProperties.Binary", f.id));
+            .unwrap_or_else(|| panic!("{id}: Metadata.BuildProperties.Binary"));
         let package = bins
             .get(binary)
-            .unwrap_or_else(|| panic!("{}: Binary '{binary}' is no binary of the workspace ({bins:?})", f.id));
-        assert_eq!(binary, f.binary, "{}: builds '{binary}' but its routes are checked against '{}'", f.id, f.binary);
-        assert_eq!(package, f.binary, "{}: binary '{binary}' belongs to package '{package}'", f.id);
+            .unwrap_or_else(|| panic!("{id}: Binary '{binary}' is no binary of the workspace ({bins:?})"));
+        assert_eq!(binary, want_binary, "{id}: builds '{binary}' but is checked as '{want_binary}'");
+        assert_eq!(package, want_package, "{id}: binary '{binary}' belongs to package '{package}'");
     }
 }
 

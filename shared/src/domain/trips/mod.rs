@@ -472,7 +472,7 @@ async fn hook_ops(store: &dyn Store, p: &Project, trip: &Trip, before: usize) ->
         None => None,
     };
     let hooks: Vec<_> = new.into_iter().filter_map(|e| progress::hook_event(trip, e, user.as_ref())).collect();
-    Ok(crate::domain::webhooks::outbox::enqueue_ops(p, &subs, &hooks)?)
+    crate::domain::webhooks::outbox::enqueue_ops(p, &subs, &hooks)
 }
 
 async fn is_deleted(store: &dyn Store, p: &Project, trip_id: &str) -> Result<bool, ApiError> {

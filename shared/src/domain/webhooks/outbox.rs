@@ -214,7 +214,7 @@ pub async fn write(store: &dyn Store, p: &Project, subs: &[Endpoint], events: &[
     Ok(())
 }
 
-/// One page of an endpoint's deliveries, newest first, optionally of one status.
+/// One page of an endpoint's deliveries, in event order (oldest first), optionally of one status.
 pub async fn deliveries(
     store: &dyn Store,
     p: &Project,
@@ -276,7 +276,9 @@ pub async fn replay(store: &dyn Store, p: &Project, endpoint: &Endpoint, set: Re
         }
     };
     let now = Timestamp::now();
-    for m in messages.iter().filter(|m| endpoint.wants(&m.event_type) || m.event_type == "webhook.test") {
+    let wanted: Vec<&Message> =
+        messages.iter().filter(|m| endpoint.wants(&m.event_type) || m.event_type == "webhook.test").collect();
+    for m in &wanted {
         let lpk = log_pk(&p.project_id, &endpoint.id);
         let mut d = match store.get(Table::Main, &lpk, &m.id).await? {
             Some(item) => from_item::<Delivery>(item)?,
@@ -303,5 +305,5 @@ pub async fn replay(store: &dyn Store, p: &Project, endpoint: &Endpoint, set: Re
             ])
             .await?;
     }
-    Ok(messages.len())
+    Ok(wanted.len())
 }

@@ -1,0 +1,393 @@
+//! Fault injection: `waymark serve` on a file store is killed with SIGKILL while users send
+//! location batches; every batch is re-sent until acknowledged (as an SDK does). The geofence
+//! events must come out exactly once (same as a run without kills) and every one of them must
+//! reach the webhook receiver with a valid Standard Webhooks signature.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use chrono::{NaiveDateTime, TimeDelta};
+use rand::Rng;
+use serde_json::{Value, json};
+
+const API_KEY: &str = "wm_sk_fault_test_key_0123456789";
+const PUB_KEY: &str = "wm_pk_fault_test_key_0123456789";
+const TOKEN: &str = "wm_at_fault_test_token_0123456789";
+const DAY: &str = "start_date=2024-05-01&end_date=2024-05-02";
+const USERS: usize = 4;
+const BATCHES: usize = 15;
+const FENCES: usize = 3;
+const ORIGIN: (f64, f64) = (13.40, 52.52);
+
+struct Server {
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Start `waymark serve` (file store in `dir`, or memory) on `port` and wait until it listens.
+fn serve(dir: Option<&Path>, port: u16) -> Server {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_waymark"));
+    cmd.args(["serve", "--port", &port.to_string()]);
+    match dir {
+        Some(d) => cmd.arg("--data-dir").arg(d),
+        None => cmd.arg("--memory"),
+    };
+    cmd.env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+        .env("WAYMARK_API_KEY", API_KEY)
+        .env("WAYMARK_PUBLISHABLE_KEY", PUB_KEY)
+        .env("WAYMARK_ACCESS_TOKEN", TOKEN)
+        .env("WAYMARK_WEBHOOK_ALLOW_PRIVATE", "1")
+        .env("WAYMARK_WEBHOOK_RETRY_SCHEDULE", "0.2,0.2,0.5,1,1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut child = cmd.spawn().expect("waymark starts");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut printed = String::new();
+        let mut ok = true;
+        while !printed.trim_end().ends_with('}') {
+            if out.read_line(&mut printed).unwrap_or(0) == 0 {
+                ok = false;
+                break;
+            }
+        }
+        if ok {
+            // Keep draining stdout so the server never writes into a closed pipe.
+            std::thread::spawn(move || {
+                let mut sink = String::new();
+                while out.read_line(&mut sink).unwrap_or(0) > 0 {
+                    sink.clear();
+                }
+            });
+            return Server { child };
+        }
+        // The port may still be held for a moment after a kill: try again.
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(Instant::now() < deadline, "serve did not start: {printed}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A minimal HTTP/1.1 client; `None` when the connection fails or the answer is cut off.
+fn try_http(port: u16, method: &str, path: &str, body: Option<&str>) -> Option<(u16, Value)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nApi-Key: {API_KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    let status = raw.get(9..12)?.parse().ok()?;
+    let json = raw.split("\r\n\r\n").nth(1)?;
+    Some((status, serde_json::from_str(json).ok()?))
+}
+
+fn http(port: u16, method: &str, path: &str, body: Option<&Value>) -> Value {
+    let body = body.map(|b| b.to_string());
+    let (status, res) = try_http(port, method, path, body.as_deref()).expect("answer");
+    assert!((200..300).contains(&status), "{method} {path}: {status} {res}");
+    res
+}
+
+/// `p` moved `dx` east and `dy` north meters.
+fn offset(p: (f64, f64), dx: f64, dy: f64) -> (f64, f64) {
+    let lat = p.1 + dy / 111_320.0;
+    let lng = p.0 + dx / (111_320.0 * p.1.to_radians().cos());
+    (lng, lat)
+}
+
+fn ts(s: i64) -> String {
+    let t0 = NaiveDateTime::parse_from_str("2024-05-01T10:00:00", "%Y-%m-%dT%H:%M:%S").unwrap();
+    (t0 + TimeDelta::seconds(s)).format("%Y-%m-%dT%H:%M:%S%.3f").to_string()
+}
+
+/// Each user's trace split into batches: walk east at 5 m/s through the three fences (1 km
+/// apart, radius 200 m: about 80 s inside each, so no dwell), a fix every 5 s.
+fn batches(user: usize) -> Vec<Value> {
+    let dy = [0.0, 60.0, -60.0, 120.0][user];
+    let start = user as i64 * 37;
+    let fixes: Vec<Value> = (0..=150)
+        .map(|i| {
+            let p = offset(ORIGIN, -500.0 + 5.0 * 5.0 * i as f64, dy);
+            json!({"coordinates": [p.0, p.1], "recorded_at": ts(start + 5 * i), "accuracy": 5.0})
+        })
+        .collect();
+    let size = fixes.len().div_ceil(BATCHES);
+    fixes.chunks(size).map(|c| Value::from(c.to_vec())).collect()
+}
+
+/// Create the fences, webhook (when a receiver is given) and users; return fence ids and users.
+fn setup(port: u16, receiver: Option<u16>) -> (Vec<String>, Vec<String>, Option<String>) {
+    let fences = (0..FENCES)
+        .map(|i| {
+            let c = offset(ORIGIN, 1000.0 * i as f64, 0.0);
+            let body = json!({"geometry_type": "circle", "coordinates": [c.0, c.1], "geometry_radius": 200,
+                "is_enabled": true, "description": format!("fence {i}")});
+            let d = &http(port, "POST", "/v1/api/geofence/", Some(&body))["data"];
+            d["id"].as_str().or_else(|| d["geofence_id"].as_str()).expect("fence id").to_owned()
+        })
+        .collect();
+    let secret = receiver.map(|r| {
+        let body = json!({"url": format!("http://127.0.0.1:{r}/hook"), "events": ["geofence.entry", "geofence.exit"]});
+        let res = http(port, "POST", "/v1/api/webhooks/", Some(&body));
+        res["data"]["secret"].as_str().unwrap_or_else(|| panic!("{res}")).to_owned()
+    });
+    let users = (0..USERS)
+        .map(|_| {
+            let res = http(port, "POST", "/v1/api/user/", Some(&json!({"app_type": 1, "device_token": "t"})));
+            let u = res["data"]["user_id"].as_str().unwrap_or_else(|| panic!("{res}")).to_owned();
+            http(port, "PUT", "/v1/api/user/", Some(&json!({"user_id": u, "geofence_events": true})));
+            u
+        })
+        .collect();
+    (fences, users, secret)
+}
+
+/// Every event of `user` (all pages), or `None` when the server does not answer.
+fn events(port: u16, user: &str) -> Option<Vec<Value>> {
+    let mut out = Vec::new();
+    for page in 1.. {
+        let uri = format!("/v1/api/event/?{DAY}&user_id={user}&page_number={page}");
+        let (status, res) = try_http(port, "GET", &uri, None)?;
+        if status != 200 {
+            return None;
+        }
+        let items = res["data"]["events"].as_array()?.clone();
+        if items.is_empty() {
+            break;
+        }
+        out.extend(items);
+    }
+    Some(out)
+}
+
+/// (type, fence index, recorded_at), sorted: comparable across servers.
+fn summary(events: &[Value], fences: &[String]) -> Vec<(String, usize, String)> {
+    let mut s: Vec<_> = events
+        .iter()
+        .map(|e| {
+            let f = e["geofence_id"].as_str().unwrap();
+            let idx = fences.iter().position(|x| x == f).unwrap_or(usize::MAX);
+            (e["event_type"].as_str().unwrap().to_owned(), idx, e["recorded_at"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    s.sort();
+    s
+}
+
+#[derive(Default)]
+struct Received {
+    ids: Vec<String>,
+    bad_signatures: usize,
+}
+
+/// A webhook receiver on 127.0.0.1:0 that answers 200, records `webhook-id`s and verifies
+/// signatures once the secret is known.
+fn receiver(rt: &tokio::runtime::Runtime, secret: Arc<Mutex<Option<String>>>, got: Arc<Mutex<Received>>) -> u16 {
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = axum::Router::new().fallback(move |headers: HeaderMap, body: Bytes| {
+        let secret = secret.clone();
+        let got = got.clone();
+        async move {
+            let ok =
+                secret.lock().unwrap().as_deref().is_some_and(|s| {
+                    standardwebhooks::Webhook::new(s).is_ok_and(|w| w.verify(&body, &headers).is_ok())
+                });
+            let id = headers.get("webhook-id").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+            let mut g = got.lock().unwrap();
+            g.ids.push(id);
+            if !ok {
+                g.bad_signatures += 1;
+            }
+            "ok"
+        }
+    });
+    rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
+    port
+}
+
+fn temp_dir() -> PathBuf {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    std::env::temp_dir().join(format!("waymark-fault-{}-{nanos}", std::process::id()))
+}
+
+#[test]
+fn events_survive_kill_9_exactly_once_and_are_all_delivered() {
+    let started = Instant::now();
+    let traces: Vec<Vec<Value>> = (0..USERS).map(batches).collect();
+
+    // Ground truth: the same batches, in order, against a memory server that is never killed.
+    let truth: Vec<Vec<(String, usize, String)>> = {
+        let port = free_port();
+        let _server = serve(None, port);
+        let (fences, users, _) = setup(port, None);
+        for (u, trace) in users.iter().zip(&traces) {
+            for b in trace {
+                http(port, "POST", "/v1/api/location/", Some(&json!({"user_id": u, "locations": b})));
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut last = Vec::new();
+        loop {
+            let now: Vec<_> = users.iter().map(|u| summary(&events(port, u).unwrap(), &fences)).collect();
+            // Settled when two reads 1 s apart agree and every user has events.
+            if now == last && now.iter().all(|e| !e.is_empty()) {
+                break now;
+            }
+            assert!(Instant::now() < deadline, "ground truth did not settle: {now:?}");
+            last = now;
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    };
+    let expected: usize = truth.iter().map(Vec::len).sum();
+
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let secret = Arc::new(Mutex::new(None));
+    let got = Arc::new(Mutex::new(Received::default()));
+    let hook_port = receiver(&rt, secret.clone(), got.clone());
+
+    let dir = temp_dir();
+    let port = free_port();
+    let mut server = serve(Some(&dir), port);
+    let (fences, users, s) = setup(port, Some(hook_port));
+    *secret.lock().unwrap() = s;
+
+    // One sender per user, each batch re-sent until a 2xx answers it.
+    let in_flight: Arc<Vec<AtomicBool>> = Arc::new((0..USERS).map(|_| AtomicBool::new(false)).collect());
+    let resends = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let senders: Vec<_> = users
+        .iter()
+        .cloned()
+        .zip(traces.clone())
+        .enumerate()
+        .map(|(i, (user, trace))| {
+            let (in_flight, resends, done) = (in_flight.clone(), resends.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut rng = rand::rng();
+                for b in trace {
+                    let body = json!({"user_id": user, "locations": b}).to_string();
+                    let mut first = true;
+                    loop {
+                        if !first {
+                            resends.fetch_add(1, Ordering::Relaxed);
+                        }
+                        first = false;
+                        in_flight[i].store(true, Ordering::SeqCst);
+                        let r = try_http(port, "POST", "/v1/api/location/", Some(&body));
+                        in_flight[i].store(false, Ordering::SeqCst);
+                        if r.is_some_and(|(s, _)| (200..300).contains(&s)) {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    std::thread::sleep(Duration::from_millis(rng.random_range(100..400)));
+                }
+                done.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+
+    // Kill -9 at random moments while the senders run; restart on the same data dir and port.
+    let mut rng = rand::rng();
+    let rounds = rng.random_range(3..=5);
+    let mut at_kill = Vec::new();
+    for _ in 0..rounds {
+        std::thread::sleep(Duration::from_millis(rng.random_range(300..1200)));
+        if done.load(Ordering::SeqCst) == USERS {
+            break;
+        }
+        // Prefer a moment with a request outstanding (a kill mid-batch), waiting at most 300 ms.
+        let aim = Instant::now() + Duration::from_millis(300);
+        let in_flight_now = || in_flight.iter().filter(|f| f.load(Ordering::SeqCst)).count();
+        while in_flight_now() == 0 && Instant::now() < aim {
+            std::thread::yield_now();
+        }
+        let flying = in_flight_now();
+        server.child.kill().unwrap();
+        server.child.wait().unwrap();
+        at_kill.push(flying);
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..300)));
+        server = serve(Some(&dir), port);
+    }
+    for s in senders {
+        s.join().unwrap();
+    }
+
+    // Every user's events equal the ground truth, and every event reaches the receiver.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (present, ids) = loop {
+        let now: Option<Vec<Vec<Value>>> = users.iter().map(|u| events(port, u)).collect();
+        if let Some(now) = now {
+            let ids: Vec<String> = now.iter().flatten().map(|e| e["id"].as_str().unwrap().to_owned()).collect();
+            let delivered: HashSet<String> = got.lock().unwrap().ids.iter().cloned().collect();
+            let same = now.iter().zip(&truth).all(|(e, t)| summary(e, &fences) == *t);
+            if same && ids.iter().all(|id| delivered.contains(id)) {
+                break (now, ids);
+            }
+            if Instant::now() > deadline {
+                for (u, (e, t)) in now.iter().zip(&truth).enumerate() {
+                    assert_eq!(summary(e, &fences), *t, "user {u}: events differ from the run without kills");
+                }
+                let missing: Vec<_> = ids.iter().filter(|id| !delivered.contains(*id)).collect();
+                panic!("events never delivered: {missing:?}; delivered ids: {delivered:?}");
+            }
+        }
+        assert!(Instant::now() < deadline, "events API did not answer");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let unique: HashSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "duplicate event ids: {ids:?}");
+
+    let got = got.lock().unwrap();
+    assert_eq!(got.bad_signatures, 0, "signatures that did not verify");
+    let mut per_id: BTreeMap<&str, usize> = BTreeMap::new();
+    for id in &got.ids {
+        *per_id.entry(id).or_default() += 1;
+    }
+    let event_ids: HashSet<&str> = ids.iter().map(String::as_str).collect();
+    let extra: HashMap<&str, usize> =
+        per_id.iter().filter(|(id, n)| **n > 1 || !event_ids.contains(**id)).map(|(k, v)| (*k, *v)).collect();
+    let duplicates: usize = per_id.values().map(|n| n - 1).sum();
+    let present_n: usize = present.iter().map(Vec::len).sum();
+
+    println!("kill rounds: {}", at_kill.len());
+    println!("batches in flight at each kill: {at_kill:?}");
+    println!("batch re-sends: {}", resends.load(Ordering::Relaxed));
+    println!("events expected: {expected}, present: {present_n}, delivered (unique): {}", per_id.len());
+    println!("deliveries: {} total, {duplicates} duplicate", got.ids.len());
+    println!("duplicate deliveries per 1,000 events: {:.1}", duplicates as f64 * 1000.0 / expected.max(1) as f64);
+    if !extra.is_empty() {
+        println!("ids delivered more than once or unknown to the events API: {extra:?}");
+    }
+    println!("elapsed: {:.1} s", started.elapsed().as_secs_f64());
+    assert!(!at_kill.is_empty(), "no kill happened");
+
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
