@@ -57,9 +57,13 @@ pub(crate) async fn send(app: &TestApp, user: &str, fixes: &[Value]) -> Value {
 
 /// Every event of every page of `/v1/api/event/?<DAY>&<query>`.
 async fn all_events_as(app: &TestApp, key: Key<'_>, query: &str) -> Vec<Value> {
+    events_of(app, key, DAY, query).await
+}
+
+async fn events_of(app: &TestApp, key: Key<'_>, days: &str, query: &str) -> Vec<Value> {
     let mut out = Vec::new();
     for page in 1.. {
-        let uri = format!("/v1/api/event/?{DAY}&page_number={page}&{query}");
+        let uri = format!("/v1/api/event/?{days}&page_number={page}&{query}");
         let (status, res) = app.call("GET", &uri, key, None).await;
         assert_eq!(status, StatusCode::OK, "{uri}: {res}");
         let items = res["data"]["events"].as_array().unwrap_or_else(|| panic!("{res}")).clone();
@@ -73,18 +77,7 @@ async fn all_events_as(app: &TestApp, key: Key<'_>, query: &str) -> Vec<Value> {
 
 /// Every event of `days` (`start_date=..&end_date=..`) with `query`.
 pub(crate) async fn all_events_in(app: &TestApp, query: &str, days: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    for page in 1.. {
-        let uri = format!("/v1/api/event/?{days}&page_number={page}&{query}");
-        let (status, res) = app.call("GET", &uri, Key::Secret, None).await;
-        assert_eq!(status, StatusCode::OK, "{uri}: {res}");
-        let items = res["data"]["events"].as_array().unwrap_or_else(|| panic!("{res}")).clone();
-        if items.is_empty() {
-            break;
-        }
-        out.extend(items);
-    }
-    out
+    events_of(app, Key::Secret, days, query).await
 }
 
 pub(crate) async fn all_events(app: &TestApp, query: &str) -> Vec<Value> {
