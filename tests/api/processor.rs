@@ -9,7 +9,7 @@ use shared::domain::locations::{self, Location};
 use shared::domain::processor;
 
 use crate::both;
-use crate::geofence_events::{all_events, at, circle_and_square, crossing_trace, fix, send, t0, tracked_user};
+use crate::geofence_events::{all_events, at, circle_and_square, crossing_trace, fix, send, tracked_user};
 use crate::geofences::{HOME, circle, enabled_fence, project, with};
 use crate::helpers::{Key, TestApp, assert_error};
 use crate::trips::ts;
@@ -32,7 +32,7 @@ fn ids(events: &[Value]) -> Vec<String> {
 }
 
 both!(work_left_by_a_crash_is_finished_once_by_a_resend_or_the_sweep, |app| async move {
-    let (_c, _p) = circle_and_square(&app).await;
+    circle_and_square(&app).await;
     let fixes = crossing_trace(5);
     // Reference: the same trace ingested normally.
     let clean = tracked_user(&app).await;
@@ -173,5 +173,4 @@ both!(a_fixs_events_list_exits_then_entries_then_dwells, |app| async move {
         })
         .collect();
     assert_eq!(got, [("entry".into(), a.clone()), ("entry".into(), b.clone()), ("dwell".into(), a.clone())]);
-    let _ = t0();
 });

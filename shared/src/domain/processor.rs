@@ -147,20 +147,15 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             .map(|m| m.since)
             .filter(|s| wm.last_at.is_some_and(|w| *s < w))
             .min();
-        let mut facts: Vec<Item> = Vec::new();
-        let mut marks_ops: Vec<WriteOp> = Vec::new();
-        let mut states: Vec<WriteOp> = Vec::new();
-        if let Some(user) = users::get(store, p, user_id).await? {
-            let plan = plan(store, p, &user, &fixes, late_since).await?;
-            facts = plan.facts;
-            marks_ops = plan.marks;
-            states = plan.states;
-        }
+        let Plan { facts, marks: work_marks, mut states } = match users::get(store, p, user_id).await? {
+            Some(user) => plan(store, p, &user, &fixes, late_since).await?,
+            None => Plan::default(), // deleted: nothing to derive, only move past it
+        };
         if !facts.is_empty() {
             store.put_new(Table::Main, facts).await?;
         }
-        for m in marks_ops {
-            store.transact(vec![m]).await?;
+        if !work_marks.is_empty() {
+            store.transact(work_marks).await?;
         }
         let newest = fixes.last();
         let next = Watermark {
@@ -211,8 +206,10 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
     Err(ApiError::conflict("user_id: this user's locations are being processed by other requests; retry"))
 }
 
+#[derive(Default)]
 struct Plan {
     facts: Vec<Item>,
+    /// Outbox work marks (plain puts, after the facts).
     marks: Vec<WriteOp>,
     states: Vec<WriteOp>,
 }
@@ -225,6 +222,9 @@ async fn plan(
     fixes: &[Location],
     late_since: Option<Timestamp>,
 ) -> Result<Plan, ApiError> {
+    // Webhook events are built only when an endpoint listens (most projects have none).
+    let subs = webhooks::subscriptions(store, p).await?;
+    let hooked = !subs.is_empty();
     let mut facts = Vec::new();
     let mut states = Vec::new();
     let mut hooks = Vec::new();
@@ -249,8 +249,10 @@ async fn plan(
         states.extend(fences.states);
         let events: Vec<_> = fences.events.iter().map(|(e, _)| e.clone()).collect();
         facts.extend(fence_events::event_items(p, &events)?);
-        for (e, g) in &fences.events {
-            hooks.push(fence_hook(e, user, geofences::geofence_json(g, "geofence_id")));
+        if hooked {
+            hooks.extend(
+                fences.events.iter().map(|(e, g)| fence_hook(e, user, geofences::geofence_json(g, "geofence_id"))),
+            );
         }
         let stays = insights::plan(store, p, &user.id, fixes).await?;
         states.push(stays.run);
@@ -262,20 +264,16 @@ async fn plan(
         states.extend(m.states);
         let events: Vec<_> = m.events.iter().map(|(e, _)| e.clone()).collect();
         facts.extend(fence_events::event_items(p, &events)?);
-        for (e, g) in &m.events {
-            hooks.push(fence_hook(e, user, moving::moving_json(g)));
+        if hooked {
+            hooks.extend(m.events.iter().map(|(e, g)| fence_hook(e, user, moving::moving_json(g))));
         }
     }
-    let mut marks = Vec::new();
-    let subs = webhooks::subscriptions(store, p).await?;
-    if !subs.is_empty() {
-        if let Some(n) = fixes.last() {
-            hooks.push(location_hook(user, n));
-        }
-        let (f, m) = webhooks::outbox::enqueue(p, &subs, &hooks)?;
-        facts.extend(f);
-        marks = m;
+    if !hooked {
+        return Ok(Plan { facts, marks: Vec::new(), states });
     }
+    hooks.extend(fixes.last().map(|n| location_hook(user, n)));
+    let (f, marks) = webhooks::outbox::enqueue(p, &subs, &hooks)?;
+    facts.extend(f);
     Ok(Plan { facts, marks, states })
 }
 

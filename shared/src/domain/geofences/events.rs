@@ -34,7 +34,7 @@ use crate::domain::users::User;
 use crate::error::ApiError;
 use crate::ids::{id_at, id_range};
 use crate::paging::{PageInfo, PageNumber, list_page};
-use crate::store::{Cond, SkRange, Store, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, Item, SkRange, Store, Table, WriteOp, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Seconds inside a fence after which a dwell event is recorded (once per visit).
@@ -206,23 +206,11 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
     Ok(FencePlan { states, events: fired })
 }
 
-/// The items that record events (three copies each, and one per (fence, user) for
-/// `counts.users`): facts with deterministic keys, written put-if-absent by the processor.
-pub(crate) fn event_items(p: &Project, events: &[GeofenceEvent]) -> Result<Vec<crate::store::Item>, ApiError> {
-    event_ops(p, events)?
-        .into_iter()
-        .map(|op| match op {
-            WriteOp::Put { item, .. } => Ok(item),
-            WriteOp::Delete { .. } => Err(ApiError::internal("event_ops yields puts only")),
-        })
-        .collect()
-}
-
-/// The writes that record events: three copies of each, and one item per (fence, user) for
-/// `counts.users`, written once even when several events share it (a transaction may not touch
-/// one item twice).
-pub(crate) fn event_ops(p: &Project, events: &[GeofenceEvent]) -> Result<Vec<WriteOp>, ApiError> {
-    let mut ops = Vec::with_capacity(events.len() * 4);
+/// The items that record events: three copies of each (project, fence, user lists), and one
+/// per (fence, user) for `counts.users`, once even when several events share it. Facts with
+/// deterministic keys, written put-if-absent by the processor.
+pub(crate) fn event_items(p: &Project, events: &[GeofenceEvent]) -> Result<Vec<Item>, ApiError> {
+    let mut items = Vec::with_capacity(events.len() * 4);
     let mut pairs = std::collections::BTreeSet::new();
     for e in events {
         for pk in [
@@ -230,19 +218,14 @@ pub(crate) fn event_ops(p: &Project, events: &[GeofenceEvent]) -> Result<Vec<Wri
             fence_events_pk(&p.project_id, &e.geofence_id),
             user_events_pk(&p.project_id, &e.user_id),
         ] {
-            ops.push(WriteOp::Put { table: Table::Main, item: to_item(&pk, &e.id, e)?, cond: Cond::None });
+            items.push(to_item(&pk, &e.id, e)?);
         }
         pairs.insert((e.geofence_id.clone(), e.user_id.clone()));
     }
     for (fence, user) in pairs {
-        let who = json!({"user_id": user});
-        ops.push(WriteOp::Put {
-            table: Table::Main,
-            item: to_item(&fence_users_pk(&p.project_id, &fence), &user, &who)?,
-            cond: Cond::None,
-        });
+        items.push(to_item(&fence_users_pk(&p.project_id, &fence), &user, &json!({"user_id": user}))?);
     }
-    Ok(ops)
+    Ok(items)
 }
 
 /// `{events, users}` of one fence.

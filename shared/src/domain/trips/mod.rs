@@ -225,10 +225,8 @@ impl Trip {
     }
 
     fn hook_only_event(&mut self, event_type: &str) {
-        self.push_event(event_type, None, None, None);
-        if let Some(e) = self.events.pop() {
-            self.hook_only.push(e);
-        }
+        let e = self.event(new_id(), event_type, None, None, None);
+        self.hook_only.push(e);
     }
 
     fn push_event_id(
@@ -239,7 +237,19 @@ impl Trip {
         trip_location_id: Option<String>,
         user_location_id: Option<String>,
     ) {
-        self.events.push(TripEvent {
+        let e = self.event(id, event_type, source, trip_location_id, user_location_id);
+        self.events.push(e);
+    }
+
+    fn event(
+        &self,
+        id: String,
+        event_type: &str,
+        source: Option<&str>,
+        trip_location_id: Option<String>,
+        user_location_id: Option<String>,
+    ) -> TripEvent {
+        TripEvent {
             id,
             trip_id: self.id.clone(),
             user_id: self.user_id.clone(),
@@ -250,7 +260,7 @@ impl Trip {
             event_version: source.map(|_| "1.0".to_owned()),
             trip_location_id,
             user_location_id,
-        });
+        }
     }
 }
 
@@ -283,7 +293,7 @@ fn event_puts(p: &Project, trip: &mut Trip, before: usize, stored: u64) -> Resul
     Ok(ops)
 }
 
-/// Fill in the trip's events (in id order: the order they happened).
+/// Fill in the trip's events, in the order they were recorded (their positions).
 async fn load_events(store: &dyn Store, p: &Project, trip: &mut Trip) -> Result<(), ApiError> {
     let items = store.query(Table::Main, &Query::new(events_pk(&p.project_id, &trip.id), SkRange::All)).await?.items;
     trip.events = items.into_iter().map(from_item).collect::<Result<_, _>>()?;
@@ -415,6 +425,8 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
     trip.check_size()?;
     trip.push_event("service:trip:created", Some("service:trip"), None, None);
     let tracking = TrackingRef { project_id: p.project_id.clone(), api, trip_id: trip.id.clone() };
+    // Events first: they set the record's event count.
+    let events = event_puts(p, &mut trip, 0, 0)?;
     let mut ops = vec![
         WriteOp::Put {
             table: Table::Main,
@@ -427,12 +439,7 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
             cond: Cond::NotExists,
         },
     ];
-    ops.extend(event_puts(p, &mut trip, 0, 0)?);
-    ops[0] = WriteOp::Put {
-        table: Table::Main,
-        item: to_item(&trips_pk(&p.project_id, api), &trip.id, &trip)?,
-        cond: Cond::NotExists,
-    };
+    ops.extend(events);
     ops.extend(hook_ops(store, p, &trip, 0).await?);
     store.transact(ops).await?;
     Ok(trip)
@@ -444,8 +451,7 @@ pub async fn get(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> Res
     if !is_id(trip_id) {
         return Err(missing());
     }
-    let item = store.get(Table::Main, &trips_pk(&p.project_id, api), trip_id).await?.ok_or_else(missing)?;
-    let mut trip = from_item(item)?;
+    let mut trip = get_record(store, p, api, trip_id).await?.ok_or_else(missing)?;
     load_events(store, p, &mut trip).await?;
     Ok(trip)
 }

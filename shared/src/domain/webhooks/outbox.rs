@@ -208,8 +208,8 @@ pub async fn write(store: &dyn Store, p: &Project, subs: &[Endpoint], events: &[
     if !facts.is_empty() {
         store.put_new(Table::Main, facts).await?;
     }
-    for m in marks {
-        store.transact(vec![m]).await?;
+    if !marks.is_empty() {
+        store.transact(marks).await?;
     }
     Ok(())
 }
