@@ -23,8 +23,21 @@ async fn store_without_processing(app: &TestApp, user: &str, fixes: &[Value]) {
     let p = project(app);
     let store = app.state.store.as_ref();
     let prepared = locations::prepare(&p, user, parse(fixes));
-    processor::mark_batch(store, &p, user, &prepared).await.unwrap();
+    let pending = processor::mark_batch(store, &p, user, &prepared).await.unwrap();
     locations::store_prepared(store, &p, user, prepared).await.unwrap();
+    processor::batch_stored(store, pending).await.unwrap();
+}
+
+/// What a request that died while storing leaves (DynamoDB writes a batch in parts): the mark,
+/// written `age_s` seconds ago and never completed, and only the second half of the fixes.
+async fn store_half(app: &TestApp, user: &str, fixes: &[Value], age_s: i64) {
+    let p = project(app);
+    let store = app.state.store.as_ref();
+    let prepared = locations::prepare(&p, user, parse(fixes));
+    let at = shared::time::Timestamp(Utc::now() - Duration::seconds(age_s));
+    processor::write_mark(store, &p, user, &prepared, false, at).await.unwrap();
+    let half = prepared[prepared.len() / 2..].to_vec();
+    locations::store_prepared(store, &p, user, half).await.unwrap();
 }
 
 fn ids(events: &[Value]) -> Vec<String> {
@@ -69,6 +82,34 @@ both!(work_left_by_a_crash_is_finished_once_by_a_resend_or_the_sweep, |app| asyn
     store_without_processing(&app, &v, &fixes).await;
     processor::sweep(app.state.store.as_ref()).await.unwrap();
     assert_eq!(kinds(&all_events(&app, &format!("user_id={v}")).await), kinds(&expected));
+});
+
+both!(a_batch_still_being_stored_holds_passes_back_until_complete_or_abandoned, |app| async move {
+    circle_and_square(&app).await;
+    let fixes = crossing_trace(5);
+    let clean = tracked_user(&app).await;
+    send(&app, &clean, &fixes).await;
+    let expected = all_events(&app, &format!("user_id={clean}")).await;
+    let kinds = |e: &[Value]| e.iter().map(|e| (e["event_type"].clone(), e["recorded_at"].clone())).collect::<Vec<_>>();
+
+    // Half a batch in the log and its request maybe still writing: no pass goes past the
+    // batch's oldest fix, so nothing is derived from the half yet.
+    let u = tracked_user(&app).await;
+    store_half(&app, &u, &fixes, 0).await;
+    processor::sweep(app.state.store.as_ref()).await.unwrap();
+    assert_eq!(all_events(&app, &format!("user_id={u}")).await.len(), 0);
+    // The client re-sends the batch: every event comes out, in order, as without the fault.
+    let res = send(&app, &u, &fixes).await;
+    assert_eq!(res["processed"], true, "{res}");
+    assert_eq!(kinds(&all_events(&app, &format!("user_id={u}")).await), kinds(&expected));
+
+    // A request dead for longer than ABANDONED_SECONDS blocks nothing: the sweep derives what
+    // the stored half says (the re-send that never came cannot be waited for).
+    let v = tracked_user(&app).await;
+    store_half(&app, &v, &fixes, processor::ABANDONED_SECONDS + 5).await;
+    processor::sweep(app.state.store.as_ref()).await.unwrap();
+    let got = all_events(&app, &format!("user_id={v}")).await;
+    assert!(!got.is_empty() && got.len() < expected.len(), "events of the stored half only: {got:?}");
 });
 
 both!(fixes_from_the_future_are_refused_and_change_nothing, |app| async move {

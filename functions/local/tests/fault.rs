@@ -1,12 +1,12 @@
-//! Fault injection: `waymark serve` on a file store is killed with SIGKILL while users send
-//! location batches; every batch is re-sent until acknowledged (as an SDK does). The geofence
+//! Fault injection: `waymark serve` on a file store, and on DynamoDB Local, is killed with SIGKILL
+//! while users send location batches; every batch is re-sent until acknowledged (as an SDK does). The geofence
 //! events must come out exactly once (same as a run without kills) and every one of them must
 //! reach the webhook receiver with a valid Standard Webhooks signature.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,16 +42,35 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Start `waymark serve` (file store in `dir`, or memory) on `port` and wait until it listens.
-fn serve(dir: Option<&Path>, port: u16) -> Server {
+/// Where a killed server keeps its data.
+enum Backend {
+    /// The embedded store in a file under this folder.
+    File(PathBuf),
+    /// DynamoDB Local (`AWS_ENDPOINT_URL_DYNAMODB`), tables with this name prefix; the folder
+    /// holds only `default-project.json`.
+    Dynamo(String, PathBuf),
+}
+
+/// Start `waymark serve` (on `backend`, or in memory) on `port` and wait until it listens.
+fn serve(backend: Option<&Backend>, port: u16) -> Server {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_waymark"));
     cmd.args(["serve", "--port", &port.to_string()]);
-    match dir {
-        Some(d) => cmd.arg("--data-dir").arg(d),
-        None => cmd.arg("--memory"),
+    match backend {
+        Some(Backend::File(d)) => {
+            cmd.arg("--data-dir").arg(d).env_remove("AWS_ENDPOINT_URL_DYNAMODB");
+        }
+        Some(Backend::Dynamo(prefix, d)) => {
+            cmd.arg("--dynamodb")
+                .arg("--data-dir")
+                .arg(d)
+                .env("WAYMARK_MAIN_TABLE", format!("{prefix}main"))
+                .env("WAYMARK_LOCATIONS_TABLE", format!("{prefix}locations"));
+        }
+        None => {
+            cmd.arg("--memory").env_remove("AWS_ENDPOINT_URL_DYNAMODB");
+        }
     };
-    cmd.env_remove("AWS_ENDPOINT_URL_DYNAMODB")
-        .env("WAYMARK_API_KEY", API_KEY)
+    cmd.env("WAYMARK_API_KEY", API_KEY)
         .env("WAYMARK_PUBLISHABLE_KEY", PUB_KEY)
         .env("WAYMARK_ACCESS_TOKEN", TOKEN)
         .env("WAYMARK_WEBHOOK_ALLOW_PRIVATE", "1")
@@ -237,7 +256,25 @@ fn temp_dir() -> PathBuf {
 }
 
 #[test]
-fn events_survive_kill_9_exactly_once_and_are_all_delivered() {
+fn events_survive_kill_9_exactly_once_and_are_all_delivered_file_store() {
+    let dir = temp_dir();
+    kill_9_run(&Backend::File(dir.clone()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn events_survive_kill_9_exactly_once_and_are_all_delivered_dynamodb() {
+    assert!(
+        std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_some(),
+        "AWS_ENDPOINT_URL_DYNAMODB is not set: run the tests with scripts/test.sh, which starts DynamoDB Local"
+    );
+    let dir = temp_dir();
+    let prefix = format!("fault-{}-{}-", std::process::id(), rand::rng().random_range(0..u32::MAX));
+    kill_9_run(&Backend::Dynamo(prefix, dir.clone()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn kill_9_run(backend: &Backend) {
     let started = Instant::now();
     let traces: Vec<Vec<Value>> = (0..USERS).map(batches).collect();
 
@@ -271,9 +308,8 @@ fn events_survive_kill_9_exactly_once_and_are_all_delivered() {
     let got = Arc::new(Mutex::new(Received::default()));
     let hook_port = receiver(&rt, secret.clone(), got.clone());
 
-    let dir = temp_dir();
     let port = free_port();
-    let mut server = serve(Some(&dir), port);
+    let mut server = serve(Some(backend), port);
     let (fences, users, s) = setup(port, Some(hook_port));
     *secret.lock().unwrap() = s;
 
@@ -333,7 +369,7 @@ fn events_survive_kill_9_exactly_once_and_are_all_delivered() {
         server.child.wait().unwrap();
         at_kill.push(flying);
         std::thread::sleep(Duration::from_millis(rng.random_range(0..300)));
-        server = serve(Some(&dir), port);
+        server = serve(Some(backend), port);
     }
     for s in senders {
         s.join().unwrap();
@@ -376,6 +412,7 @@ fn events_survive_kill_9_exactly_once_and_are_all_delivered() {
     let duplicates: usize = per_id.values().map(|n| n - 1).sum();
     let present_n: usize = present.iter().map(Vec::len).sum();
 
+    println!("backend: {}", if matches!(backend, Backend::File(_)) { "file store" } else { "DynamoDB Local" });
     println!("kill rounds: {}", at_kill.len());
     println!("batches in flight at each kill: {at_kill:?}");
     println!("batch re-sends: {}", resends.load(Ordering::Relaxed));
@@ -389,5 +426,4 @@ fn events_survive_kill_9_exactly_once_and_are_all_delivered() {
     assert!(!at_kill.is_empty(), "no kill happened");
 
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

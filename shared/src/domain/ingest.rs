@@ -73,8 +73,9 @@ pub async fn ingest(
         ));
     }
     let prepared = locations::prepare(p, user_id, accepted);
-    processor::mark_batch(store, p, user_id, &prepared).await?;
+    let pending = processor::mark_batch(store, p, user_id, &prepared).await?;
     let stored = locations::store_prepared(store, p, user_id, prepared).await?;
+    processor::batch_stored(store, pending).await?;
     let processed = match processor::process_user(store, p, user_id).await {
         Ok(_) => true,
         Err(e) => {

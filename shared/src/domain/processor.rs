@@ -17,6 +17,11 @@
 //! Batch marks (`PENDING#<shard>`, sort key `<project>#<user>#<batch>`) are written before a
 //! batch's locations, so a sweep finds every user with work left, and carry the batch's oldest
 //! fix: fixes older than the watermark (late) still recompute the figures of trips they fall in.
+//! A mark says `stored: false` until the whole batch is in the log. DynamoDB stores a batch in
+//! several writes, so a pass could otherwise see some of its fixes, move the watermark past them
+//! and leave the rest late (their geofence events lost); a pass therefore stops before the oldest
+//! fix of a batch still being stored. A batch whose request died while storing blocks its user
+//! for at most [`ABANDONED_SECONDS`] (the client's re-send usually comes first and completes it).
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -41,6 +46,9 @@ pub const PASS_FIXES: usize = 500;
 pub const SWEEP_SECONDS: u64 = 2;
 /// Shards of the batch marks.
 pub const SHARDS: u32 = 16;
+/// A batch marked as being stored for longer than this (seconds) was abandoned by its request
+/// (longer than any ingest request lives: API Gateway ends them at 29 s).
+pub const ABANDONED_SECONDS: i64 = 60;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Watermark {
@@ -60,6 +68,23 @@ pub struct BatchMark {
     pub since: Timestamp,
     /// Changed on every write, so a pass removes only the marks it saw.
     pub nonce: String,
+    /// Whether the whole batch is in the log (marks written before this field existed were).
+    #[serde(default = "stored_default")]
+    pub stored: bool,
+    /// When the mark was written; a mark not `stored` after [`ABANDONED_SECONDS`] is abandoned.
+    #[serde(default)]
+    pub marked_at: Option<Timestamp>,
+}
+
+fn stored_default() -> bool {
+    true
+}
+
+impl BatchMark {
+    /// Whether a pass must stop before this batch's oldest fix: it is still being stored.
+    fn blocks(&self, now: Timestamp) -> bool {
+        !self.stored && self.marked_at.is_some_and(|t| (now.0 - t.0).num_seconds() < ABANDONED_SECONDS)
+    }
 }
 
 fn watermark_pk(pid: &str, uid: &str) -> String {
@@ -78,9 +103,42 @@ pub fn latest_acceptable() -> Timestamp {
     Timestamp(Timestamp::now().0 + chrono::Duration::seconds(FUTURE_TOLERANCE_SECONDS))
 }
 
+/// A batch's mark, kept by ingest between storing the batch and saying it is stored.
+pub struct PendingBatch {
+    pk: String,
+    sk: String,
+    mark: BatchMark,
+}
+
 /// Record that a batch for the user is on its way into the log (before storing it).
-pub async fn mark_batch(store: &dyn Store, p: &Project, user_id: &str, batch: &[Location]) -> Result<(), ApiError> {
-    let Some(since) = batch.iter().map(|l| l.recorded_at).min() else { return Ok(()) };
+pub async fn mark_batch(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    batch: &[Location],
+) -> Result<Option<PendingBatch>, ApiError> {
+    write_mark(store, p, user_id, batch, false, Timestamp::now()).await
+}
+
+/// Record that the whole batch is in the log (after storing it), so passes may go past it.
+pub async fn batch_stored(store: &dyn Store, pending: Option<PendingBatch>) -> Result<(), ApiError> {
+    let Some(PendingBatch { pk, sk, mut mark }) = pending else { return Ok(()) };
+    mark.stored = true;
+    mark.nonce = crate::ids::random_hex(8);
+    store.put(Table::Main, to_item(&pk, &sk, &mark)?, Cond::None).await?;
+    Ok(())
+}
+
+/// A mark as written at `marked_at` (tests use a past time to stand for an abandoned request).
+pub async fn write_mark(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    batch: &[Location],
+    stored: bool,
+    marked_at: Timestamp,
+) -> Result<Option<PendingBatch>, ApiError> {
+    let Some(since) = batch.iter().map(|l| l.recorded_at).min() else { return Ok(None) };
     let mut h = Sha256::new();
     for l in batch {
         h.update(l.id.as_bytes());
@@ -92,10 +150,12 @@ pub async fn mark_batch(store: &dyn Store, p: &Project, user_id: &str, batch: &[
         user_id: user_id.to_owned(),
         since,
         nonce: crate::ids::random_hex(8),
+        stored,
+        marked_at: Some(marked_at),
     };
-    let sk = format!("{}#{user_id}#{key}", p.project_id);
-    store.put(Table::Main, to_item(&marks_pk(shard_of(&p.project_id, user_id)), &sk, &mark)?, Cond::None).await?;
-    Ok(())
+    let (pk, sk) = (marks_pk(shard_of(&p.project_id, user_id)), format!("{}#{user_id}#{key}", p.project_id));
+    store.put(Table::Main, to_item(&pk, &sk, &mark)?, Cond::None).await?;
+    Ok(Some(PendingBatch { pk, sk, mark }))
 }
 
 /// Process everything of the user that is past the watermark or marked. Returns the number of
@@ -119,43 +179,46 @@ enum Pass {
 async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, ApiError> {
     let mpk = marks_pk(shard_of(&p.project_id, user_id));
     for _ in 0..20 {
-        let wm: Watermark = store
-            .get(Table::Main, &watermark_pk(&p.project_id, user_id), "-")
-            .await?
-            .map(from_item)
-            .transpose()?
-            .unwrap_or_default();
-        let marks: Vec<Item> = store
+        let wm = read_watermark(store, p, user_id).await?;
+        let now = Timestamp::now();
+        let (marks, blocking): (Vec<(Item, BatchMark)>, Vec<_>) = store
             .query(Table::Main, &Query::new(&mpk, SkRange::Prefix(format!("{}#{user_id}#", p.project_id))))
             .await?
-            .items;
-        // Past the watermark, and not in the future (a fix stored before the clock rule existed
-        // waits until its time comes rather than pinning the watermark).
-        let hi = id_at(latest_acceptable().0, u64::MAX);
+            .items
+            .into_iter()
+            .filter_map(|m| from_item::<BatchMark>(m.clone()).ok().map(|b| (m, b)))
+            .partition(|(_, b)| !b.blocks(now));
+        // Past the watermark, not in the future (a fix stored before the clock rule existed waits
+        // until its time comes rather than pinning the watermark), and before any batch still
+        // being stored.
+        let mut hi = latest_acceptable().0;
+        if let Some(since) = blocking.iter().map(|(_, b)| b.since.0).min() {
+            hi = hi.min(since - chrono::Duration::milliseconds(1));
+        }
+        let hi = id_at(hi, u64::MAX);
         let q = Query::new(locations_pk(&p.project_id, user_id), SkRange::Between("0".repeat(24), hi))
             .after(wm.last_id.clone())
             .limit(PASS_FIXES);
         let page = store.query(Table::Locations, &q).await?;
-        let more = page.last_sk.is_some();
+        let more = page.last_sk.is_some() && blocking.is_empty();
         let fixes: Vec<Location> = page.items.into_iter().map(from_item).collect::<Result<_, _>>()?;
         if fixes.is_empty() && marks.is_empty() {
             return Ok(Pass::Done(0));
         }
-        let late_since = marks
-            .iter()
-            .filter_map(|m| from_item::<BatchMark>(m.clone()).ok())
-            .map(|m| m.since)
-            .filter(|s| wm.last_at.is_some_and(|w| *s < w))
-            .min();
+        let late_since = marks.iter().map(|(_, m)| m.since).filter(|s| wm.last_at.is_some_and(|w| *s < w)).min();
         let Plan { facts, marks: work_marks, mut states } = match users::get(store, p, user_id).await? {
             Some(user) => plan(store, p, &user, &fixes, late_since).await?,
             None => Plan::default(), // deleted: nothing to derive, only move past it
         };
+        // The states were read one by one after the watermark. Had another pass committed in
+        // between, they would be newer than the watermark, and facts derived from the mix would
+        // be wrong (an exit before its entry). A watermark unchanged after the reads proves the
+        // snapshot consistent (the commit is one transaction and reads are strongly consistent).
+        if read_watermark(store, p, user_id).await?.version != wm.version {
+            continue;
+        }
         if !facts.is_empty() {
             store.put_new(Table::Main, facts).await?;
-        }
-        if !work_marks.is_empty() {
-            store.transact(work_marks).await?;
         }
         let newest = fixes.last();
         let next = Watermark {
@@ -168,7 +231,9 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             item: to_item(&watermark_pk(&p.project_id, user_id), "-", &next)?,
             cond: if wm.version == 0 { Cond::NotExists } else { Cond::Equals("version", wm.version.into()) },
         }];
-        for m in &marks {
+        // Outbox work marks after the facts they announce (one write fewer than on their own).
+        commit.extend(work_marks);
+        for (m, _) in &marks {
             let sk = m.get("sk").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
             let nonce = m.get("nonce").cloned().unwrap_or_default();
             commit.push(WriteOp::Delete {
@@ -206,10 +271,15 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
     Err(ApiError::conflict("user_id: this user's locations are being processed by other requests; retry"))
 }
 
+async fn read_watermark(store: &dyn Store, p: &Project, user_id: &str) -> Result<Watermark, ApiError> {
+    let item = store.get(Table::Main, &watermark_pk(&p.project_id, user_id), "-").await?;
+    Ok(item.map(from_item).transpose()?.unwrap_or_default())
+}
+
 #[derive(Default)]
 struct Plan {
     facts: Vec<Item>,
-    /// Outbox work marks (plain puts, after the facts).
+    /// Outbox work marks (plain puts, committed after the facts).
     marks: Vec<WriteOp>,
     states: Vec<WriteOp>,
 }

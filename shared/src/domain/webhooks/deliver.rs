@@ -49,6 +49,8 @@ const MAX_RETRY_AFTER_SECONDS: u64 = 24 * 3600;
 const RESPONSE_KEPT: usize = 1000;
 /// Users served at once per endpoint.
 const PARALLEL_USERS: usize = 8;
+/// How long the worker lets new messages gather after being woken.
+const COALESCE: Duration = Duration::from_millis(5);
 
 #[derive(Debug, Clone)]
 pub struct DeliveryConfig {
@@ -152,7 +154,9 @@ impl Worker {
                 .unwrap_or(Duration::from_secs(1))
                 .min(Duration::from_secs(1));
             tokio::select! {
-                _ = wake.notified() => {}
+                // Let a burst of ingests land first: one pass then sends all their messages
+                // instead of a pass (a scan of the work marks) per batch.
+                _ = wake.notified() => tokio::time::sleep(COALESCE).await,
                 _ = tokio::time::sleep(nap) => {}
             }
         }
