@@ -152,7 +152,7 @@ both!(a_v2_trip_near_the_item_limit_takes_every_event, |app| async move {
     let big = "x".repeat(3900);
     let stops: Vec<Value> = (0..50)
         .map(|i| {
-            let p = at(HOME, 300.0 * f64::from(i), 0.0);
+            let p = at(HOME, 150.0 * f64::from(i), 0.0);
             json!({"name": format!("stop {i} {}", "n".repeat(200)), "description": "d".repeat(800),
                    "address": "a".repeat(1000), "metadata": {"notes": big},
                    "geometry": {"type": "Point", "coordinates": [p.0, p.1]}})
@@ -171,11 +171,11 @@ both!(a_v2_trip_near_the_item_limit_takes_every_event, |app| async move {
     let (status, res) =
         app.call("POST", &format!("/v2/trips/{id}/controls"), Key::Bearer, Some(&json!({"action": "start"}))).await;
     assert_eq!(status, StatusCode::OK, "{res}");
-    // Drive past every stop (after the start, within the clock tolerance).
+    // Drive past every stop at 50 m/s (after the start, within the clock tolerance).
     let now = Utc::now() + Duration::seconds(1);
     let fixes: Vec<Value> = (0..=150)
         .map(|k| {
-            let p = at(HOME, 100.0 * f64::from(k), 0.0);
+            let p = at(HOME, 50.0 * f64::from(k), 0.0);
             json!({"coordinates": [p.0, p.1], "recorded_at": ts(now + Duration::seconds(i64::from(k))), "accuracy": 5.0})
         })
         .collect();

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::route::Route;
+use super::route::{Route, active_seconds};
 use super::{Summary, Trip, TripEvent, TripState, Waypoint, WaypointKind};
 use crate::domain::locations::location_json;
 use crate::domain::users::User;
@@ -133,19 +133,28 @@ pub fn trip_v2_json(t: &Trip, user: Option<&User>) -> Value {
     })
 }
 
-/// `route_indexes`: one index for a one-point segment, else its first and last.
+/// `route_indexes`: 1-based positions in `route`, one for a one-point segment, else its first and
+/// last (as Roam numbers them).
 pub fn route_indexes(r: &Route) -> Vec<Vec<usize>> {
-    r.segments.iter().map(|&(a, b, _)| if a == b { vec![a] } else { vec![a, b] }).collect()
+    r.segments.iter().map(|&(a, b, _)| if a == b { vec![a + 1] } else { vec![a + 1, b + 1] }).collect()
 }
 
-/// The summary; `detailed` adds v1's per-point figures and `total_elevation_gain`.
+/// The summary; `detailed` adds v1's per-point figures and `total_elevation_gain`. Per-point
+/// `distance`, `duration` and `elevation_gain` are cumulative from the trip's start (as Roam's),
+/// so the last point's equal the trip's totals: the first point counts the time since the start,
+/// the last the time until the end (or now, for a trip under way).
 pub fn summary_json(s: &Summary, detailed: bool) -> Value {
     let t = &s.trip;
+    let end = t.ended_at.unwrap_or(s.computed_at);
+    let pauses = t.pause_intervals(end);
+    let last = s.route.points.len().saturating_sub(1);
+    let (mut distance, mut gain) = (0.0, 0.0);
     let route: Vec<Value> = s
         .route
         .points
         .iter()
-        .map(|pt| {
+        .enumerate()
+        .map(|(i, pt)| {
             let mut v = json!({
                 "coordinates": GeoPoint::from(pt.location.coordinates),
                 "altitude": pt.location.altitude,
@@ -153,9 +162,16 @@ pub fn summary_json(s: &Summary, detailed: bool) -> Value {
                 "recorded_at": pt.location.recorded_at.format(None),
             });
             if detailed {
-                v["distance"] = round2(pt.distance).into();
-                v["duration"] = pt.duration.into();
-                v["elevation_gain"] = round2(pt.elevation_gain).into();
+                distance += pt.distance;
+                gain += pt.elevation_gain;
+                let duration = match (i == last, t.started_at) {
+                    (true, _) => s.duration_s,
+                    (false, Some(start)) => active_seconds(start, pt.location.recorded_at, &pauses).min(s.duration_s),
+                    (false, None) => 0,
+                };
+                v["distance"] = round2(distance).into();
+                v["duration"] = duration.into();
+                v["elevation_gain"] = round2(gain).into();
             }
             v
         })
@@ -164,13 +180,39 @@ pub fn summary_json(s: &Summary, detailed: bool) -> Value {
         TripState::Ended => "completed",
         other => other.as_str(),
     };
+    let excluded: Vec<Value> = s
+        .route
+        .excluded
+        .iter()
+        .map(|e| {
+            json!({
+                "location_id": e.location.id, "coordinates": GeoPoint::from(e.location.coordinates),
+                "recorded_at": e.location.recorded_at.format(None), "reason": e.reason.as_str(),
+            })
+        })
+        .collect();
+    let paused: Vec<Value> =
+        pauses.iter().map(|(a, b)| json!({"paused_at": a.format(None), "resumed_at": b.format(None)})).collect();
+    let gaps: Vec<Value> = s
+        .route
+        .gaps
+        .iter()
+        .map(|g| {
+            json!({
+                "from": g.from.format(None), "to": g.to.format(None),
+                "seconds": (g.to.0 - g.from.0).num_seconds(),
+                "distance": round2(g.distance_m), "bridged": g.bridged,
+            })
+        })
+        .collect();
     let mut v = json!({
         "trip_id": t.id, "user_id": t.user_id, "project_id": t.project_id, "trip_status": status,
         "distance_covered": round2(s.distance_m), "duration": s.duration_s,
         "route": route, "route_indexes": route_indexes(&s.route),
+        "excluded_points": excluded, "paused_intervals": paused, "gaps": gaps,
     });
     if detailed {
-        v["total_elevation_gain"] = round2(s.route.elevation_gain_m).into();
+        v["total_elevation_gain"] = s.route.elevation_gain_m.map(round2).into();
     }
     v
 }

@@ -11,6 +11,8 @@
 //! Every change is a read-modify-write checked on `version`, retried on conflict, so two
 //! controls or updates racing on one trip never lose an event or leave contradictory flags.
 
+mod elevation;
+pub mod gps;
 pub mod json;
 mod progress;
 pub mod route;
@@ -164,6 +166,9 @@ pub struct Trip {
     pub distance_m: Option<f64>,
     pub duration_s: Option<i64>,
     pub elevation_gain_m: Option<f64>,
+    /// Which fixes waypoint events may trust (the last accepted, one held for its successor).
+    #[serde(default, skip_serializing_if = "gps::OnlineFilter::is_empty")]
+    pub gps: gps::OnlineFilter,
     pub tracking_token: String,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -421,6 +426,7 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
         version: 1,
         event_count: 0,
         hook_only: Vec::new(),
+        gps: gps::OnlineFilter::default(),
     };
     trip.check_size()?;
     trip.push_event("service:trip:created", Some("service:trip"), None, None);
@@ -765,10 +771,9 @@ fn apply(trip: &mut Trip, action: Action, at: Timestamp, fix: Option<&Location>,
         Action::Start => {
             trip.state = TripState::Started;
             trip.started_at = Some(at);
+            // The user's last fix names where the trip started, but it was recorded before the
+            // start: it moves no waypoint.
             trip.push_event("trip:started", None, None, fix.map(|f| f.id.clone()));
-            if let Some(f) = fix {
-                progress::progress(trip, std::slice::from_ref(f));
-            }
         }
         Action::Pause => {
             trip.state = TripState::Paused;
@@ -786,6 +791,10 @@ fn apply(trip: &mut Trip, action: Action, at: Timestamp, fix: Option<&Location>,
             if let Some(p) = trip.pauses.last_mut().filter(|p| p.resumed_at.is_none()) {
                 p.resumed_at = Some(at);
             }
+            // A fix held back for its successor is judged now, on its predecessor alone.
+            if let Some(held) = trip.gps.finish() {
+                progress::reach(trip, &[held]);
+            }
             trip.state = TripState::Ended;
             trip.ended_at = Some(at);
             if let Some(r) = route {
@@ -799,7 +808,7 @@ fn apply(trip: &mut Trip, action: Action, at: Timestamp, fix: Option<&Location>,
 
 pub(crate) fn set_figures(trip: &mut Trip, r: &route::Route, end: Timestamp) {
     trip.distance_m = Some(r.distance_m);
-    trip.elevation_gain_m = Some(r.elevation_gain_m);
+    trip.elevation_gain_m = r.elevation_gain_m;
     trip.duration_s = trip.started_at.map(|s| route::active_seconds(s, end, &trip.pause_intervals(end)));
 }
 
@@ -943,6 +952,8 @@ pub struct Summary {
     pub route: route::Route,
     pub distance_m: f64,
     pub duration_s: i64,
+    /// The moment "now" meant (the end of a trip under way).
+    pub computed_at: Timestamp,
 }
 
 pub async fn summary(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> Result<Summary, ApiError> {
@@ -952,5 +963,5 @@ pub async fn summary(store: &dyn Store, p: &Project, api: Api, trip_id: &str) ->
     let locs = trip_locations(store, p, &trip, now).await?;
     let route = route::analyse(&locs, &trip.pause_intervals(end));
     let duration_s = trip.started_at.map(|s| route::active_seconds(s, end, &trip.pause_intervals(end))).unwrap_or(0);
-    Ok(Summary { distance_m: route.distance_m, duration_s, route, trip })
+    Ok(Summary { distance_m: route.distance_m, duration_s, route, trip, computed_at: now })
 }

@@ -2,6 +2,7 @@
 //! (origin/destination/stop reached and left, start location) and for late fixes (figures of
 //! trips that ended recently recomputed from the whole history).
 
+use super::gps::Fix;
 use super::{Api, LATE_WINDOW_HOURS, LEAVE_MARGIN_M, Trip, TripEvent, TripState, UserTrip, WaypointKind};
 use super::{event_puts, get_record, route, set_figures, trip_locations, trips_pk, user_trips_pk};
 use crate::auth::Project;
@@ -13,11 +14,21 @@ use crate::error::ApiError;
 use crate::store::{Cond, Query, SkRange, Store, Table, WriteOp, from_item, to_item};
 use crate::time::Timestamp;
 
-/// Update waypoint progress from fixes in `recorded_at` order, recording reached/left events
-/// with ids derived from the trip, waypoint, kind and fix (the same fixes give the same ids).
+/// Update waypoint progress from new fixes in `recorded_at` order, as far as the trip's online
+/// judge accepts them (a fix that jumps is held until its successor confirms it).
 pub(super) fn progress(trip: &mut Trip, fixes: &[Location]) {
+    let mut accepted = Vec::new();
+    for f in fixes {
+        accepted.extend(trip.gps.push(f));
+    }
+    reach(trip, &accepted);
+}
+
+/// Record reached/left events for accepted fixes, with ids derived from the trip, waypoint, kind
+/// and fix (the same fixes give the same ids).
+pub(super) fn reach(trip: &mut Trip, fixes: &[Fix]) {
     let mut events = Vec::new();
-    for f in fixes.iter().filter(|f| f.horizontal_accuracy.or(f.accuracy).is_none_or(|a| a <= route::MAX_ACCURACY_M)) {
+    for f in fixes {
         let mut seq = 0;
         for w in trip.waypoints.iter_mut() {
             let d = w.coordinates.distance_m(f.coordinates);

@@ -2,47 +2,56 @@
 //! climbed. Pure functions over location records, so the trip summary and the figures stored at
 //! trip end are the same computation.
 //!
-//! GPS jitter inflates a naive sum of point-to-point distances, so distance is measured on a
-//! cleaned path:
-//! 1. fixes whose horizontal accuracy is worse than [`MAX_ACCURACY_M`] are dropped;
-//! 2. a stop is a run of fixes that stays within [`STOP_RADIUS_M`] of its running centroid for
-//!    at least [`STOP_MIN_SECONDS`]; the whole stop counts as one point (its centroid), so
-//!    wandering inside it adds nothing;
+//! Distance is measured on a cleaned path, built per *piece* of the trip (the trip is cut at
+//! every pause and at every gap it cannot bridge):
+//! 1. implausible fixes are left out ([`gps::judge`]: accuracy worse than 100 m, or a position
+//!    its neighbours contradict); they stay stored and the summary lists them with the reason;
+//! 2. a stop is a run of fixes that stays within a radius of its running centroid for at least
+//!    [`STOP_MIN_SECONDS`]; the radius follows the fixes' own accuracy (twice their mean
+//!    accuracy, between [`STOP_RADIUS_MIN_M`] and [`STOP_RADIUS_MAX_M`]), so a phone lying still
+//!    at 20–50 m accuracy stays one stop, while walking (which leaves a 25 m radius within about a
+//!    minute at 3 km/h) stays movement. Up to [`STRAY_SECONDS`] of fixes that stray out of the
+//!    radius and come back belong to the stop, and two stops at the same place separated by no
+//!    more than that are one. The whole stop counts as one point (its centroid);
 //! 3. the moving fixes between stops are smoothed with a Rauch–Tung–Striebel smoother (a
 //!    constant-velocity Kalman filter run forwards and backwards) that trusts each fix according
-//!    to its reported accuracy (default [`DEFAULT_ACCURACY_M`]) and lets the vehicle accelerate
-//!    by about [`ACCELERATION_NOISE`]; this removes jitter without cutting corners the way a
-//!    moving average does;
+//!    to its reported accuracy (a fix without one as [`gps::MISSING_ACCURACY_M`]) and lets the
+//!    vehicle accelerate by about [`ACCELERATION_NOISE`];
 //! 4. the smoothed polyline is simplified (Ramer–Douglas–Peucker) with a tolerance of
 //!    [`SIMPLIFY_TOLERANCE_M`] to drop what wiggle remains;
 //! 5. its length is the sum of geodesic distances (WGS 84) between the kept points.
 //!
-//! A customer can reason about it so: jitter of the size of the reported accuracy and wandering
-//! inside a 50 m stop are not counted; real detours are.
+//! Pauses: nothing between a pause and its resume counts, not even the straight line from where
+//! the trip was paused to where it resumed. Gaps: two consecutive fixes more than
+//! [`GAP_SECONDS`] apart are joined by a straight line when the speed that implies is plausible
+//! (at most [`gps::MAX_SPEED_MPS`]); otherwise the distance between them is not counted. Both kinds
+//! are listed in the summary.
 
 use geo::SimplifyIdx;
 
+use super::elevation;
+use super::gps::{self, Exclusion, sigma};
 use crate::domain::locations::Location;
 use crate::geometry::LngLat;
 use crate::time::Timestamp;
 
-/// Fixes less accurate than this (meters, `horizontal_accuracy` or else `accuracy`) are ignored.
-pub const MAX_ACCURACY_M: f64 = 50.0;
-/// A stop keeps within this distance (meters) of its centroid...
-pub const STOP_RADIUS_M: f64 = 50.0;
-/// ...for at least this long (seconds).
+/// Smallest stop radius (meters).
+pub const STOP_RADIUS_MIN_M: f64 = 25.0;
+/// Largest stop radius (meters).
+pub const STOP_RADIUS_MAX_M: f64 = 100.0;
+/// A stop's radius in the mean accuracy of its fixes.
+pub const STOP_RADIUS_SIGMAS: f64 = 2.0;
+/// A stop lasts at least this long (seconds).
 pub const STOP_MIN_SECONDS: i64 = 120;
+/// Fixes may stray out of a stop's radius this long (seconds) and still belong to it.
+pub const STRAY_SECONDS: i64 = 60;
+/// Consecutive fixes further apart than this (seconds) leave a gap.
+pub const GAP_SECONDS: i64 = 120;
 /// Sideways deviation (meters) of the smoothed path below which it is treated as straight.
 pub const SIMPLIFY_TOLERANCE_M: f64 = 2.0;
-/// Accuracy (meters, 1 sigma per axis) assumed for fixes that report none.
-pub const DEFAULT_ACCURACY_M: f64 = 5.0;
-/// Fixes never count as more accurate than this (meters).
-pub const MIN_ACCURACY_M: f64 = 2.0;
 /// Spectral density of the acceleration the smoother allows (m²/s³): about a car's braking and
 /// cornering.
 pub const ACCELERATION_NOISE: f64 = 3.0;
-/// Altitude changes smaller than this (meters) are treated as GPS noise.
-pub const ELEVATION_NOISE_M: f64 = 5.0;
 
 /// Mean Earth radius (meters, IUGG), only for the local flat projection used to simplify.
 const EARTH_RADIUS_M: f64 = 6_371_008.8;
@@ -66,10 +75,9 @@ impl Activity {
 pub struct RoutePoint {
     pub location: Location,
     pub activity: Activity,
-    /// Meters along the cleaned path since the previous route point.
+    /// Meters along the cleaned path since the previous route point (0 after a pause or a gap
+    /// not bridged).
     pub distance: f64,
-    /// Active seconds since the previous route point (paused time excluded).
-    pub duration: i64,
     /// Meters climbed since the previous route point.
     pub elevation_gain: f64,
 }
@@ -84,6 +92,24 @@ pub struct StopFound {
     pub departed_at: Timestamp,
 }
 
+/// A fix left out of the figures, and why.
+#[derive(Debug, Clone)]
+pub struct ExcludedPoint {
+    pub location: Location,
+    pub reason: Exclusion,
+}
+
+/// Time without fixes between two consecutive route points.
+#[derive(Debug, Clone)]
+pub struct Gap {
+    pub from: Timestamp,
+    pub to: Timestamp,
+    /// Straight-line meters between the fixes on either side.
+    pub distance_m: f64,
+    /// Whether that straight line is counted (the speed it implies is plausible).
+    pub bridged: bool,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Route {
     pub points: Vec<RoutePoint>,
@@ -91,15 +117,18 @@ pub struct Route {
     /// Runs of one activity: (first, last) indexes into `points`.
     pub segments: Vec<(usize, usize, Activity)>,
     pub distance_m: f64,
-    pub elevation_gain_m: f64,
-}
-
-fn accuracy_ok(l: &Location) -> bool {
-    l.horizontal_accuracy.or(l.accuracy).is_none_or(|a| a <= MAX_ACCURACY_M)
+    /// `None` when no fix carries an altitude.
+    pub elevation_gain_m: Option<f64>,
+    pub excluded: Vec<ExcludedPoint>,
+    pub gaps: Vec<Gap>,
 }
 
 /// Seconds of `[a, b]` outside every pause.
 pub fn active_seconds(a: Timestamp, b: Timestamp, pauses: &[(Timestamp, Timestamp)]) -> i64 {
+    active_ms(a, b, pauses) / 1000
+}
+
+fn active_ms(a: Timestamp, b: Timestamp, pauses: &[(Timestamp, Timestamp)]) -> i64 {
     let total = (b.0 - a.0).num_milliseconds();
     let paused: i64 = pauses
         .iter()
@@ -108,22 +137,90 @@ pub fn active_seconds(a: Timestamp, b: Timestamp, pauses: &[(Timestamp, Timestam
             if e > s { (e - s).num_milliseconds() } else { 0 }
         })
         .sum();
-    (total - paused).max(0) / 1000
+    (total - paused).max(0)
 }
 
 /// Analyse fixes in `recorded_at` order (already limited to the trip's active time).
 pub fn analyse(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> Route {
-    let fixes: Vec<&Location> = locations.iter().filter(|l| accuracy_ok(l)).collect();
-    if fixes.is_empty() {
-        return Route::default();
+    let all: Vec<&Location> = locations.iter().collect();
+    let mut route = Route::default();
+    // Legs between pauses, judged on their own: a fix is never compared across a pause.
+    let leg_of = |l: &Location| pauses.iter().filter(|(_, r)| *r <= l.recorded_at).count();
+    let mut accepted: Vec<(&Location, usize)> = Vec::with_capacity(all.len());
+    let mut start = 0;
+    while start < all.len() {
+        let leg = leg_of(all[start]);
+        let mut end = start;
+        while end < all.len() && leg_of(all[end]) == leg {
+            end += 1;
+        }
+        let verdict = gps::judge(&all[start..end]);
+        for (l, v) in all[start..end].iter().zip(verdict) {
+            match v {
+                None => accepted.push((l, leg)),
+                Some(reason) => route.excluded.push(ExcludedPoint { location: (*l).clone(), reason }),
+            }
+        }
+        start = end;
     }
-    let runs = detect_stops(&fixes);
+    // Pieces: cut at pauses and at gaps too fast to bridge.
+    let mut pieces: Vec<(usize, usize)> = Vec::new();
+    let mut from = 0;
+    for k in 1..=accepted.len() {
+        let cut = k == accepted.len() || {
+            let (a, b) = (accepted[k - 1].0, accepted[k].0);
+            let dt = (b.recorded_at.0 - a.recorded_at.0).num_milliseconds() as f64 / 1000.0;
+            let mut cut = accepted[k - 1].1 != accepted[k].1;
+            if !cut && dt > GAP_SECONDS as f64 {
+                let d = a.coordinates.distance_m(b.coordinates);
+                let bridged = d / dt <= gps::MAX_SPEED_MPS;
+                route.gaps.push(Gap { from: a.recorded_at, to: b.recorded_at, distance_m: d, bridged });
+                cut = !bridged;
+            }
+            cut
+        };
+        if cut && k > from {
+            pieces.push((from, k));
+            from = k;
+        }
+    }
+    let fixes: Vec<&Location> = accepted.iter().map(|(l, _)| *l).collect();
     let mut activity = vec![Activity::Moving; fixes.len()];
-    for &(a, b) in &runs {
+    let mut distances = vec![0.0; fixes.len()];
+    for &(a, b) in &pieces {
+        let piece = &fixes[a..b];
+        let (stops, dist) = analyse_piece(piece);
+        for s in &stops {
+            activity[a + s.first..=a + s.last].fill(Activity::Stop);
+            route.stops.push(StopFound { first: a + s.first, last: a + s.last, ..s.clone() });
+        }
+        distances[a..b].copy_from_slice(&dist);
+    }
+    let (gains, total_gain) = elevation::gains(&fixes);
+    route.points = fixes
+        .iter()
+        .enumerate()
+        .map(|(i, l)| RoutePoint {
+            location: (*l).clone(),
+            activity: activity[i],
+            distance: distances[i],
+            elevation_gain: gains[i],
+        })
+        .collect();
+    route.distance_m = distances.iter().sum();
+    route.elevation_gain_m = total_gain;
+    route.segments = segments(&activity);
+    route
+}
+
+/// Stops (indexes local to the piece) and meters since the previous fix along the cleaned path.
+fn analyse_piece(fixes: &[&Location]) -> (Vec<StopFound>, Vec<f64>) {
+    let runs = detect_stops(fixes);
+    let mut activity = vec![Activity::Moving; fixes.len()];
+    for &(a, b, _) in &runs {
         activity[a..=b].fill(Activity::Stop);
     }
-
-    let smoothed = smooth(&fixes, &activity);
+    let smoothed = smooth(fixes, &activity);
     // Nodes of the cleaned path: every moving fix (smoothed), and one centroid per stop.
     let mut nodes: Vec<LngLat> = Vec::new();
     let mut node_of = vec![0usize; fixes.len()];
@@ -131,9 +228,8 @@ pub fn analyse(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> Rou
     let mut runs_iter = runs.iter().peekable();
     let mut i = 0;
     while i < fixes.len() {
-        if let Some(&&(a, b)) = runs_iter.peek().filter(|(a, _)| *a == i) {
+        if let Some(&&(a, b, centroid)) = runs_iter.peek().filter(|(a, _, _)| *a == i) {
             runs_iter.next();
-            let centroid = centroid(&fixes[a..=b]);
             nodes.push(centroid);
             node_of[a..=b].fill(nodes.len() - 1);
             stops.push(StopFound {
@@ -152,7 +248,7 @@ pub fn analyse(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> Rou
     }
     let kept = simplify(&nodes);
     // Cumulative path length at each kept node; other nodes interpolate between kept neighbours.
-    let mut cum = vec![f64::NAN; nodes.len()];
+    let mut cum = vec![0.0; nodes.len()];
     let mut total = 0.0;
     for (k, &n) in kept.iter().enumerate() {
         if k > 0 {
@@ -166,57 +262,76 @@ pub fn analyse(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> Rou
             cum[m] = cum[a] + (cum[b] - cum[a]) * (m - a) as f64 / (b - a) as f64;
         }
     }
-
-    let gains = elevation_gains(&fixes);
-    let mut points = Vec::with_capacity(fixes.len());
-    for (idx, l) in fixes.iter().enumerate() {
-        let (distance, duration) = if idx == 0 {
-            (0.0, 0)
-        } else {
-            (
-                cum[node_of[idx]] - cum[node_of[idx - 1]],
-                active_seconds(fixes[idx - 1].recorded_at, l.recorded_at, pauses),
-            )
-        };
-        points.push(RoutePoint {
-            location: (*l).clone(),
-            activity: activity[idx],
-            distance,
-            duration,
-            elevation_gain: gains[idx],
-        });
-    }
-    let segments = segments(&activity);
-    Route { points, stops, segments, distance_m: total, elevation_gain_m: gains.iter().sum() }
+    let dist = (0..fixes.len()).map(|i| if i == 0 { 0.0 } else { cum[node_of[i]] - cum[node_of[i - 1]] }).collect();
+    (stops, dist)
 }
 
-/// Runs of fixes that are stops: each stays within STOP_RADIUS_M of its running centroid for at
-/// least STOP_MIN_SECONDS; a run grows while the next fix stays inside. Returns (first, last).
-fn detect_stops(fixes: &[&Location]) -> Vec<(usize, usize)> {
-    let mut runs = Vec::new();
+fn stop_radius(mean_sigma: f64) -> f64 {
+    (STOP_RADIUS_SIGMAS * mean_sigma).clamp(STOP_RADIUS_MIN_M, STOP_RADIUS_MAX_M)
+}
+
+/// Runs of fixes that are stops: (first, last, centroid). A run grows while the next fix is
+/// within the radius of its running centroid, skipping fixes that stray out for at most
+/// STRAY_SECONDS (and less than three radii) when a later one comes back; then neighbouring
+/// runs at the same place are merged.
+fn detect_stops(fixes: &[&Location]) -> Vec<(usize, usize, LngLat)> {
+    let secs = |a: usize, b: usize| (fixes[b].recorded_at.0 - fixes[a].recorded_at.0).num_seconds();
+    let mut runs: Vec<(usize, usize, LngLat, f64)> = Vec::new();
     let mut i = 0;
     while i < fixes.len() {
-        let (mut sum_lng, mut sum_lat, mut n) = (fixes[i].coordinates.lng, fixes[i].coordinates.lat, 1.0);
+        let (mut sum_lng, mut sum_lat, mut sum_sigma, mut n) =
+            (fixes[i].coordinates.lng, fixes[i].coordinates.lat, sigma(fixes[i]), 1.0);
         let mut j = i;
-        while j + 1 < fixes.len() {
+        loop {
             let c = LngLat { lng: sum_lng / n, lat: sum_lat / n };
-            // Haversine: at 50 m its error is millimetres and it is much cheaper than the geodesic.
-            if c.haversine_m(fixes[j + 1].coordinates) > STOP_RADIUS_M {
-                break;
+            let r = stop_radius(sum_sigma / n);
+            let mut k = j + 1;
+            let mut found = None;
+            while k < fixes.len() {
+                // Haversine: at these distances its error is millimetres, and it is cheap.
+                let d = c.haversine_m(fixes[k].coordinates);
+                if d <= r {
+                    found = Some(k);
+                    break;
+                }
+                if d > 3.0 * r || secs(j, k) > STRAY_SECONDS {
+                    break;
+                }
+                k += 1;
             }
-            j += 1;
-            sum_lng += fixes[j].coordinates.lng;
-            sum_lat += fixes[j].coordinates.lat;
+            let Some(k) = found else { break };
+            j = k;
+            sum_lng += fixes[k].coordinates.lng;
+            sum_lat += fixes[k].coordinates.lat;
+            sum_sigma += sigma(fixes[k]);
             n += 1.0;
         }
-        if j > i && (fixes[j].recorded_at.0 - fixes[i].recorded_at.0).num_seconds() >= STOP_MIN_SECONDS {
-            runs.push((i, j));
+        if j > i && secs(i, j) >= STOP_MIN_SECONDS {
+            let c = LngLat { lng: sum_lng / n, lat: sum_lat / n };
+            runs.push((i, j, c, stop_radius(sum_sigma / n)));
             i = j + 1;
         } else {
             i += 1;
         }
     }
-    runs
+    let mut merged: Vec<(usize, usize, LngLat, f64)> = Vec::new();
+    for run in runs {
+        if let Some(last) = merged.last_mut()
+            && secs(last.1, run.0) <= STRAY_SECONDS
+            && last.2.haversine_m(run.2) <= last.3.max(run.3)
+        {
+            let (wa, wb) = ((last.1 - last.0 + 1) as f64, (run.1 - run.0 + 1) as f64);
+            last.2 = LngLat {
+                lng: (last.2.lng * wa + run.2.lng * wb) / (wa + wb),
+                lat: (last.2.lat * wa + run.2.lat * wb) / (wa + wb),
+            };
+            last.1 = run.1;
+            last.3 = last.3.max(run.3);
+            continue;
+        }
+        merged.push(run);
+    }
+    merged.into_iter().map(|(a, b, c, _)| (a, b, c)).collect()
 }
 
 /// Smoothed positions of the moving fixes (stop fixes are returned as they are): each run of
@@ -241,12 +356,9 @@ fn smooth(fixes: &[&Location], activity: &[Activity]) -> Vec<LngLat> {
                 .iter()
                 .map(|l| (l.recorded_at.0 - run[0].recorded_at.0).num_milliseconds() as f64 / 1000.0)
                 .collect();
-            let r: Vec<f64> = run
-                .iter()
-                .map(|l| l.horizontal_accuracy.or(l.accuracy).unwrap_or(DEFAULT_ACCURACY_M).max(MIN_ACCURACY_M))
-                .collect();
-            let xs = rts(&t, &xy.iter().map(|p| p.0).collect::<Vec<_>>(), &r);
-            let ys = rts(&t, &xy.iter().map(|p| p.1).collect::<Vec<_>>(), &r);
+            let r: Vec<f64> = run.iter().map(|l| sigma(*l)).collect();
+            let xs = rts(&t, &xy.iter().map(|p| p.0).collect::<Vec<_>>(), &r, ACCELERATION_NOISE);
+            let ys = rts(&t, &xy.iter().map(|p| p.1).collect::<Vec<_>>(), &r, ACCELERATION_NOISE);
             for k in 0..run.len() {
                 out[i + k] = frame.to_lnglat(xs[k], ys[k]);
             }
@@ -257,11 +369,10 @@ fn smooth(fixes: &[&Location], activity: &[Activity]) -> Vec<LngLat> {
 }
 
 /// Rauch–Tung–Striebel smoothing of one axis: state (position, velocity), white-noise
-/// acceleration of density ACCELERATION_NOISE, measurements `z` with standard deviations `r`.
-fn rts(t: &[f64], z: &[f64], r: &[f64]) -> Vec<f64> {
+/// acceleration of density `q`, measurements `z` with standard deviations `r`.
+pub(super) fn rts(t: &[f64], z: &[f64], r: &[f64], q: f64) -> Vec<f64> {
     type M = [[f64; 2]; 2];
     let n = z.len();
-    let q = ACCELERATION_NOISE;
     let mul = |a: &M, b: &M| -> M {
         [
             [a[0][0] * b[0][0] + a[0][1] * b[1][0], a[0][0] * b[0][1] + a[0][1] * b[1][1]],
@@ -336,14 +447,6 @@ impl Frame {
     }
 }
 
-fn centroid(fixes: &[&Location]) -> LngLat {
-    let n = fixes.len() as f64;
-    LngLat {
-        lng: fixes.iter().map(|l| l.coordinates.lng).sum::<f64>() / n,
-        lat: fixes.iter().map(|l| l.coordinates.lat).sum::<f64>() / n,
-    }
-}
-
 /// Indexes of the nodes kept by Ramer–Douglas–Peucker at SIMPLIFY_TOLERANCE_M, computed in a
 /// local flat frame in meters (geo's epsilon is in the units of the coordinates).
 fn simplify(nodes: &[LngLat]) -> Vec<usize> {
@@ -359,26 +462,6 @@ fn simplify(nodes: &[LngLat]) -> Vec<usize> {
         })
         .collect();
     line.simplify_idx(SIMPLIFY_TOLERANCE_M)
-}
-
-/// Meters climbed at each fix, counting a rise only once it exceeds ELEVATION_NOISE_M above the
-/// lowest altitude since the last counted rise (hysteresis against GPS altitude noise).
-fn elevation_gains(fixes: &[&Location]) -> Vec<f64> {
-    let mut out = vec![0.0; fixes.len()];
-    let mut base: Option<f64> = None;
-    for (i, l) in fixes.iter().enumerate() {
-        let Some(alt) = l.altitude else { continue };
-        match base {
-            None => base = Some(alt),
-            Some(b) if alt < b => base = Some(alt),
-            Some(b) if alt - b >= ELEVATION_NOISE_M => {
-                out[i] = alt - b;
-                base = Some(alt);
-            }
-            Some(_) => {}
-        }
-    }
-    out
 }
 
 fn segments(activity: &[Activity]) -> Vec<(usize, usize, Activity)> {

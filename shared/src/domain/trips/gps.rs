@@ -1,0 +1,355 @@
+//! Which fixes to believe. Phones report positions far off the path (multipath, a fall-back to
+//! cell towers) with good, poor or no accuracy; followed out and back, one such fix adds twice
+//! its error to a trip's distance and can fire a waypoint event. A fix is *implausible* when:
+//! - its accuracy is worse than [`MAX_ACCURACY_M`] (reason `accuracy`), or
+//! - it lies off the line between its accepted neighbours, at its time, by more than the
+//!   movement allows: the distance travelled from the nearer neighbour at the local speed, plus
+//!   [`GATE_SIGMAS`] times the neighbours' combined accuracy, plus [`GATE_FLOOR_M`] (reason
+//!   `outlier`), or reaching it and leaving it needs more than [`MAX_SPEED_MPS`].
+//!
+//! A fix's own reported accuracy buys it no leniency: an optimistic accuracy is exactly what an
+//! outlier reports, and a fix with none is judged like any other. Offline (figures), the worst
+//! offenders are removed first and the test repeated, so an outlier never condemns its
+//! neighbours. Online (waypoint events, in ingest order) a fix that agrees with the last accepted
+//! one counts at once; one that does not is held until its successor shows whether the path
+//! really went there (or the trip ends).
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::locations::Location;
+use crate::geometry::LngLat;
+use crate::time::Timestamp;
+
+/// Fixes less accurate than this (meters) are never used.
+pub const MAX_ACCURACY_M: f64 = 100.0;
+/// Accuracy (meters) assumed when a fix reports none: a mediocre fix, never a precise one.
+pub const MISSING_ACCURACY_M: f64 = 25.0;
+/// Fixes never count as more accurate than this (meters).
+pub const MIN_ACCURACY_M: f64 = 3.0;
+/// No trip moves faster than this (m/s, about 250 km/h).
+pub const MAX_SPEED_MPS: f64 = 70.0;
+/// Width of the plausibility gate in the neighbours' accuracies.
+pub const GATE_SIGMAS: f64 = 3.0;
+/// Slack (meters) always allowed on top of movement and accuracy.
+pub const GATE_FLOOR_M: f64 = 10.0;
+
+/// Why a fix was left out of a trip's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exclusion {
+    Accuracy,
+    Outlier,
+}
+
+impl Exclusion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Exclusion::Accuracy => "accuracy",
+            Exclusion::Outlier => "outlier",
+        }
+    }
+}
+
+/// What judging needs of a fix.
+pub trait Positioned {
+    fn position(&self) -> LngLat;
+    fn at(&self) -> Timestamp;
+    /// Reported horizontal accuracy (meters), if any.
+    fn reported_accuracy(&self) -> Option<f64>;
+}
+
+impl Positioned for Location {
+    fn position(&self) -> LngLat {
+        self.coordinates
+    }
+    fn at(&self) -> Timestamp {
+        self.recorded_at
+    }
+    fn reported_accuracy(&self) -> Option<f64> {
+        self.horizontal_accuracy.or(self.accuracy)
+    }
+}
+
+/// A fix as the online judge keeps it on the trip record (small: no metadata).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fix {
+    pub id: String,
+    pub coordinates: LngLat,
+    pub recorded_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accuracy: Option<f64>,
+}
+
+impl From<&Location> for Fix {
+    fn from(l: &Location) -> Self {
+        Fix {
+            id: l.id.clone(),
+            coordinates: l.coordinates,
+            recorded_at: l.recorded_at,
+            accuracy: l.reported_accuracy(),
+        }
+    }
+}
+
+impl Positioned for Fix {
+    fn position(&self) -> LngLat {
+        self.coordinates
+    }
+    fn at(&self) -> Timestamp {
+        self.recorded_at
+    }
+    fn reported_accuracy(&self) -> Option<f64> {
+        self.accuracy
+    }
+}
+
+/// The accuracy (meters, 1 sigma) a fix is taken to have.
+pub fn sigma(l: &impl Positioned) -> f64 {
+    l.reported_accuracy().unwrap_or(MISSING_ACCURACY_M).max(MIN_ACCURACY_M)
+}
+
+fn accuracy_ok(l: &impl Positioned) -> bool {
+    l.reported_accuracy().is_none_or(|a| a <= MAX_ACCURACY_M)
+}
+
+fn secs(a: Timestamp, b: Timestamp) -> f64 {
+    ((b.0 - a.0).num_milliseconds() as f64 / 1000.0).max(1e-3)
+}
+
+/// `a` moved towards `b` by the fraction `f`, in the small-distance approximation.
+fn lerp(a: LngLat, b: LngLat, f: f64) -> LngLat {
+    let dlng = (b.lng - a.lng + 540.0).rem_euclid(360.0) - 180.0;
+    LngLat { lng: a.lng + dlng * f, lat: a.lat + (b.lat - a.lat) * f }
+}
+
+/// How far (as a multiple of what is allowed) `i` strays given its accepted neighbours `a`
+/// before and `n` after; `speed` is the local speed (m/s) seen around them. Above 1: implausible.
+pub fn strain<P: Positioned>(a: &P, i: &P, n: &P, speed: f64) -> f64 {
+    let (dta, dtn) = (secs(a.at(), i.at()), secs(i.at(), n.at()));
+    let expected = lerp(a.position(), n.position(), dta / (dta + dtn));
+    let off = i.position().haversine_m(expected);
+    let chord = a.position().haversine_m(n.position()) / (dta + dtn);
+    let v = speed.max(chord).min(MAX_SPEED_MPS);
+    let allowed = v * dta.min(dtn) + GATE_SIGMAS * sigma(a).hypot(sigma(n)) + GATE_FLOOR_M;
+    let too_fast = i.position().haversine_m(a.position()) / dta > MAX_SPEED_MPS
+        && i.position().haversine_m(n.position()) / dtn > MAX_SPEED_MPS;
+    if too_fast { (off / allowed).max(1.0 + 1e-9) } else { off / allowed }
+}
+
+/// How far an end fix `e` strays from its only neighbour `n`: with one side only, a jump cannot
+/// be told from a departure, so only the speed it needs is judged (beyond the accuracy slack).
+fn end_strain<P: Positioned>(e: &P, n: &P) -> f64 {
+    let dt = secs(e.at().min(n.at()), e.at().max(n.at()));
+    let jump = e.position().haversine_m(n.position()) - GATE_SIGMAS * sigma(n) - GATE_FLOOR_M;
+    jump.max(0.0) / (MAX_SPEED_MPS * dt)
+}
+
+/// For fixes in time order: `None` for a fix to use, else why it is left out.
+pub fn judge(fixes: &[&Location]) -> Vec<Option<Exclusion>> {
+    let n = fixes.len();
+    let mut out: Vec<Option<Exclusion>> =
+        fixes.iter().map(|l| (!accuracy_ok(*l)).then_some(Exclusion::Accuracy)).collect();
+    // Doubly linked list over the fixes still accepted.
+    let alive: Vec<usize> = (0..n).filter(|&i| out[i].is_none()).collect();
+    let mut prev = vec![usize::MAX; n];
+    let mut next = vec![usize::MAX; n];
+    for w in alive.windows(2) {
+        next[w[0]] = w[1];
+        prev[w[1]] = w[0];
+    }
+    let speed = |a: usize, b: usize| -> f64 {
+        if a == usize::MAX || b == usize::MAX {
+            return 0.0;
+        }
+        fixes[a].coordinates.haversine_m(fixes[b].coordinates) / secs(fixes[a].recorded_at, fixes[b].recorded_at)
+    };
+    let mut candidates = alive;
+    let mut score = vec![0.0f64; n];
+    for _ in 0..64 {
+        for &i in &candidates {
+            let (a, b) = (prev[i], next[i]);
+            score[i] = match (a != usize::MAX, b != usize::MAX) {
+                (true, true) => {
+                    let local = speed(prev[a], a).max(speed(b, next[b]));
+                    strain(fixes[a], fixes[i], fixes[b], local)
+                }
+                (false, true) => end_strain(fixes[i], fixes[b]),
+                (true, false) => end_strain(fixes[i], fixes[a]),
+                (false, false) => 0.0,
+            };
+        }
+        // Remove only the worst of each neighbourhood, then judge its neighbours again.
+        let worst: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|&i| {
+                score[i] > 1.0
+                    && (prev[i] == usize::MAX || score[i] >= score[prev[i]])
+                    && (next[i] == usize::MAX || score[i] > score[next[i]])
+            })
+            .collect();
+        if worst.is_empty() {
+            break;
+        }
+        let mut again = Vec::new();
+        for &i in &worst {
+            out[i] = Some(Exclusion::Outlier);
+            let (a, b) = (prev[i], next[i]);
+            if a != usize::MAX {
+                next[a] = b;
+                again.extend([prev[a], a]);
+            }
+            if b != usize::MAX {
+                prev[b] = a;
+                again.extend([b, next[b]]);
+            }
+        }
+        again.retain(|&i| i != usize::MAX && out[i].is_none());
+        again.sort_unstable();
+        again.dedup();
+        candidates = again;
+    }
+    out
+}
+
+/// The online judge kept on a trip: the last accepted fix and one held back for its successor.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OnlineFilter {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last: Option<Fix>,
+    /// Speed (m/s) between the last two accepted fixes (unknown before there are two).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    speed: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    held: Option<Fix>,
+}
+
+impl OnlineFilter {
+    /// Whether nothing has been seen yet (so the record need not carry it).
+    pub fn is_empty(&self) -> bool {
+        self.last.is_none() && self.held.is_none()
+    }
+
+    /// Feed the next fix (in time order); returns the fixes now accepted, in order.
+    pub fn push(&mut self, f: &Location) -> Vec<Fix> {
+        if !accuracy_ok(f) {
+            return Vec::new();
+        }
+        let f = Fix::from(f);
+        let f = &f;
+        let mut out = Vec::new();
+        if let Some(h) = self.held.take() {
+            let ok = match &self.last {
+                Some(a) => strain(a, &h, f, self.speed.unwrap_or(0.0)) <= 1.0,
+                None => end_strain(&h, f) <= 1.0,
+            };
+            if ok {
+                self.accept(&h);
+                out.push(h);
+            }
+        }
+        if self.agrees(f) {
+            self.accept(f);
+            out.push(f.clone());
+        } else {
+            self.held = Some(f.clone());
+        }
+        out
+    }
+
+    /// The trip ends: the held fix is judged on its predecessor alone.
+    pub fn finish(&mut self) -> Option<Fix> {
+        let h = self.held.take()?;
+        let ok = self.last.as_ref().is_none_or(|a| end_strain(&h, a) <= 1.0);
+        ok.then(|| {
+            self.accept(&h);
+            h
+        })
+    }
+
+    /// Whether `f` continues from the last accepted fix as the recent movement allows.
+    fn agrees(&self, f: &Fix) -> bool {
+        let Some(a) = &self.last else { return false };
+        if f.recorded_at <= a.recorded_at {
+            return true;
+        }
+        let dt = secs(a.recorded_at, f.recorded_at);
+        let jump = f.coordinates.haversine_m(a.coordinates);
+        let v = self.speed.unwrap_or(MAX_SPEED_MPS).min(MAX_SPEED_MPS);
+        jump <= v * dt * 1.5 + GATE_SIGMAS * sigma(a).hypot(MIN_ACCURACY_M) + GATE_FLOOR_M
+    }
+
+    fn accept(&mut self, f: &Fix) {
+        if let Some(a) = &self.last
+            && f.recorded_at > a.recorded_at
+        {
+            self.speed = Some(f.coordinates.haversine_m(a.coordinates) / secs(a.recorded_at, f.recorded_at));
+        }
+        self.last = Some(f.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fix(x_m: f64, y_m: f64, secs: i64, accuracy: Option<f64>) -> Location {
+        let at = chrono::DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap_or_default();
+        let mut v = serde_json::json!({
+            "coordinates": [13.0 + x_m / 67_000.0, 52.0 + y_m / 111_320.0],
+            "recorded_at": at.format("%Y-%m-%dT%H:%M:%S").to_string(),
+        });
+        if let Some(a) = accuracy {
+            v["accuracy"] = a.into();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_spike_is_an_outlier_whatever_accuracy_it_claims() {
+        for claimed in [Some(5.0), None, Some(60.0)] {
+            let mut fixes: Vec<Location> = (0..20).map(|i| fix(15.0 * i as f64, 0.0, i, Some(5.0))).collect();
+            fixes[10] = fix(150.0, 300.0, 10, claimed);
+            let refs: Vec<&Location> = fixes.iter().collect();
+            let j = judge(&refs);
+            assert_eq!(j[10], Some(Exclusion::Outlier), "claimed {claimed:?}");
+            assert_eq!(j.iter().filter(|x| x.is_some()).count(), 1, "only the spike: {j:?}");
+        }
+    }
+
+    #[test]
+    fn a_sharp_real_turn_at_sparse_sampling_is_kept() {
+        // 15 m/s, a fix every 60 s, a right angle and a U-turn.
+        let fixes = [fix(0.0, 0.0, 0, None), fix(900.0, 0.0, 60, None), fix(900.0, 900.0, 120, None)];
+        let refs: Vec<&Location> = fixes.iter().collect();
+        assert!(judge(&refs).iter().all(Option::is_none));
+        // A U-turn is an out-and-back like a spike: the speed around it tells them apart.
+        let back = [
+            fix(-900.0, 0.0, -60, Some(5.0)),
+            fix(0.0, 0.0, 0, Some(5.0)),
+            fix(900.0, 0.0, 60, Some(5.0)),
+            fix(0.0, 10.0, 120, Some(5.0)),
+            fix(-900.0, 10.0, 180, Some(5.0)),
+        ];
+        let refs: Vec<&Location> = back.iter().collect();
+        assert!(judge(&refs).iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn online_holds_a_jump_until_its_successor_decides() {
+        let mut f = OnlineFilter::default();
+        assert_eq!(f.push(&fix(0.0, 0.0, 0, Some(5.0))).len(), 0, "the first fix waits for a second");
+        assert_eq!(f.push(&fix(10.0, 0.0, 1, Some(5.0))).len(), 2);
+        assert_eq!(f.push(&fix(20.0, 0.0, 2, Some(5.0))).len(), 1);
+        // A spike: held, then dropped when the path goes on where it was.
+        assert_eq!(f.push(&fix(30.0, 400.0, 3, Some(5.0))).len(), 0);
+        let got = f.push(&fix(40.0, 0.0, 4, Some(5.0)));
+        assert_eq!(got.len(), 1);
+        assert!((got[0].coordinates.lat - 52.0).abs() < 1e-9);
+        // A real acceleration: held, then confirmed by the next fix.
+        assert_eq!(f.push(&fix(200.0, 0.0, 10, Some(5.0))).len(), 0);
+        assert_eq!(f.push(&fix(230.0, 0.0, 11, Some(5.0))).len(), 2);
+        // The trip ends on a held fix: judged on its predecessor.
+        assert_eq!(f.push(&fix(3000.0, 0.0, 12, Some(5.0))).len(), 0);
+        assert!(f.finish().is_none());
+    }
+}
