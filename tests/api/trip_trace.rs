@@ -108,10 +108,11 @@ both!(a_driven_trip_reports_true_distance_stop_and_active_time, |app| async move
         .as_array()
         .unwrap()
         .iter()
-        .filter(|seg| route[seg[0].as_u64().unwrap() as usize]["activity"] == "STOP")
+        .filter(|seg| route[seg[0].as_u64().unwrap() as usize - 1]["activity"] == "STOP")
         .collect();
     assert_eq!(stops.len(), 1, "{}", s["route_indexes"]);
-    let (first, last) = (stops[0][0].as_u64().unwrap() as usize, stops[0][1].as_u64().unwrap() as usize);
+    // route_indexes are 1-based.
+    let (first, last) = (stops[0][0].as_u64().unwrap() as usize - 1, stops[0][1].as_u64().unwrap() as usize - 1);
     let pts: Vec<(f64, f64)> = route[first..=last]
         .iter()
         .map(|p| {

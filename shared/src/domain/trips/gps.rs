@@ -5,7 +5,9 @@
 //! - it lies off the line between its accepted neighbours, at its time, by more than the
 //!   movement allows: the distance travelled from the nearer neighbour at the local speed, plus
 //!   [`GATE_SIGMAS`] times the neighbours' combined accuracy, plus [`GATE_FLOOR_M`] (reason
-//!   `outlier`), or reaching it and leaving it needs more than [`MAX_SPEED_MPS`].
+//!   `outlier`), or
+//! - reaching it and leaving it both need more than [`SPEED_SLACK`] times the speed seen around
+//!   it (beyond the same accuracy slack), or more than [`MAX_SPEED_MPS`].
 //!
 //! A fix's own reported accuracy buys it no leniency: an optimistic accuracy is exactly what an
 //! outlier reports, and a fix with none is judged like any other. Offline (figures), the worst
@@ -32,6 +34,10 @@ pub const MAX_SPEED_MPS: f64 = 70.0;
 pub const GATE_SIGMAS: f64 = 3.0;
 /// Slack (meters) always allowed on top of movement and accuracy.
 pub const GATE_FLOOR_M: f64 = 10.0;
+/// Reaching a fix and leaving it may each need this many times the speed seen around it.
+pub const SPEED_SLACK: f64 = 1.5;
+/// The speed seen around a fix is taken as at least this (m/s).
+pub const MIN_LOCAL_SPEED_MPS: f64 = 1.0;
 
 /// Why a fix was left out of a trip's figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,11 +134,21 @@ pub fn strain<P: Positioned>(a: &P, i: &P, n: &P, speed: f64) -> f64 {
     let expected = lerp(a.position(), n.position(), dta / (dta + dtn));
     let off = i.position().haversine_m(expected);
     let chord = a.position().haversine_m(n.position()) / (dta + dtn);
+    if chord > MAX_SPEED_MPS {
+        // The neighbours contradict each other: a jump of the whole trace, not an out-and-back
+        // of this fix. The route is cut there instead (see `route`).
+        return 0.0;
+    }
     let v = speed.max(chord).min(MAX_SPEED_MPS);
-    let allowed = v * dta.min(dtn) + GATE_SIGMAS * sigma(a).hypot(sigma(n)) + GATE_FLOOR_M;
-    let too_fast = i.position().haversine_m(a.position()) / dta > MAX_SPEED_MPS
-        && i.position().haversine_m(n.position()) / dtn > MAX_SPEED_MPS;
-    if too_fast { (off / allowed).max(1.0 + 1e-9) } else { off / allowed }
+    let slack = GATE_SIGMAS * sigma(a).hypot(sigma(n)) + GATE_FLOOR_M;
+    let allowed = v * dta.min(dtn) + slack;
+    let (da, dn) = (i.position().haversine_m(a.position()), i.position().haversine_m(n.position()));
+    // Reaching the fix and leaving it both need much more than the speed seen around it: a
+    // corner or a U-turn keeps the speed, a fix thrown sideways does not.
+    let detour = ((da - slack) / dta).min((dn - slack) / dtn) / (SPEED_SLACK * v.max(MIN_LOCAL_SPEED_MPS));
+    let too_fast = da / dta > MAX_SPEED_MPS && dn / dtn > MAX_SPEED_MPS;
+    let s = (off / allowed).max(detour);
+    if too_fast { s.max(1.0 + 1e-9) } else { s }
 }
 
 /// How far an end fix `e` strays from its only neighbour `n`: with one side only, a jump cannot
@@ -149,7 +165,7 @@ pub fn judge(fixes: &[&Location]) -> Vec<Option<Exclusion>> {
     let mut out: Vec<Option<Exclusion>> =
         fixes.iter().map(|l| (!accuracy_ok(*l)).then_some(Exclusion::Accuracy)).collect();
     // Doubly linked list over the fixes still accepted.
-    let alive: Vec<usize> = (0..n).filter(|&i| out[i].is_none()).collect();
+    let mut alive: Vec<usize> = (0..n).filter(|&i| out[i].is_none()).collect();
     let mut prev = vec![usize::MAX; n];
     let mut next = vec![usize::MAX; n];
     for w in alive.windows(2) {
@@ -162,10 +178,12 @@ pub fn judge(fixes: &[&Location]) -> Vec<Option<Exclusion>> {
         }
         fixes[a].coordinates.haversine_m(fixes[b].coordinates) / secs(fixes[a].recorded_at, fixes[b].recorded_at)
     };
-    let mut candidates = alive;
     let mut score = vec![0.0f64; n];
+    // Each round scores every accepted fix against its current neighbours and removes the worst
+    // of each neighbourhood; a few rounds settle it.
     for _ in 0..64 {
-        for &i in &candidates {
+        let mut i = alive.first().copied().unwrap_or(usize::MAX);
+        while i != usize::MAX {
             let (a, b) = (prev[i], next[i]);
             score[i] = match (a != usize::MAX, b != usize::MAX) {
                 (true, true) => {
@@ -176,37 +194,31 @@ pub fn judge(fixes: &[&Location]) -> Vec<Option<Exclusion>> {
                 (true, false) => end_strain(fixes[i], fixes[a]),
                 (false, false) => 0.0,
             };
+            i = b;
         }
-        // Remove only the worst of each neighbourhood, then judge its neighbours again.
-        let worst: Vec<usize> = candidates
-            .iter()
-            .copied()
-            .filter(|&i| {
-                score[i] > 1.0
-                    && (prev[i] == usize::MAX || score[i] >= score[prev[i]])
-                    && (next[i] == usize::MAX || score[i] > score[next[i]])
-            })
-            .collect();
+        let mut worst = Vec::new();
+        let mut i = alive.first().copied().unwrap_or(usize::MAX);
+        while i != usize::MAX {
+            let (a, b) = (prev[i], next[i]);
+            if score[i] > 1.0 && (a == usize::MAX || score[i] >= score[a]) && (b == usize::MAX || score[i] > score[b]) {
+                worst.push(i);
+            }
+            i = b;
+        }
         if worst.is_empty() {
             break;
         }
-        let mut again = Vec::new();
         for &i in &worst {
             out[i] = Some(Exclusion::Outlier);
             let (a, b) = (prev[i], next[i]);
             if a != usize::MAX {
                 next[a] = b;
-                again.extend([prev[a], a]);
             }
             if b != usize::MAX {
                 prev[b] = a;
-                again.extend([b, next[b]]);
             }
         }
-        again.retain(|&i| i != usize::MAX && out[i].is_none());
-        again.sort_unstable();
-        again.dedup();
-        candidates = again;
+        alive.retain(|&i| out[i].is_none());
     }
     out
 }

@@ -16,16 +16,20 @@
 //! 3. the moving fixes between stops are smoothed with a Rauch–Tung–Striebel smoother (a
 //!    constant-velocity Kalman filter run forwards and backwards) that trusts each fix according
 //!    to its reported accuracy (a fix without one as [`gps::MISSING_ACCURACY_M`]) and lets the
-//!    vehicle accelerate by about [`ACCELERATION_NOISE`];
-//! 4. the smoothed polyline is simplified (Ramer–Douglas–Peucker) with a tolerance of
-//!    [`SIMPLIFY_TOLERANCE_M`] to drop what wiggle remains;
+//!    mover accelerate in proportion to its typical speed ([`ACCELERATION_PER_SPEED`] times
+//!    the run's median speed, between [`MIN_ACCELERATION_NOISE`] and [`MAX_ACCELERATION_NOISE`]):
+//!    a walker's path is held straighter than a car's, whose corners are sharp and fast;
+//! 4. the smoothed polyline is simplified (Ramer–Douglas–Peucker) with a tolerance of half the
+//!    piece's median accuracy (between [`SIMPLIFY_TOLERANCE_M`] and [`MAX_SIMPLIFY_TOLERANCE_M`])
+//!    to drop what wiggle remains;
 //! 5. its length is the sum of geodesic distances (WGS 84) between the kept points.
 //!
 //! Pauses: nothing between a pause and its resume counts, not even the straight line from where
 //! the trip was paused to where it resumed. Gaps: two consecutive fixes more than
 //! [`GAP_SECONDS`] apart are joined by a straight line when the speed that implies is plausible
-//! (at most [`gps::MAX_SPEED_MPS`]); otherwise the distance between them is not counted. Both kinds
-//! are listed in the summary.
+//! (at most [`gps::MAX_SPEED_MPS`]); otherwise, and for consecutive fixes of any spacing that
+//! imply such a speed (the whole trace jumps), the distance between them is not counted. Gaps
+//! and pauses are listed in the summary.
 
 use geo::SimplifyIdx;
 
@@ -49,9 +53,14 @@ pub const STRAY_SECONDS: i64 = 60;
 pub const GAP_SECONDS: i64 = 120;
 /// Sideways deviation (meters) of the smoothed path below which it is treated as straight.
 pub const SIMPLIFY_TOLERANCE_M: f64 = 2.0;
-/// Spectral density of the acceleration the smoother allows (m²/s³): about a car's braking and
-/// cornering.
-pub const ACCELERATION_NOISE: f64 = 3.0;
+/// Largest simplification tolerance (meters), for the least accurate fixes.
+pub const MAX_SIMPLIFY_TOLERANCE_M: f64 = 8.0;
+/// Spectral density of the acceleration the smoother allows (m²/s³) per m/s of typical speed.
+pub const ACCELERATION_PER_SPEED: f64 = 0.15;
+/// Least acceleration density the smoother allows (m²/s³): a slow walker.
+pub const MIN_ACCELERATION_NOISE: f64 = 0.02;
+/// Most acceleration density the smoother allows (m²/s³): a car's braking and cornering.
+pub const MAX_ACCELERATION_NOISE: f64 = 3.0;
 
 /// Mean Earth radius (meters, IUGG), only for the local flat projection used to simplify.
 const EARTH_RADIUS_M: f64 = 6_371_008.8;
@@ -171,10 +180,12 @@ pub fn analyse(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> Rou
             let (a, b) = (accepted[k - 1].0, accepted[k].0);
             let dt = (b.recorded_at.0 - a.recorded_at.0).num_milliseconds() as f64 / 1000.0;
             let mut cut = accepted[k - 1].1 != accepted[k].1;
-            if !cut && dt > GAP_SECONDS as f64 {
+            if !cut {
                 let d = a.coordinates.distance_m(b.coordinates);
-                let bridged = d / dt <= gps::MAX_SPEED_MPS;
-                route.gaps.push(Gap { from: a.recorded_at, to: b.recorded_at, distance_m: d, bridged });
+                let bridged = d / dt.max(1e-3) <= gps::MAX_SPEED_MPS;
+                if dt > GAP_SECONDS as f64 || !bridged {
+                    route.gaps.push(Gap { from: a.recorded_at, to: b.recorded_at, distance_m: d, bridged });
+                }
                 cut = !bridged;
             }
             cut
@@ -196,7 +207,7 @@ pub fn analyse(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> Rou
         }
         distances[a..b].copy_from_slice(&dist);
     }
-    let (gains, total_gain) = elevation::gains(&fixes);
+    let (gains, total_gain) = elevation::gains(&fixes, &activity);
     route.points = fixes
         .iter()
         .enumerate()
@@ -246,7 +257,10 @@ fn analyse_piece(fixes: &[&Location]) -> (Vec<StopFound>, Vec<f64>) {
             i += 1;
         }
     }
-    let kept = simplify(&nodes);
+    let mut sigmas: Vec<f64> = fixes.iter().map(|l| sigma(*l)).collect();
+    sigmas.sort_by(f64::total_cmp);
+    let tolerance = (sigmas[sigmas.len() / 2] / 2.0).clamp(SIMPLIFY_TOLERANCE_M, MAX_SIMPLIFY_TOLERANCE_M);
+    let kept = simplify(&nodes, tolerance);
     // Cumulative path length at each kept node; other nodes interpolate between kept neighbours.
     let mut cum = vec![0.0; nodes.len()];
     let mut total = 0.0;
@@ -357,8 +371,17 @@ fn smooth(fixes: &[&Location], activity: &[Activity]) -> Vec<LngLat> {
                 .map(|l| (l.recorded_at.0 - run[0].recorded_at.0).num_milliseconds() as f64 / 1000.0)
                 .collect();
             let r: Vec<f64> = run.iter().map(|l| sigma(*l)).collect();
-            let xs = rts(&t, &xy.iter().map(|p| p.0).collect::<Vec<_>>(), &r, ACCELERATION_NOISE);
-            let ys = rts(&t, &xy.iter().map(|p| p.1).collect::<Vec<_>>(), &r, ACCELERATION_NOISE);
+            let mut speeds: Vec<f64> = (1..run.len())
+                .map(|k| {
+                    let (a, b) = (xy[k - 1], xy[k]);
+                    (b.0 - a.0).hypot(b.1 - a.1) / (t[k] - t[k - 1]).max(1e-3)
+                })
+                .collect();
+            speeds.sort_by(f64::total_cmp);
+            let q = (ACCELERATION_PER_SPEED * speeds[speeds.len() / 2])
+                .clamp(MIN_ACCELERATION_NOISE, MAX_ACCELERATION_NOISE);
+            let xs = rts(&t, &xy.iter().map(|p| p.0).collect::<Vec<_>>(), &r, q);
+            let ys = rts(&t, &xy.iter().map(|p| p.1).collect::<Vec<_>>(), &r, q);
             for k in 0..run.len() {
                 out[i + k] = frame.to_lnglat(xs[k], ys[k]);
             }
@@ -447,9 +470,9 @@ impl Frame {
     }
 }
 
-/// Indexes of the nodes kept by Ramer–Douglas–Peucker at SIMPLIFY_TOLERANCE_M, computed in a
+/// Indexes of the nodes kept by Ramer–Douglas–Peucker at `tolerance` meters, computed in a
 /// local flat frame in meters (geo's epsilon is in the units of the coordinates).
-fn simplify(nodes: &[LngLat]) -> Vec<usize> {
+fn simplify(nodes: &[LngLat], tolerance: f64) -> Vec<usize> {
     if nodes.len() < 3 {
         return (0..nodes.len()).collect();
     }
@@ -461,7 +484,7 @@ fn simplify(nodes: &[LngLat]) -> Vec<usize> {
             geo::Coord { x, y }
         })
         .collect();
-    line.simplify_idx(SIMPLIFY_TOLERANCE_M)
+    line.simplify_idx(tolerance)
 }
 
 fn segments(activity: &[Activity]) -> Vec<(usize, usize, Activity)> {
