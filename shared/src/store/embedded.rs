@@ -190,6 +190,28 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    async fn query_json(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
+        // Items are stored as JSON: hand them out as they are.
+        let q = q.clone();
+        self.run(move |db| {
+            let txn = db.begin_read().map_err(backend)?;
+            let t = txn.open_table(redb_table(table)).map_err(backend)?;
+            let (lo, hi) = apply_cursor(&q, bounds(&q.pk, &q.range));
+            let range =
+                t.range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str))).map_err(backend)?;
+            let mut out = Vec::new();
+            for e in range {
+                let (_, v) = e.map_err(backend)?;
+                out.push(v.value().to_vec());
+            }
+            if q.descending {
+                out.reverse();
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError> {
         let (lo, hi) = bounds(pk, range);
         self.run(move |db| {

@@ -110,6 +110,23 @@ pub trait Store: Send + Sync + 'static {
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError>;
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError>;
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError>;
+    /// The items of a query as JSON documents, for reads of many items decoded straight into
+    /// records ([`from_json`]) without building each item's tree first. The limit and cursor are
+    /// ignored: all items of the range. By default the items of [`Store::query`], encoded.
+    async fn query_json(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
+        let mut q = q.clone();
+        let mut out = Vec::new();
+        loop {
+            let page = self.query(table, &q).await?;
+            for item in &page.items {
+                out.push(serde_json::to_vec(item).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+            }
+            match page.last_sk {
+                Some(sk) => q = q.after(Some(sk)),
+                None => return Ok(out),
+            }
+        }
+    }
     /// How many items of the partition fall in `range`.
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError>;
     /// All or nothing, at most [`MAX_TRANSACT_OPS`] operations on distinct keys.
@@ -134,6 +151,11 @@ pub fn to_item<T: Serialize>(pk: &str, sk: &str, record: &T) -> Result<Item, Sto
         return Err(StoreError::TooLarge(size));
     }
     Ok(item)
+}
+
+/// A record from a JSON document of [`Store::query_json`].
+pub fn from_json<T: DeserializeOwned>(doc: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(doc).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, StoreError> {

@@ -30,7 +30,7 @@ use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id, random_hex};
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{PageInfo, PageNumber, list_page};
-use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Radius (meters) within which an origin or destination counts as reached (v1/v3 have none).
@@ -844,17 +844,16 @@ pub async fn trip_locations(
         return Ok(Vec::new());
     }
     let (lo, hi) = id_range(&DateRange { start: start.0, end: end.0 + chrono::Duration::milliseconds(1) });
-    let page =
-        store.query(Table::Locations, &Query::new(locations_pk(&p.project_id, user), SkRange::Between(lo, hi))).await?;
+    let q = Query::new(locations_pk(&p.project_id, user), SkRange::Between(lo, hi));
+    let docs = store.query_json(Table::Locations, &q).await?;
     let intervals = trip.active_intervals(end);
-    let locs = page
-        .items
-        .into_iter()
-        .map(from_item::<Location>)
-        .collect::<Result<Vec<_>, _>>()?
-        .into_iter()
-        .filter(|l| intervals.iter().any(|(a, b)| *a <= l.recorded_at && l.recorded_at <= *b))
-        .collect();
+    let mut locs = Vec::with_capacity(docs.len());
+    for doc in docs {
+        let l: Location = from_json(&doc)?;
+        if intervals.iter().any(|(a, b)| *a <= l.recorded_at && l.recorded_at <= *b) {
+            locs.push(l);
+        }
+    }
     Ok(locs)
 }
 

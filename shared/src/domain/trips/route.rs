@@ -181,9 +181,9 @@ pub fn analyse(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> Rou
             let dt = (b.recorded_at.0 - a.recorded_at.0).num_milliseconds() as f64 / 1000.0;
             let mut cut = accepted[k - 1].1 != accepted[k].1;
             if !cut {
-                let d = a.coordinates.distance_m(b.coordinates);
-                let bridged = d / dt.max(1e-3) <= gps::MAX_SPEED_MPS;
+                let bridged = gps::near_m(a.coordinates, b.coordinates) / dt.max(1e-3) <= gps::MAX_SPEED_MPS;
                 if dt > GAP_SECONDS as f64 || !bridged {
+                    let d = a.coordinates.distance_m(b.coordinates);
                     route.gaps.push(Gap { from: a.recorded_at, to: b.recorded_at, distance_m: d, bridged });
                 }
                 cut = !bridged;
@@ -266,7 +266,7 @@ fn analyse_piece(fixes: &[&Location]) -> (Vec<StopFound>, Vec<f64>) {
     let mut total = 0.0;
     for (k, &n) in kept.iter().enumerate() {
         if k > 0 {
-            total += nodes[kept[k - 1]].distance_m(nodes[n]);
+            total += segment_m(nodes[kept[k - 1]], nodes[n]);
         }
         cum[n] = total;
     }
@@ -278,6 +278,24 @@ fn analyse_piece(fixes: &[&Location]) -> (Vec<StopFound>, Vec<f64>) {
     }
     let dist = (0..fixes.len()).map(|i| if i == 0 { 0.0 } else { cum[node_of[i]] - cum[node_of[i - 1]] }).collect();
     (stops, dist)
+}
+
+/// Meters between consecutive path points on the WGS 84 ellipsoid: for a short segment (most
+/// of them, and the cost of a 100,000-point summary) the ellipsoid's local radii of curvature
+/// at the mean latitude, within a millimetre per kilometre of the geodesic; Karney's geodesic
+/// for longer ones.
+fn segment_m(a: LngLat, b: LngLat) -> f64 {
+    const A: f64 = 6_378_137.0;
+    const E2: f64 = 0.006_694_379_990_14;
+    if gps::near_m(a, b) > 2_000.0 {
+        return a.distance_m(b);
+    }
+    let phi = ((a.lat + b.lat) * 0.5).to_radians();
+    let w = 1.0 - E2 * phi.sin().powi(2);
+    let (meridian, normal) = (A * (1.0 - E2) / (w * w.sqrt()), A / w.sqrt());
+    let dlng = ((b.lng - a.lng + 540.0).rem_euclid(360.0) - 180.0).to_radians();
+    let (x, y) = (dlng * normal * phi.cos(), (b.lat - a.lat).to_radians() * meridian);
+    (x * x + y * y).sqrt()
 }
 
 fn stop_radius(mean_sigma: f64) -> f64 {
@@ -302,8 +320,7 @@ fn detect_stops(fixes: &[&Location]) -> Vec<(usize, usize, LngLat)> {
             let mut k = j + 1;
             let mut found = None;
             while k < fixes.len() {
-                // Haversine: at these distances its error is millimetres, and it is cheap.
-                let d = c.haversine_m(fixes[k].coordinates);
+                let d = gps::near_m(c, fixes[k].coordinates);
                 if d <= r {
                     found = Some(k);
                     break;
@@ -332,7 +349,7 @@ fn detect_stops(fixes: &[&Location]) -> Vec<(usize, usize, LngLat)> {
     for run in runs {
         if let Some(last) = merged.last_mut()
             && secs(last.1, run.0) <= STRAY_SECONDS
-            && last.2.haversine_m(run.2) <= last.3.max(run.3)
+            && gps::near_m(last.2, run.2) <= last.3.max(run.3)
         {
             let (wa, wb) = ((last.1 - last.0 + 1) as f64, (run.1 - run.0 + 1) as f64);
             last.2 = LngLat {
@@ -530,6 +547,15 @@ mod tests {
         let clean = LngLat { lng: 13.0, lat: 52.0 }.distance_m(LngLat { lng: 13.004, lat: 52.0 });
         assert!((r.distance_m - clean).abs() / clean < 0.02, "{} vs {clean}", r.distance_m);
         assert_eq!(r.segments.iter().filter(|s| s.2 == Activity::Stop).count(), 1);
+    }
+
+    #[test]
+    fn short_segments_agree_with_the_geodesic() {
+        for (lat, d) in [(0.0, 0.001), (52.0, 0.004), (-33.9, 0.01), (70.0, 0.015)] {
+            let (a, b) = (LngLat { lng: 13.0, lat }, LngLat { lng: 13.0 + d, lat: lat + d / 2.0 });
+            let (fast, exact) = (segment_m(a, b), a.distance_m(b));
+            assert!((fast - exact).abs() < exact * 1e-6 + 1e-3, "{fast} vs {exact}");
+        }
     }
 
     #[test]
