@@ -59,19 +59,15 @@ async fn main() {
             points = json["route"].as_array().map(Vec::len).unwrap_or(0);
         }
         times.sort_by(f64::total_cmp);
-        let locs = trips::trip_locations(
-            &store,
-            &p,
-            &trips::get(&store, &p, Api::V1, &trip.id).await.expect("trip"),
-            shared::time::Timestamp::now(),
-        )
-        .await
-        .expect("locations");
+        let record = trips::get(&store, &p, Api::V1, &trip.id).await.expect("trip");
+        let start = Instant::now();
+        let locs = trips::trip_locations(&store, &p, &record, shared::time::Timestamp::now()).await.expect("locations");
+        let read_ms = start.elapsed().as_secs_f64() * 1000.0;
         let start = Instant::now();
         let r = route::analyse(&locs, &[]);
         let analyse_ms = start.elapsed().as_secs_f64() * 1000.0;
         println!(
-            "{n:>7} points: summary (read + analyse + JSON) median {:.1} ms (min {:.1}, max {:.1}) over 5 runs; analysis alone {analyse_ms:.1} ms; route {points} points, {:.0} m, {} stops",
+            "{n:>7} points: summary (read + analyse + JSON) median {:.1} ms (min {:.1}, max {:.1}) over 5 runs; read alone {read_ms:.1} ms; analysis alone {analyse_ms:.1} ms; route {points} points, {:.0} m, {} stops",
             times[2],
             times[0],
             times[4],
