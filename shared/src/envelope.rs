@@ -1,5 +1,5 @@
-//! Success envelopes. The HTTP status is always 200; the body carries its own `code` (201 for
-//! creation), as interface.md labels it.
+//! Success envelopes. The HTTP status is the body's `code` (201 for a creation, as Roam answers
+//! and as Roam's clients check).
 
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -25,7 +25,7 @@ impl<T: Serialize> Envelope<T> {
 impl<T: Serialize> IntoResponse for Envelope<T> {
     fn into_response(self) -> Response {
         let body = json!({"status": true, "msg": self.msg, "code": self.code, "data": self.data});
-        axum::Json(body).into_response()
+        (status_of(self.code), axum::Json(body)).into_response()
     }
 }
 
@@ -54,6 +54,11 @@ impl IntoResponse for V2Envelope {
         body.insert("code".into(), self.code.into());
         body.insert("message".into(), self.message.into());
         body.insert("description".into(), self.description.into());
-        axum::Json(serde_json::Value::Object(body)).into_response()
+        (status_of(self.code), axum::Json(serde_json::Value::Object(body))).into_response()
     }
+}
+
+/// The HTTP status a success `code` is answered with.
+fn status_of(code: u16) -> axum::http::StatusCode {
+    axum::http::StatusCode::from_u16(code).unwrap_or(axum::http::StatusCode::OK)
 }

@@ -34,7 +34,7 @@ both!(missing_or_unknown_key_is_401_everywhere, |app| async move {
 both!(publishable_key_only_does_what_the_sdk_does, |app| async move {
     let (status, res) =
         app.call("POST", "/v1/api/user/", Key::Publishable, Some(&json!({"app_type": 1, "device_token": "t"}))).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     let u = res["data"]["user_id"].as_str().unwrap().to_owned();
     let (status, _) =
         app.call("PUT", "/v1/api/user/", Key::Publishable, Some(&json!({"user_id": u, "description": "x"}))).await;
@@ -42,7 +42,7 @@ both!(publishable_key_only_does_what_the_sdk_does, |app| async move {
     let batch =
         json!({"user_id": u, "locations": [{"coordinates": [1.0, 2.0], "recorded_at": "2024-01-01T00:00:00.000"}]});
     let (status, _) = app.call("POST", "/v1/api/location/", Key::Publishable, Some(&batch)).await;
-    assert_eq!(status, StatusCode::OK);
+    assert_eq!(status, StatusCode::CREATED);
     for (method, uri, body) in [
         ("GET", "/v1/api/user/".to_owned(), None),
         ("GET", format!("/v1/api/user/?user_id={u}"), None),

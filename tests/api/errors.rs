@@ -41,7 +41,7 @@ both!(malformed_bodies_are_400_naming_the_field, |app| async move {
     assert_error(s, &r, StatusCode::BAD_REQUEST, "body");
     // JSON with a charset parameter is still JSON.
     let (s, r) = send(r#"{"app_type": 1, "device_token": "t"}"#, Some("application/json; charset=utf-8")).await;
-    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(s, StatusCode::CREATED, "{r}");
 });
 
 both!(oversized_body_is_413, |app| async move {
@@ -105,7 +105,7 @@ both!(input_dynamodb_cannot_store_is_refused_or_normalised_on_both_backends, |ap
     assert_error(s, &r, StatusCode::BAD_REQUEST, "locations[0].accuracy");
     // A sub-nanodegree coordinate is zero.
     let (s, r) = app.post("/v1/api/location/", &loc(json!({"coordinates": [2.3e-283, 1.0]}))).await;
-    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(s, StatusCode::CREATED, "{r}");
     let (_, r) = app.get(&format!("/v1/api/location/?user_id={user}")).await;
     assert_eq!(r["data"]["locations"][0]["coordinates"]["coordinates"], json!([0.0, 1.0]));
     // Long trip text is refused before it reaches a store.

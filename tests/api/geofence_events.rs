@@ -47,7 +47,7 @@ pub(crate) async fn tracked_user(app: &TestApp) -> String {
 async fn send_as(app: &TestApp, key: Key<'_>, user: &str, fixes: &[Value]) -> Value {
     let body = json!({"user_id": user, "locations": fixes});
     let (status, res) = app.call("POST", "/v1/api/location/", key, Some(&body)).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     res["data"].clone()
 }
 
@@ -269,7 +269,7 @@ both!(only_enabled_active_fences_that_apply_to_the_user_fire, |app| async move {
     let off = app.create_user(json!({})).await;
     for (group, member) in [("night", &u), ("day", &other), ("night", &off)] {
         let (status, res) = app.post("/v1/api/group/user/", &json!({"group_id": group, "users": [member]})).await;
-        assert_eq!(status, StatusCode::OK, "{res}");
+        assert_eq!(status, StatusCode::CREATED, "{res}");
     }
     let shape = || circle(HOME, 150);
     let scoped = |v: Value| with(shape(), v);
@@ -507,7 +507,7 @@ both!(another_projects_users_trigger_none_of_our_fences, |app| async move {
     let key = Key::Raw(&other.api_key);
     let (status, res) =
         app.call("POST", "/v1/api/user/", key, Some(&json!({"app_type": 1, "device_token": "t"}))).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     let stranger = res["data"]["user_id"].as_str().unwrap().to_owned();
     events_on(&app, key, &stranger).await;
     send_as(&app, key, &stranger, &walk).await;

@@ -72,7 +72,7 @@ pub fn with(mut body: Value, more: Value) -> Value {
 /// Create a fence (v1 or v3) and return `data`.
 pub async fn create_fence(app: &TestApp, ver: &str, body: &Value) -> Value {
     let (status, res) = app.post(&format!("/{ver}/api/geofence/"), body).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     assert_eq!(res["status"], true, "{res}");
     assert_eq!(res["code"], 201, "{res}");
     res["data"].clone()
@@ -324,7 +324,7 @@ both!(scoped_create_returns_its_own_shape, |app| async move {
     let (u1, u2, u3) =
         (app.create_user(json!({})).await, app.create_user(json!({})).await, app.create_user(json!({})).await);
     let (status, res) = app.post("/v1/api/group/user/", &json!({"group_id": "drivers", "users": [u3]})).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     let window = json!([true, "2024-01-01T00:00:00.000", "2030-01-01T00:00:00.000"]);
     let body =
         with(circle(HOME, 300), json!({"user_ids": [u1, u2, u1], "group_ids": ["drivers"], "is_enabled": window}));
@@ -372,7 +372,7 @@ both!(scoped_create_returns_its_own_shape, |app| async move {
     let (status, res) = app
         .call("POST", "/v1/api/user/", Key::Raw(&other.api_key), Some(&json!({"app_type": 1, "device_token": "t"})))
         .await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     let foreign = res["data"]["user_id"].as_str().unwrap().to_owned();
     let before = list_ids(&app, "/v1/api/geofence/").await;
     for (scope, field, named) in [

@@ -23,7 +23,7 @@ both!(adding_users_records_membership_both_ways, |app| async move {
         let (status, res) = app
             .call(method, "/v1/api/group/user/", Key::Secret, Some(&json!({"group_id": "drivers", "users": [a, b, a]})))
             .await;
-        assert_eq!(status, StatusCode::OK, "{res}");
+        assert_eq!(status, StatusCode::CREATED, "{res}");
         assert_eq!(res["code"], 201);
         assert!(res["data"].as_str().unwrap().contains("drivers"));
     }

@@ -134,7 +134,7 @@ impl TestApp {
         let (status, body) = self
             .post("/v1/api/user/", &serde_json::json!({"app_type": 1, "device_token": "t", "metadata": metadata}))
             .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(status, StatusCode::CREATED, "{body}");
         body["data"]["user_id"].as_str().expect("user_id").to_owned()
     }
 }

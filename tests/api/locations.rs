@@ -14,7 +14,7 @@ async fn ingest(app: &TestApp, user: &str, locations: Vec<Value>) -> Value {
     let (status, res) = app
         .call("POST", "/v1/api/location/", Key::Publishable, Some(&json!({"user_id": user, "locations": locations})))
         .await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     assert_eq!(res["code"], 201);
     res["data"].clone()
 }

@@ -26,7 +26,7 @@ async fn user_with_events(app: &TestApp) -> String {
 async fn at(app: &TestApp, user: &str, lng: f64, lat: f64, m: u32) {
     let body = json!({"user_id": user, "locations": [{"coordinates": [lng, lat], "recorded_at": format!("2024-05-01T10:{m:02}:00.000")}]});
     let (s, r) = app.post("/v1/api/location/", &body).await;
-    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(s, StatusCode::CREATED, "{r}");
 }
 
 async fn events_of(app: &TestApp, fence: &str) -> Vec<(String, String)> {
@@ -46,7 +46,7 @@ both!(create_update_list_delete_shapes, |app| async move {
     let body = json!({"users": [f], "geometry_type": "circle", "geometry_radius": 100, "only_once": true,
         "description": "escort", "tag": "t", "color_code": "0f0", "metadata": {"k": "v"}});
     let (s, r) = app.post(PATH, &body).await;
-    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(s, StatusCode::CREATED, "{r}");
     assert_eq!(r["code"], 201);
     let d = &r["data"];
     for k in [

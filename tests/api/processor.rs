@@ -121,7 +121,7 @@ both!(fixes_from_the_future_are_refused_and_change_nothing, |app| async move {
         json!({"coordinates": [HOME.0, HOME.1], "recorded_at": ts(now + Duration::days(3 * 365)), "accuracy": 5.0});
     let body = json!({"user_id": u, "locations": [near(-60, at(HOME, 1000.0, 0.0)), far_future, near(-30, at(HOME, 900.0, 0.0))]});
     let (status, res) = app.post("/v1/api/location/", &body).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     let d = &res["data"];
     assert_eq!((d["received"].clone(), d["stored"].clone()), (json!(3), json!(2)), "{res}");
     assert_eq!(d["rejected"][0]["index"], 1, "{res}");
@@ -163,7 +163,7 @@ both!(a_v2_trip_near_the_item_limit_takes_every_event, |app| async move {
         .await;
     assert_eq!(
         (status, res["code"].clone()),
-        (StatusCode::OK, json!(201)),
+        (StatusCode::CREATED, json!(201)),
         "{}",
         &res.to_string()[..300.min(res.to_string().len())]
     );

@@ -166,7 +166,7 @@ both!(user_id_searches_from_the_users_latest_location, |app| async move {
         {"coordinates": [HOME.0, HOME.1], "recorded_at": "2024-05-01T10:00:00.000"},
     ]);
     let (status, res) = app.post("/v1/api/location/", &json!({"user_id": u, "locations": locations})).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     let res = search(&app, &uri).await;
     assert_eq!(ids_of(&res, "id"), std::slice::from_ref(&near_new));
     assert_eq!(search(&app, &uri).await["data"], search(&app, &at(newest, 500)).await["data"]);

@@ -202,7 +202,7 @@ async fn run(app: &TestApp, c: &Case) -> Outcome {
         for chunk in fixes.chunks(250) {
             let body = json!({"user_id": user, "locations": chunk});
             let (status, res) = app.call("POST", "/v1/api/location/", Key::Publishable, Some(&body)).await;
-            assert_eq!(status, StatusCode::OK, "{res}");
+            assert_eq!(status, StatusCode::CREATED, "{res}");
         }
         if let Some((action, field, second)) = then {
             control(app, &trip, action, field, c.tl.time(second)).await;
@@ -382,7 +382,7 @@ fn spread() {
 async fn send(app: &TestApp, user: &str, fixes: Vec<Value>) {
     let body = json!({"user_id": user, "locations": fixes});
     let (status, res) = app.call("POST", "/v1/api/location/", Key::Publishable, Some(&body)).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
 }
 
 both!(an_outlier_fires_no_stop_departure_and_a_fix_before_the_start_reaches_nothing, |app| async move {
@@ -391,7 +391,7 @@ both!(an_outlier_fires_no_stop_departure_and_a_fix_before_the_start_reaches_noth
     let body = json!({"user_id": user, "stops": [{"name": "shop", "geometry_radius": 50,
         "geometry": {"type": "Point", "coordinates": [stop.0, stop.1]}}]});
     let (status, res) = app.call("POST", "/v2/trips", Key::Bearer, Some(&body)).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     let id = res["trip"]["id"].as_str().unwrap().to_owned();
     let t = t0();
     let fix = |s: i64, p: (f64, f64), acc: f64| json!({"coordinates": [p.0, p.1], "recorded_at": ts(t + Duration::seconds(s)), "accuracy": acc});

@@ -25,7 +25,7 @@ async fn ingest(app: &TestApp, user: &str, fixes: &[Fix]) {
         let locs: Vec<Value> = batch.iter().map(Fix::json).collect();
         let body = json!({"user_id": user, "locations": locs});
         let (status, res) = app.call("POST", "/v1/api/location/", Key::Publishable, Some(&body)).await;
-        assert_eq!(status, StatusCode::OK, "{res}");
+        assert_eq!(status, StatusCode::CREATED, "{res}");
     }
 }
 

@@ -55,7 +55,7 @@ fn date_range() -> String {
 /// Create a trip and return `data[0]`.
 pub async fn create(app: &TestApp, ver: &str, body: Value) -> Value {
     let (status, res) = app.post(&format!("/{ver}/api/trips/"), &body).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     assert_eq!(res["status"], true, "{res}");
     assert_eq!(res["code"], 201, "{res}");
     let data = res["data"].as_array().expect("data is an array");
@@ -111,7 +111,7 @@ fn ids(list: &Value) -> Vec<String> {
 pub async fn ingest(app: &TestApp, user: &str, locations: Vec<Value>) {
     let body = json!({"user_id": user, "locations": locations});
     let (status, res) = app.call("POST", "/v1/api/location/", Key::Publishable, Some(&body)).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
 }
 
 #[track_caller]
@@ -349,7 +349,7 @@ both!(update_replaces_waypoints_reassigns_and_appends_one_event_per_call, |app| 
 
         // Reassign the user and replace the origins; destinations not given stay as they were.
         let (status, res) = update(&app, ver, json!({"trip_id": id, "user_id": b, "origins": [[2.35, 48.85]]})).await;
-        assert_eq!(status, StatusCode::OK, "{res}");
+        assert_eq!(status, StatusCode::CREATED, "{res}");
         assert_eq!(res["status"], true);
         assert_eq!(res["code"], 201);
         let u = &res["data"][0];
@@ -373,7 +373,7 @@ both!(update_replaces_waypoints_reassigns_and_appends_one_event_per_call, |app| 
 
         // Replace the destinations; one more event, exactly.
         let (status, res) = update(&app, ver, json!({"trip_id": id, "destinations": [[13.40, 52.52]]})).await;
-        assert_eq!(status, StatusCode::OK, "{res}");
+        assert_eq!(status, StatusCode::CREATED, "{res}");
         let u = &res["data"][0];
         let dest = u["destinations"].as_array().unwrap();
         assert_eq!(dest.len(), 1);
@@ -384,7 +384,7 @@ both!(update_replaces_waypoints_reassigns_and_appends_one_event_per_call, |app| 
 
         // An update with nothing to change still counts as one call.
         let (status, res) = update(&app, ver, json!({"trip_id": id})).await;
-        assert_eq!(status, StatusCode::OK, "{res}");
+        assert_eq!(status, StatusCode::CREATED, "{res}");
         let got = get_trip(&app, ver, id).await;
         assert_eq!(events(&got, "motion:trip:created").len(), 3);
         assert_eq!(got["user_id"], b.as_str());
@@ -569,7 +569,7 @@ both!(quick_trip_needs_a_user_and_is_started, |app| async move {
 
         let user = app.create_user(json!({})).await;
         let (status, res) = app.post(&uri, &json!({"user_id": user, "destinations": [[77.62, 12.93]]})).await;
-        assert_eq!(status, StatusCode::OK, "{res}");
+        assert_eq!(status, StatusCode::CREATED, "{res}");
         assert_eq!(res["code"], 201);
         let t = &res["data"][0];
         assert_eq!(res["data"].as_array().unwrap().len(), 1);
@@ -723,7 +723,7 @@ both!(concurrent_updates_all_land_with_one_event_each, |app| async move {
             (0..6u8).map(|i| json!({"trip_id": id, "destinations": [[10.0 + f64::from(i), 20.0]]})).collect();
         let results = join_all(bodies.iter().map(|b| update(&app, ver, b.clone()))).await;
         for (i, (status, res)) in results.iter().enumerate() {
-            assert_eq!(*status, StatusCode::OK, "{res}");
+            assert_eq!(*status, StatusCode::CREATED, "{res}");
             // Each response shows the trip as its own update left it.
             assert_eq!(
                 res["data"][0]["destinations"][0]["coordinates"]["coordinates"],

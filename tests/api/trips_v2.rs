@@ -100,7 +100,7 @@ fn assert_v2_error(status: StatusCode, body: &Value, expected: StatusCode, needl
 /// Create a v2 trip and return `trip`.
 async fn create_v2(app: &TestApp, body: Value) -> Value {
     let (status, res) = v2(app, "POST", "/v2/trips", Some(&body)).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     assert_eq!(res["code"], 201, "{res}");
     assert_eq!(res["message"], "trip_created", "{res}");
     assert!(res["description"].is_string(), "{res}");
@@ -135,7 +135,7 @@ async fn named_user(app: &TestApp, name: &str) -> String {
     let metadata = json!({"name": name, "shift": "early"});
     let body = json!({"app_type": 1, "device_token": "t", "description": "courier", "metadata": metadata});
     let (status, res) = app.post("/v1/api/user/", &body).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     res["data"]["user_id"].as_str().unwrap().to_owned()
 }
 

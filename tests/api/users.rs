@@ -52,7 +52,7 @@ fn is_ts(v: &Value) -> bool {
 both!(create_returns_every_documented_field, |app| async move {
     let body = json!({"app_type": 2, "device_token": "tok", "description": "courier 7", "metadata": {"team": "north"}});
     let (status, res) = app.post("/v1/api/user/", &body).await;
-    assert_eq!(status, StatusCode::OK);
+    assert_eq!(status, StatusCode::CREATED);
     assert_eq!(res["status"], true);
     assert_eq!(res["code"], 201);
     let d = res["data"].as_object().unwrap();

@@ -35,7 +35,7 @@ fn worker(app: &TestApp) -> tokio::task::JoinHandle<()> {
 /// Subscribe `url` to `events`; returns (webhook_id, secret).
 async fn subscribe(app: &TestApp, rx: &Receiver, events: Value) -> (String, String) {
     let (status, res) = app.post(BASE, &json!({"url": rx.url, "events": events, "description": "test"})).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     assert_eq!(res["code"], 201, "{res}");
     let secret = res["data"]["secret"].as_str().expect("secret").to_owned();
     rx.trust(&secret);
@@ -67,7 +67,7 @@ both!(endpoints_are_managed_and_bad_input_names_the_field, |app| async move {
     assert_eq!(status, StatusCode::FORBIDDEN, "{res}");
 
     let (status, res) = app.post(BASE, &json!({"url": good, "events": ["geofence.entry", "trip.ended"]})).await;
-    assert_eq!((status, res["code"].clone()), (StatusCode::OK, json!(201)), "{res}");
+    assert_eq!((status, res["code"].clone()), (StatusCode::CREATED, json!(201)), "{res}");
     let d = &res["data"];
     let id = d["webhook_id"].as_str().unwrap().to_owned();
     let secret = d["secret"].as_str().unwrap();

@@ -418,7 +418,7 @@ impl Fixture {
         event["body"] = json!(json!({"user_id": self.user_id, "locations": locations}).to_string());
         let req = lambda_http::request::from_str(&event.to_string()).expect("lambda_http");
         let (status, body) = send(&self.router(function_of_event("locations-ingest")), req).await;
-        assert_eq!(status, StatusCode::OK, "setup: ingest: {body}");
+        assert_eq!(status, StatusCode::CREATED, "setup: ingest: {body}");
         body
     }
 
@@ -481,7 +481,7 @@ impl Fixture {
             return if content_type == "application/json" { reply.json() } else { Value::String(text) };
         }
         let (status, body) = (reply.status, reply.json());
-        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        assert_eq!(Value::from(status.as_u16()), body["code"], "{name}: the HTTP status is the body's code: {body}");
         match answer {
             V1(code) => {
                 assert_eq!(body["status"], true, "{name}: {body}");

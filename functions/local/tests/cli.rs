@@ -86,7 +86,7 @@ fn data_and_keys_survive_a_restart_and_env_keys_are_used() {
         assert_eq!(mode & 0o077, 0, "key file readable by others");
     }
     let (status, res) = http(server.port, "POST", "/v1/api/user/", key, Some(r#"{"app_type":1,"device_token":"t"}"#));
-    assert_eq!(status, 200, "{res}");
+    assert_eq!(status, 201, "{res}");
     let user = res["data"]["user_id"].as_str().unwrap().to_owned();
     drop(server);
 
@@ -154,7 +154,7 @@ fn serve_on_dynamodb_creates_its_tables_and_serves() {
     let server = Server { child, port };
     let key = printed_keys(&printed)["api_key"].as_str().unwrap().to_owned();
     let (status, res) = http(server.port, "POST", "/v1/api/user/", &key, Some(r#"{"app_type":2,"device_token":"t"}"#));
-    assert_eq!(status, 200, "{res}");
+    assert_eq!(status, 201, "{res}");
     let (status, res) = http(server.port, "GET", "/v1/api/user/", &key, None);
     assert_eq!(status, 200, "{res}");
     assert_eq!(res["data"]["users"].as_array().unwrap().len(), 1);
