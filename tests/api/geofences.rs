@@ -78,10 +78,10 @@ pub async fn create_fence(app: &TestApp, ver: &str, body: &Value) -> Value {
     res["data"].clone()
 }
 
-/// Create a fence through v1 and return its id (`id`, or `geofence_id` for the scoped form).
+/// Create a fence through v1 and return its `geofence_id`.
 pub async fn fence(app: &TestApp, body: Value) -> String {
     let d = create_fence(app, "v1", &body).await;
-    d["id"].as_str().or_else(|| d["geofence_id"].as_str()).expect("id").to_owned()
+    d["geofence_id"].as_str().expect("geofence_id").to_owned()
 }
 
 /// Create an enabled fence and return its id.
@@ -121,9 +121,8 @@ pub fn ids_of(res: &Value, key: &str) -> Vec<String> {
 pub async fn list_ids(app: &TestApp, uri: &str) -> Vec<String> {
     let (status, res) = app.get(uri).await;
     assert_eq!(status, StatusCode::OK, "{uri}: {res}");
-    // The bare v1 path is the metadata list, whose items carry `geofence_id`.
-    let bare = uri.strip_prefix("/v1/api/geofence").is_some_and(|rest| rest.is_empty() || rest.starts_with('?'));
-    ids_of(&res, if bare { "geofence_id" } else { "id" })
+    // v1 fences carry `geofence_id` (as Roam's do), v3 fences `id`.
+    ids_of(&res, if uri.starts_with("/v1/") { "geofence_id" } else { "id" })
 }
 
 /// A plain create body for the domain function.
@@ -162,6 +161,16 @@ fn close(a: &Value, b: f64) -> bool {
     a.as_f64().is_some_and(|a| (a - b).abs() < 1e-9)
 }
 
+/// The key of a fence's id: `geofence_id` in v1 (as Roam answers), `id` in v3.
+fn id_key(ver: &str) -> &'static str {
+    if ver == "v1" { "geofence_id" } else { "id" }
+}
+
+/// A circle's fields as `ver` answers them.
+fn circle_fields(ver: &str) -> Vec<&'static str> {
+    CIRCLE_FIELDS.iter().map(|f| if *f == "id" { id_key(ver) } else { *f }).collect()
+}
+
 both!(create_circle_returns_every_field_in_v1_and_v3, |app| async move {
     for ver in ["v1", "v3"] {
         let body = with(
@@ -169,8 +178,8 @@ both!(create_circle_returns_every_field_in_v1_and_v3, |app| async move {
             json!({"description": "depot", "tag": "hub", "color_code": "00ff00", "metadata": {"zone": "north"}}),
         );
         let d = create_fence(&app, ver, &body).await;
-        assert_eq!(keys(&d), sorted(CIRCLE_FIELDS.to_vec()), "{ver}: {d}");
-        let id = d["id"].as_str().unwrap();
+        assert_eq!(keys(&d), sorted(circle_fields(ver)), "{ver}: {d}");
+        let id = d[id_key(ver)].as_str().unwrap();
         assert!(id.len() == 24 && id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
         assert_eq!(d["account_id"], app.project.account_id.as_str());
         assert_eq!(d["project_id"], app.project.project_id.as_str());
@@ -184,13 +193,13 @@ both!(create_circle_returns_every_field_in_v1_and_v3, |app| async move {
         assert_eq!(d["metadata"], json!({"zone": "north"}));
         assert!(is_ts(&d["created_at"]) && is_ts(&d["updated_at"]), "{d}");
         assert_eq!(d["created_at"], d["updated_at"]);
-        // What create returned is what the list shows.
-        let (_, res) = app.get(&format!("/v1/api/geofence/?geofence_id={id}")).await;
+        // What create returned is what the list of the same version shows.
+        let (_, res) = app.get(&format!("/{ver}/api/geofence/?geofence_id={id}&{}", today_range())).await;
         assert_eq!(res["data"]["geofences"][0], d, "{ver}");
     }
     // Without the optional fields: nulls and an empty metadata object.
     let d = create_fence(&app, "v1", &circle(HOME, 50)).await;
-    assert_eq!(keys(&d), sorted(CIRCLE_FIELDS.to_vec()));
+    assert_eq!(keys(&d), sorted(circle_fields("v1")));
     assert_eq!(
         (d["description"].clone(), d["tag"].clone(), d["color_code"].clone()),
         (Value::Null, Value::Null, Value::Null)
@@ -219,7 +228,7 @@ both!(create_polygon_closes_its_ring_and_centres_on_the_centroid, |app| async mo
         let mean = |k: usize| ring.iter().map(|p| if k == 0 { p.0 } else { p.1 }).sum::<f64>() / 4.0;
         assert!((c["coordinates"][0].as_f64().unwrap() - mean(0)).abs() < 1e-7, "{c}");
         assert!((c["coordinates"][1].as_f64().unwrap() - mean(1)).abs() < 1e-7, "{c}");
-        let mut expected = CIRCLE_FIELDS.to_vec();
+        let mut expected = circle_fields(ver);
         expected.retain(|f| *f != "geometry_radius");
         expected.push("geometry");
         assert_eq!(keys(&d), sorted(expected));
@@ -239,12 +248,17 @@ both!(create_polygon_closes_its_ring_and_centres_on_the_centroid, |app| async mo
     assert!(close(&d["geometry_center"]["coordinates"][1], 12.90 + 0.01 / 3.0), "{d}");
 });
 
-both!(circle_radius_is_a_whole_number_from_50_to_1000, |app| async move {
+both!(circle_radius_is_a_number_from_50_to_1000_kept_to_the_meter, |app| async move {
     for ok in [50, 1000] {
         let d = create_fence(&app, "v1", &circle(HOME, ok)).await;
         assert_eq!(d["geometry_radius"], ok);
     }
-    for bad in [json!(49), json!(1001), json!(50.5), json!(0), json!(-100), json!("100")] {
+    // A float, as Roam's clients send it, is taken and kept to the nearest meter.
+    for (given, kept) in [(json!(130.0), 130), (json!(130.4), 130), (json!(999.6), 1000)] {
+        let d = create_fence(&app, "v3", &with(circle(HOME, 0), json!({"geometry_radius": given}))).await;
+        assert_eq!(d["geometry_radius"], kept, "{given}");
+    }
+    for bad in [json!(49), json!(1001), json!(49.4), json!(1000.6), json!(0), json!(-100), json!("100")] {
         let body = with(circle(HOME, 0), json!({"geometry_radius": bad}));
         let (status, res) = app.post("/v1/api/geofence/", &body).await;
         assert_error(status, &res, StatusCode::BAD_REQUEST, "geometry_radius");
@@ -253,7 +267,7 @@ both!(circle_radius_is_a_whole_number_from_50_to_1000, |app| async move {
         app.post("/v3/api/geofence/", &json!({"coordinates": [HOME.0, HOME.1], "geometry_type": "circle"})).await;
     assert_error(status, &res, StatusCode::BAD_REQUEST, "geometry_radius");
     let (_, res) = app.get("/v1/api/geofence/").await;
-    assert_eq!(res["data"]["geofences"].as_array().unwrap().len(), 2, "only the valid ones were stored");
+    assert_eq!(res["data"]["geofences"].as_array().unwrap().len(), 5, "only the valid ones were stored");
 });
 
 both!(invalid_geometry_is_refused_naming_its_field, |app| async move {
@@ -295,9 +309,12 @@ both!(invalid_geometry_is_refused_naming_its_field, |app| async move {
     let (status, res) =
         app.post("/v1/api/geofence/", &json!({"geometry_type": "circle", "geometry_radius": 100})).await;
     assert_error(status, &res, StatusCode::BAD_REQUEST, "coordinates");
-    let (status, res) =
-        app.post("/v1/api/geofence/", &json!({"coordinates": [77.6, 12.9], "geometry_radius": 100})).await;
-    assert_error(status, &res, StatusCode::BAD_REQUEST, "geometry_type");
+    // Without geometry_type, coordinates that are neither a position nor positions are named.
+    for coordinates in [json!("here"), json!([]), json!([{"lng": 1}])] {
+        let (status, res) =
+            app.post("/v1/api/geofence/", &json!({"coordinates": coordinates, "geometry_radius": 100})).await;
+        assert_error(status, &res, StatusCode::BAD_REQUEST, "coordinates");
+    }
     // Right next to the limits is fine.
     create_fence(&app, "v1", &circle((179.9, 0.0), 1000)).await;
     create_fence(&app, "v1", &circle((10.0, 84.9), 1000)).await;
@@ -357,7 +374,7 @@ both!(scoped_create_returns_its_own_shape, |app| async move {
     let id = d["geofence_id"].as_str().unwrap();
     let (_, res) = app.get(&format!("/v1/api/geofence/?geofence_id={id}")).await;
     let g = &res["data"]["geofences"][0];
-    assert_eq!(g["id"], id);
+    assert_eq!(g["geofence_id"], id);
     assert_eq!(g["is_enabled"], window);
     assert_eq!(g["group_ids"], json!(["drivers"]));
     assert_eq!(g["user_ids"].as_array().unwrap().len(), 2);
@@ -402,7 +419,7 @@ both!(update_changes_the_given_fields_in_v1_and_v3, |app| async move {
     assert_eq!(status, StatusCode::OK, "{res}");
     assert_eq!((res["status"].clone(), res["code"].clone()), (json!(true), json!(200)));
     let d = &res["data"];
-    assert_eq!(keys(d), sorted(CIRCLE_FIELDS.to_vec()));
+    assert_eq!(keys(d), sorted(circle_fields("v1")));
     assert_eq!((d["color_code"].clone(), d["is_enabled"].clone()), (json!("abc"), json!(true)));
     assert_eq!((d["tag"].clone(), d["description"].clone()), (json!("a"), json!("d0")), "untouched fields stay");
     assert_eq!(d["metadata"], json!({"k": "v"}));
@@ -461,12 +478,12 @@ both!(v1_list_pages_and_filters, |app| async move {
     }
     let (_, p1) = app.get("/v1/api/geofence/").await;
     let d = &p1["data"];
-    assert_eq!(ids_of(&p1, "id"), ids[..10]);
+    assert_eq!(ids_of(&p1, "geofence_id"), ids[..10]);
     assert_eq!((d["next_page"].clone(), d["pages"].clone(), d["prev_page"].clone()), (json!(2), json!(2), Value::Null));
     assert_eq!(d["account_id"], app.project.account_id.as_str());
     assert_eq!(d["project_id"], app.project.project_id.as_str());
     let (_, p2) = app.get("/v1/api/geofence/?page_number=2").await;
-    assert_eq!(ids_of(&p2, "id"), ids[10..]);
+    assert_eq!(ids_of(&p2, "geofence_id"), ids[10..]);
     assert_eq!((p2["data"]["next_page"].clone(), p2["data"]["prev_page"].clone()), (Value::Null, json!(1)));
     assert!(list_ids(&app, "/v1/api/geofence/?page_number=3").await.is_empty());
 
@@ -681,4 +698,34 @@ both!(domain_create_and_endpoint_lists_agree, |app| async move {
     let mut expected = ids.clone();
     expected.sort();
     assert_eq!(listed, expected);
+});
+
+both!(geometry_type_is_inferred_from_the_coordinates_when_left_out, |app| async move {
+    // Roam's own examples send no geometry_type: a position and a radius make a circle, an
+    // array of positions (or of rings) a polygon.
+    for ver in ["v1", "v3"] {
+        let d = create_fence(&app, ver, &json!({"coordinates": [HOME.0, HOME.1], "geometry_radius": 130.0})).await;
+        assert_eq!((d["geometry_type"].clone(), d["geometry_radius"].clone()), (json!("circle"), json!(130)), "{d}");
+        let ring: Vec<[f64; 2]> = square(HOME, 100.0).iter().map(|p| [p.0, p.1]).collect();
+        let d = create_fence(&app, ver, &json!({"coordinates": ring})).await;
+        assert_eq!(d["geometry_type"], "polygon", "{d}");
+        assert!(d.get("geometry_radius").is_none(), "{d}");
+        let d = create_fence(&app, ver, &json!({"coordinates": [ring]})).await;
+        assert_eq!(d["geometry_type"], "polygon", "{d}");
+        assert!(d[id_key(ver)].is_string(), "{ver} names its id {}: {d}", id_key(ver));
+    }
+    // A moving geofence is always a circle: its geometry_type may be left out too.
+    let u = app.create_user(json!({})).await;
+    let (status, res) = app.post("/v3/api/moving-geofence/", &json!({"users": [u], "geometry_radius": 100.0})).await;
+    assert_eq!(status, StatusCode::CREATED, "{res}");
+    assert_eq!(
+        (res["data"]["geometry_type"].clone(), res["data"]["geometry_radius"].clone()),
+        (json!("circle"), json!(100))
+    );
+    // A circle still needs its radius; a stated type that disagrees with the shape is refused.
+    let (status, res) = app.post("/v1/api/geofence/", &json!({"coordinates": [HOME.0, HOME.1]})).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "geometry_radius");
+    let (status, res) =
+        app.post("/v1/api/geofence/", &json!({"coordinates": [HOME.0, HOME.1], "geometry_type": "polygon"})).await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "coordinates");
 });

@@ -38,22 +38,35 @@ enum Ver {
     V3,
 }
 
+impl Ver {
+    /// The key of a fence's id: v1 answers `geofence_id` as Roam does, v3 `id`.
+    fn id_key(self) -> &'static str {
+        match self {
+            Ver::V1 => "geofence_id",
+            Ver::V3 => "id",
+        }
+    }
+}
+
 pub fn router() -> Router<AppState> {
-    let common = || -> MethodRouter<AppState> { post(create).put(update).delete(delete) };
+    let common = |v: Ver| -> MethodRouter<AppState> {
+        post(move |k, s, b| create(v, k, s, b)).put(move |k, s, b| update(v, k, s, b)).delete(delete)
+    };
     Router::new()
-        .route("/v1/api/geofence/", common().get(|k, s, q| list(Ver::V1, k, s, q)))
-        .route("/v1/api/geofence", common().get(list_by_metadata))
-        .merge(route(Router::new(), "/v3/api/geofence/", common().get(|k, s, q| list(Ver::V3, k, s, q))))
+        .route("/v1/api/geofence/", common(Ver::V1).get(|k, s, q| list(Ver::V1, k, s, q)))
+        .route("/v1/api/geofence", common(Ver::V1).get(list_by_metadata))
+        .merge(route(Router::new(), "/v3/api/geofence/", common(Ver::V3).get(|k, s, q| list(Ver::V3, k, s, q))))
         .merge(route(Router::new(), "/v1/api/event/", get(list_events)))
 }
 
 async fn create(
+    ver: Ver,
     SecretKey(p): SecretKey,
     State(s): State<AppState>,
     ApiJson(body): ApiJson<CreateGeofence>,
 ) -> Result<Envelope<Value>, ApiError> {
     let g = geofences::create(s.store.as_ref(), &p, body).await?;
-    let data = if g.scoped { geofences::scoped_created_json(&g) } else { geofence_json(&g, "id") };
+    let data = if g.scoped { geofences::scoped_created_json(&g) } else { geofence_json(&g, ver.id_key()) };
     Ok(Envelope::created("Geofence created", data))
 }
 
@@ -66,13 +79,14 @@ fn id_text(v: &Value) -> Result<String, ApiError> {
 }
 
 async fn update(
+    ver: Ver,
     SecretKey(p): SecretKey,
     State(s): State<AppState>,
     ApiJson(body): ApiJson<UpdateGeofence>,
 ) -> Result<Envelope<Value>, ApiError> {
     let id = id_text(&body.geofence_id)?;
     let g = geofences::update(s.store.as_ref(), &p, &id, body).await?;
-    Ok(Envelope::ok("Geofence updated", geofence_json(&g, "id")))
+    Ok(Envelope::ok("Geofence updated", geofence_json(&g, ver.id_key())))
 }
 
 /// Delete one (`geofence_id` in the query, or a string in the body) or many (an array of up to
@@ -130,9 +144,10 @@ async fn render(
     store: &dyn shared::store::Store,
     p: &shared::auth::Project,
     g: &geofences::Geofence,
+    ver: Ver,
     count: bool,
 ) -> Result<Value, ApiError> {
-    let mut v = geofence_json(g, "id");
+    let mut v = geofence_json(g, ver.id_key());
     if count {
         v["counts"] = events::counts(store, p, &g.id).await?;
     }
@@ -154,7 +169,10 @@ async fn list(
     if let Some(id) = q.opt("geofence_id") {
         let g = geofences::get(store, &p, id).await?;
         let info = shared::paging::PageInfo::new(shared::paging::PageNumber(1), 1);
-        return Ok(Envelope::ok("Geofence found", envelope_list(&p, info, vec![render(store, &p, &g, count).await?])));
+        return Ok(Envelope::ok(
+            "Geofence found",
+            envelope_list(&p, info, vec![render(store, &p, &g, ver, count).await?]),
+        ));
     }
     let filter = ListFilter {
         range: if ver == Ver::V3 { q.date_range(None)? } else { None },
@@ -169,7 +187,7 @@ async fn list(
     let (list, info) = geofences::list(store, &p, &filter, q.page_number()?).await?;
     let mut out = Vec::with_capacity(list.len());
     for g in &list {
-        out.push(render(store, &p, g, count).await?);
+        out.push(render(store, &p, g, ver, count).await?);
     }
     Ok(Envelope::ok("Geofences listed", envelope_list(&p, info, out)))
 }

@@ -134,11 +134,13 @@ pub enum Enabled {
     Window(Vec<Value>),
 }
 
-/// The create body, both forms.
+/// The create body, both forms. `geometry_type` may be left out, as Roam's own examples do: a
+/// `[lng, lat]` position is a circle, an array of positions (or of rings) a polygon.
 #[derive(Debug, Deserialize)]
 pub struct CreateGeofence {
     pub coordinates: Value,
-    pub geometry_type: String,
+    #[serde(default)]
+    pub geometry_type: Option<String>,
     #[serde(default)]
     pub geometry_radius: Option<Value>,
     #[serde(default)]
@@ -167,12 +169,32 @@ pub fn check_color(c: &Option<String>) -> Result<(), ApiError> {
     }
 }
 
-/// A radius: an integer from 50 to 1000 meters.
+/// A radius from 50 to 1000 meters: a JSON number, integer or not (`130.0` as Roam's clients
+/// send it), kept to the nearest whole meter.
 pub fn parse_radius(v: Option<&Value>) -> Result<u32, ApiError> {
     let v = v.ok_or_else(|| ApiError::field("geometry_radius", "is required for a circle (50 to 1000 meters)"))?;
-    v.as_i64().filter(|r| RADIUS_M.contains(r)).map(|r| r as u32).ok_or_else(|| {
-        ApiError::field("geometry_radius", format!("{v} is not a whole number from 50 to 1000 (meters)"))
-    })
+    v.as_f64()
+        .filter(|r| r.is_finite())
+        .map(f64::round)
+        .filter(|r| (*RADIUS_M.start() as f64..=*RADIUS_M.end() as f64).contains(r))
+        .map(|r| r as u32)
+        .ok_or_else(|| ApiError::field("geometry_radius", format!("{v} is not a number from 50 to 1000 (meters)")))
+}
+
+/// The geometry of a create: `geometry_type` when given, else inferred from `coordinates` (a
+/// position is a circle's center; an array of positions, or of rings, is a polygon).
+pub fn infer_geometry(given: Option<&str>, coordinates: &Value) -> Result<GeometryType, ApiError> {
+    if let Some(t) = given.map(str::trim).filter(|t| !t.is_empty()) {
+        return GeometryType::parse("geometry_type", t);
+    }
+    match coordinates.as_array().and_then(|a| a.first()) {
+        Some(Value::Number(_)) => Ok(GeometryType::Circle),
+        Some(Value::Array(_)) => Ok(GeometryType::Polygon),
+        _ => Err(ApiError::field(
+            "coordinates",
+            "is [longitude, latitude] for a circle or an array of [longitude, latitude] positions for a polygon",
+        )),
+    }
 }
 
 /// Parse a polygon ring: `[[lng, lat], ...]` (or GeoJSON's `[[[lng, lat], ...]]`), closed if
@@ -280,7 +302,7 @@ fn write_ops(g: &Geofence, cond: Cond) -> Result<Vec<WriteOp>, ApiError> {
 }
 
 pub async fn create(store: &dyn Store, p: &Project, input: CreateGeofence) -> Result<Geofence, ApiError> {
-    let kind = GeometryType::parse("geometry_type", &input.geometry_type)?;
+    let kind = infer_geometry(input.geometry_type.as_deref(), &input.coordinates)?;
     check_color(&input.color_code)?;
     check_text("tag", &input.tag)?;
     check_text("description", &input.description)?;

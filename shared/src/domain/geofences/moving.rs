@@ -66,7 +66,9 @@ fn user_cell_pk(pid: &str, cell: &str) -> String {
 #[derive(Debug, Deserialize)]
 pub struct CreateMoving {
     pub users: Vec<String>,
-    pub geometry_type: String,
+    /// Only `circle`; may be left out.
+    #[serde(default)]
+    pub geometry_type: Option<String>,
     pub geometry_radius: Option<Value>,
     #[serde(default)]
     pub only_once: bool,
@@ -83,7 +85,9 @@ pub struct CreateMoving {
 }
 
 pub async fn create(store: &dyn Store, p: &Project, input: CreateMoving) -> Result<MovingGeofence, ApiError> {
-    if GeometryType::parse("geometry_type", &input.geometry_type)? != GeometryType::Circle {
+    if let Some(t) = input.geometry_type.as_deref().filter(|t| !t.trim().is_empty())
+        && GeometryType::parse("geometry_type", t)? != GeometryType::Circle
+    {
         return Err(ApiError::field("geometry_type", "a moving geofence is a circle"));
     }
     let radius_m = parse_radius(input.geometry_radius.as_ref())?;
