@@ -102,7 +102,8 @@ impl FromRequestParts<AppState> for SdkKey {
     }
 }
 
-/// `Authorization: Bearer <access token>`: the v2 trip API.
+/// `Authorization: Bearer <access token>`: the v2 trip API. The secret API key is taken too, as
+/// Roam's v2 documents `Bearer <API-KEY>`.
 #[derive(Debug, Clone)]
 pub struct Bearer(pub Project);
 
@@ -117,8 +118,8 @@ impl FromRequestParts<AppState> for Bearer {
             .map(|(_, t)| t.trim())
             .ok_or_else(|| ApiError::unauthorized("Authorization: must be 'Bearer <access token>'"))?;
         match resolve(state, token).await? {
-            Some(p) if p.kind == KeyKind::Access => Ok(Self(p)),
-            _ => Err(ApiError::unauthorized("Authorization: not a valid access token").into()),
+            Some(p) if matches!(p.kind, KeyKind::Access | KeyKind::Secret) => Ok(Self(p)),
+            _ => Err(ApiError::unauthorized("Authorization: not a valid access token or secret API key").into()),
         }
     }
 }

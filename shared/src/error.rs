@@ -43,10 +43,24 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
     }
 
-    /// The v2 `message`: a snake_case reason derived from the status.
+    /// Roam's error object: `[{field, message}]` for the field the message names (`field: reason`),
+    /// empty when it names none.
+    pub fn field_errors(&self) -> serde_json::Value {
+        let named = self
+            .msg
+            .split_once(": ")
+            .filter(|(f, _)| !f.is_empty() && f.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.[]-".contains(&b)));
+        match named {
+            Some((field, reason)) => json!([{"field": field, "message": reason}]),
+            None => json!([]),
+        }
+    }
+
+    /// The v2 `message`: a snake_case reason derived from the status (400 is Roam's
+    /// `invalid_request_error`).
     pub fn v2_message(&self) -> &'static str {
         match self.status {
-            StatusCode::BAD_REQUEST => "bad_request",
+            StatusCode::BAD_REQUEST => "invalid_request_error",
             StatusCode::UNAUTHORIZED => "unauthorized",
             StatusCode::FORBIDDEN => "forbidden",
             StatusCode::NOT_FOUND => "not_found",
@@ -79,15 +93,18 @@ impl From<StoreError> for ApiError {
     }
 }
 
-/// v1/v3 error envelope: `{status: false, msg, code, data: null}` with that HTTP status.
+/// v1/v3 error envelope: `{status: false, msg, code, data: null, errors: [{field, message}]}` with
+/// that HTTP status.
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"status": false, "msg": self.msg, "code": self.status.as_u16(), "data": null});
+        let errors = self.field_errors();
+        let body =
+            json!({"status": false, "msg": self.msg, "code": self.status.as_u16(), "data": null, "errors": errors});
         (self.status, axum::Json(body)).into_response()
     }
 }
 
-/// v2 error envelope: `{code, message, description}`.
+/// v2 error envelope, Roam's error object: `{code, message, description, errors: [{field, message}]}`.
 #[derive(Debug)]
 pub struct V2Error(pub ApiError);
 
@@ -105,7 +122,7 @@ impl From<StoreError> for V2Error {
 impl IntoResponse for V2Error {
     fn into_response(self) -> Response {
         let e = self.0;
-        let body = json!({"code": e.status.as_u16(), "message": e.v2_message(), "description": e.msg});
+        let body = json!({"code": e.status.as_u16(), "message": e.v2_message(), "description": e.msg, "errors": e.field_errors()});
         (e.status, axum::Json(body)).into_response()
     }
 }

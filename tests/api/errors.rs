@@ -120,5 +120,5 @@ both!(input_dynamodb_cannot_store_is_refused_or_normalised_on_both_backends, |ap
     // A path segment that is not UTF-8 answers in the v2 envelope.
     let (s, r) = app.call("GET", "/v2/trips/%FF", crate::helpers::Key::Bearer, None).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{r}");
-    assert_eq!(r["message"], "bad_request");
+    assert_eq!(r["message"], "invalid_request_error");
 });

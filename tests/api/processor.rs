@@ -170,7 +170,7 @@ both!(a_v2_trip_near_the_item_limit_takes_every_event, |app| async move {
     let id = res["trip"]["id"].as_str().unwrap().to_owned();
     let (status, res) =
         app.call("POST", &format!("/v2/trips/{id}/controls"), Key::Bearer, Some(&json!({"action": "start"}))).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     // Drive past every stop at 50 m/s (after the start, within the clock tolerance).
     let now = Utc::now() + Duration::seconds(1);
     let fixes: Vec<Value> = (0..=150)

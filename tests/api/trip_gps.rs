@@ -399,7 +399,7 @@ both!(an_outlier_fires_no_stop_departure_and_a_fix_before_the_start_reaches_noth
     send(&app, &user, vec![fix(-30, stop, 5.0)]).await;
     let start = json!({"action": "start", "started_at": ts(t)});
     let (status, res) = app.call("POST", &format!("/v2/trips/{id}/controls"), Key::Bearer, Some(&start)).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     let (_, got) = app.call("GET", &format!("/v2/trips/{id}"), Key::Bearer, None).await;
     assert!(got["trip"]["stops"][0]["arrived_at"].is_null(), "a fix from before the start: {got}");
 

@@ -175,7 +175,7 @@ both!(v2_stops_get_arrival_and_departure_from_locations, |app| async move {
     let ctl = |action: &str, field: &str, at: DateTime<Utc>| json!({"action": action, field: ts(at)});
     let (status, res) =
         app.call("POST", &format!("/v2/trips/{id}/controls"), Key::Bearer, Some(&ctl("start", "started_at", t0))).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     ingest(&app, &user, &tr.fixes).await;
     let (_, res) =
         app.call("POST", &format!("/v2/trips/{id}/controls"), Key::Bearer, Some(&ctl("end", "ended_at", tr.now))).await;

@@ -83,10 +83,10 @@ fn assert_v2_error(status: StatusCode, body: &Value, expected: StatusCode, needl
     let o = body.as_object().unwrap_or_else(|| panic!("not an object: {body}"));
     let mut keys: Vec<&str> = o.keys().map(String::as_str).collect();
     keys.sort();
-    assert_eq!(keys, ["code", "description", "message"], "{body}");
+    assert_eq!(keys, ["code", "description", "errors", "message"], "{body}");
     assert_eq!(body["code"], expected.as_u16(), "{body}");
     let message = match expected {
-        StatusCode::BAD_REQUEST => "bad_request",
+        StatusCode::BAD_REQUEST => "invalid_request_error",
         StatusCode::UNAUTHORIZED => "unauthorized",
         StatusCode::NOT_FOUND => "not_found",
         StatusCode::CONFLICT => "conflict",
@@ -248,10 +248,19 @@ both!(v2_create_rejects_bad_input_in_the_v2_envelope, |app| async move {
     assert_eq!(list_v2(&app, "").await, (vec![], false));
 });
 
-both!(v2_requires_a_bearer_access_token, |app| async move {
+both!(v2_requires_a_bearer_access_token_or_secret_key, |app| async move {
     let t = create_v2(&app, json!({})).await;
     let id = t["id"].as_str().unwrap();
+    // Roam documents `Bearer <API-KEY>`: the secret key is taken as the access token is.
     let secret = format!("Bearer {}", app.project.api_key);
+    let (status, res) =
+        with_headers(&app, "GET", &format!("/v2/trips/{id}"), &[("Authorization", &secret)], None).await;
+    assert_eq!((status, res["trip"]["id"].clone()), (StatusCode::OK, json!(id)), "{res}");
+    let other = app.other_project().await;
+    let foreign = format!("Bearer {}", other.api_key);
+    let (status, res) =
+        with_headers(&app, "GET", &format!("/v2/trips/{id}"), &[("Authorization", &foreign)], None).await;
+    assert_v2_error(status, &res, StatusCode::NOT_FOUND, id);
     let publishable = format!("Bearer {}", app.project.publishable_key);
     let basic = format!("Basic {}", app.project.access_token);
     let attempts: Vec<Vec<(&str, &str)>> = vec![
@@ -259,7 +268,6 @@ both!(v2_requires_a_bearer_access_token, |app| async move {
         vec![("Authorization", "Bearer nope")],
         vec![("Authorization", "Bearer")],
         vec![("Authorization", &basic)],
-        vec![("Authorization", &secret)],
         vec![("Authorization", &publishable)],
         vec![("Api-Key", &app.project.api_key)],
     ];
@@ -294,7 +302,8 @@ both!(v2_get_and_delete, |app| async move {
     let id = t["id"].as_str().unwrap();
     let (status, res) = v2(&app, "GET", &format!("/v2/trips/{id}/"), None).await;
     assert_eq!(status, StatusCode::OK, "a trailing slash may be present: {res}");
-    assert_eq!(res["message"], "trip_found");
+    assert_eq!(res["message"], "trip_object");
+    assert_eq!(res["trips"], res["trip"], "Roam's name for the object, beside ours");
     assert_eq!(res["trip"]["id"], id);
     assert_eq!(res["trip"]["user"]["id"], user.as_str());
     for missing in [UNKNOWN_ID, "nope"] {
@@ -335,7 +344,7 @@ both!(v2_list_pages_with_cursors_newest_first, |app| async move {
     let newest_first: Vec<String> = t.iter().rev().cloned().collect();
     let (status, res) = v2(&app, "GET", "/v2/trips", None).await;
     assert_eq!(status, StatusCode::OK, "{res}");
-    assert_eq!(res["message"], "trips_found");
+    assert_eq!(res["message"], "trip_list_success");
     assert!(res["description"].is_string());
     for trip in res["trips"].as_array().unwrap() {
         for f in TRIP_FIELDS {
@@ -373,7 +382,7 @@ both!(v2_list_filters_and_limit_bounds, |app| async move {
     let t2 = create_v2(&app, json!({"user_id": b})).await["id"].as_str().unwrap().to_owned();
     let t3 = create_v2(&app, json!({"user_id": a})).await["id"].as_str().unwrap().to_owned();
     let (status, res) = control_v2(&app, &t3, json!({"action": "start"})).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     // v1/v3 trips are not v2 trips.
     create(&app, "v1", json!({"user_id": a})).await;
 
@@ -447,7 +456,7 @@ both!(v2_update_only_before_start, |app| async move {
     assert_v2_error(status, &res, StatusCode::BAD_REQUEST, "stops[0].geometry");
 
     let (status, res) = control_v2(&app, id, json!({"action": "start"})).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(status, StatusCode::CREATED, "{res}");
     let (status, res) = v2(&app, "PUT", &format!("/v2/trips/{id}"), Some(&json!({"name": "late"}))).await;
     assert_v2_error(status, &res, StatusCode::CONFLICT, "started");
     let got = read_v2(&app, id).await;
@@ -479,9 +488,10 @@ both!(v2_controls_walk_the_states_and_set_totals, |app| async move {
         [("start", "started_at", 10), ("pause", "paused_at", 8), ("resume", "resumed_at", 5)]
     {
         let (status, res) = control_v2(&app, id, json!({"action": action, field: at(minutes)})).await;
-        assert_eq!(status, StatusCode::OK, "{action}: {res}");
-        assert_eq!(res["code"], 200);
-        assert_eq!(res["message"], "trip_updated");
+        assert_eq!(status, StatusCode::CREATED, "{action}: {res}");
+        assert_eq!(res["code"], 201);
+        let past = if action == "start" { "started".to_owned() } else { format!("{action}d") };
+        assert_eq!(res["message"], format!("trip_{past}"));
         states.push(res["trip"]["trip_state"].as_str().unwrap().to_owned());
     }
     let (status, res) = control_v2(&app, id, json!({"action": "resume"})).await;
@@ -506,7 +516,7 @@ both!(v2_controls_walk_the_states_and_set_totals, |app| async move {
     assert!(got["stops"][0]["departed_at"].is_null());
 
     let (status, res) = control_v2(&app, id, json!({"action": "end", "ended_at": at(1)})).await;
-    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!((status, res["message"].clone()), (StatusCode::CREATED, json!("trip_ended")), "{res}");
     let e = &res["trip"];
     states.push(e["trip_state"].as_str().unwrap().to_owned());
     assert_eq!(states, ["created", "started", "paused", "resumed", "ended"]);
@@ -591,8 +601,8 @@ both!(v2_concurrent_starts_let_exactly_one_win, |app| async move {
     let t = create_v2(&app, json!({"user_id": user})).await;
     let id = t["id"].as_str().unwrap();
     let results = join_all((0..8).map(|_| control_v2(&app, id, json!({"action": "start"})))).await;
-    assert_eq!(results.iter().filter(|(s, _)| *s == StatusCode::OK).count(), 1, "{results:?}");
-    for (status, res) in results.iter().filter(|(s, _)| *s != StatusCode::OK) {
+    assert_eq!(results.iter().filter(|(s, _)| *s == StatusCode::CREATED).count(), 1, "{results:?}");
+    for (status, res) in results.iter().filter(|(s, _)| *s != StatusCode::CREATED) {
         assert_v2_error(*status, res, StatusCode::CONFLICT, "started");
     }
     let got = read_v2(&app, id).await;

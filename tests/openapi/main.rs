@@ -115,8 +115,8 @@ fn is_v2(path: &str) -> bool {
     path.starts_with("/v2/")
 }
 
-/// The error envelope of the path's generation: v1/v3 `{status: false, msg, code, data: null}`,
-/// v2 `{code, message, description}`; `code` is the HTTP status.
+/// The error envelope of the path's generation: v1/v3 `{status: false, msg, code, data: null,
+/// errors}`, v2 `{code, message, description, errors}`; `code` is the HTTP status.
 fn assert_error_envelope(path: &str, what: &str, status: StatusCode, body: Option<&Value>) {
     let body = body.unwrap_or_else(|| panic!("{what}: body is not JSON"));
     assert_eq!(body["code"], Value::from(status.as_u16()), "{what}: {body}");
@@ -124,12 +124,14 @@ fn assert_error_envelope(path: &str, what: &str, status: StatusCode, body: Optio
         let message = body["message"].as_str().unwrap_or("");
         assert!(!message.is_empty() && message.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'), "{what}: {body}");
         assert!(body["description"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {body}");
-        assert_eq!(body.as_object().map(|o| o.len()), Some(3), "{what}: {body}");
+        assert!(body["errors"].is_array(), "{what}: {body}");
+        assert_eq!(body.as_object().map(|o| o.len()), Some(4), "{what}: {body}");
     } else {
         assert_eq!(body["status"], Value::Bool(false), "{what}: {body}");
         assert!(body["data"].is_null(), "{what}: {body}");
         assert!(body["msg"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {body}");
-        assert_eq!(body.as_object().map(|o| o.len()), Some(4), "{what}: {body}");
+        assert!(body["errors"].is_array(), "{what}: {body}");
+        assert_eq!(body.as_object().map(|o| o.len()), Some(5), "{what}: {body}");
     }
 }
 

@@ -130,7 +130,12 @@ async fn create(
 
 async fn read(Bearer(p): Bearer, State(s): State<AppState>, TripId(id): TripId) -> Result<V2Envelope, V2Error> {
     let trip = trips::get(s.store.as_ref(), &p, Api::V2, &id).await?;
-    Ok(V2Envelope::new(200, "trip_found", "Trip found").with("trip", render(&s, &p, &trip).await?))
+    let t = render(&s, &p, &trip).await?;
+    // Roam names the object `trips` here (with `has_more`); `trip` as everywhere else is kept.
+    Ok(V2Envelope::new(200, "trip_object", "The trip of the requested id")
+        .with("trip", t.clone())
+        .with("trips", t)
+        .with("has_more", json!(false)))
 }
 
 /// `limit`: page size, 1 to 100, default 10.
@@ -154,7 +159,7 @@ async fn list(Bearer(p): Bearer, State(s): State<AppState>, V2Params(q): V2Param
     for t in &list {
         rendered.push(render(&s, &p, t).await?);
     }
-    Ok(V2Envelope::new(200, "trips_found", format!("{} trip(s)", rendered.len()))
+    Ok(V2Envelope::new(200, "trip_list_success", format!("{} trip(s) for the filters given", rendered.len()))
         .with("trips", json!(rendered))
         .with("has_more", json!(has_more)))
 }
@@ -206,6 +211,13 @@ async fn controls(
     let action = Action::parse(&b.action)?;
     let at = action.pick([b.started_at, b.paused_at, b.resumed_at, b.ended_at]);
     let trip = trips::control(s.store.as_ref(), &p, Api::V2, &id, action, at).await?;
-    Ok(V2Envelope::new(200, "trip_updated", format!("Trip {}", trip.state.as_str()))
+    // As Roam answers each move: 201 with the move's own message.
+    let message = match action {
+        Action::Start => "trip_started",
+        Action::Pause => "trip_paused",
+        Action::Resume => "trip_resumed",
+        Action::End => "trip_ended",
+    };
+    Ok(V2Envelope::new(201, message, format!("Trip {}", trip.state.as_str()))
         .with("trip", render(&s, &p, &trip).await?))
 }
