@@ -1,4 +1,5 @@
-//! Insights (v3, on demand): `/v3/api/insights/home/`, `/work/`, `/poi/` for one user.
+//! Insights (on demand): `/v{1,3}/api/insights/home/`, `/work/`, `/poi/` for one user (Roam
+//! documents both versions).
 
 use axum::Router;
 use axum::extract::State;
@@ -11,13 +12,23 @@ use shared::http::route;
 use shared::{ApiError, AppState, Envelope, Params};
 
 /// Every operation this function serves: (HTTP method, path with its trailing slash).
-pub const ROUTES: &[(&str, &str)] =
-    &[("GET", "/v3/api/insights/home/"), ("GET", "/v3/api/insights/work/"), ("GET", "/v3/api/insights/poi/")];
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/v1/api/insights/home/"),
+    ("GET", "/v1/api/insights/work/"),
+    ("GET", "/v1/api/insights/poi/"),
+    ("GET", "/v3/api/insights/home/"),
+    ("GET", "/v3/api/insights/work/"),
+    ("GET", "/v3/api/insights/poi/"),
+];
 
 pub fn router() -> Router<AppState> {
-    let r = route(Router::new(), "/v3/api/insights/home/", get(|k, s, q| answer(Kind::Home, "home", k, s, q)));
-    let r = route(r, "/v3/api/insights/work/", get(|k, s, q| answer(Kind::Work, "work", k, s, q)));
-    route(r, "/v3/api/insights/poi/", get(|k, s, q| answer(Kind::Poi, "insights", k, s, q)))
+    let mut r = Router::new();
+    for v in ["v1", "v3"] {
+        r = route(r, &format!("/{v}/api/insights/home/"), get(|k, s, q| answer(Kind::Home, "home", k, s, q)));
+        r = route(r, &format!("/{v}/api/insights/work/"), get(|k, s, q| answer(Kind::Work, "work", k, s, q)));
+        r = route(r, &format!("/{v}/api/insights/poi/"), get(|k, s, q| answer(Kind::Poi, "insights", k, s, q)));
+    }
+    r
 }
 
 async fn answer(

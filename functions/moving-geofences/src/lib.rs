@@ -1,4 +1,5 @@
-//! Moving geofences (v3): `/v3/api/moving-geofence/` create, update, list, delete.
+//! Moving geofences: `/v3/api/moving-geofence/` create, update, list, delete, and the same at
+//! `/v1/api/moving-geofence/` (Roam documents both).
 
 use axum::Router;
 use axum::extract::State;
@@ -12,6 +13,10 @@ use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
 /// Every operation this function serves: (HTTP method, path with its trailing slash).
 pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/v1/api/moving-geofence/"),
+    ("PUT", "/v1/api/moving-geofence/"),
+    ("GET", "/v1/api/moving-geofence/"),
+    ("DELETE", "/v1/api/moving-geofence/"),
     ("POST", "/v3/api/moving-geofence/"),
     ("PUT", "/v3/api/moving-geofence/"),
     ("GET", "/v3/api/moving-geofence/"),
@@ -19,7 +24,8 @@ pub const ROUTES: &[(&str, &str)] = &[
 ];
 
 pub fn router() -> Router<AppState> {
-    route(Router::new(), "/v3/api/moving-geofence/", post(create).put(update).get(list).delete(delete))
+    let ops = || post(create).put(update).get(list).delete(delete);
+    route(route(Router::new(), "/v1/api/moving-geofence/", ops()), "/v3/api/moving-geofence/", ops())
 }
 
 async fn create(

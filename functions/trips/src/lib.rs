@@ -1,4 +1,4 @@
-//! Trips, v1 and v3: `/v{1,3}/api/trips/` (create, list/get, update; delete in v3), `summary/`,
+//! Trips, v1 and v3: `/v{1,3}/api/trips/` (create, list/get, update, delete), `summary/`,
 //! and Waymark's lifecycle operations `controls/` and `quick/`.
 
 use axum::Router;
@@ -19,6 +19,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/api/trips/"),
     ("GET", "/v1/api/trips/"),
     ("PUT", "/v1/api/trips/"),
+    ("DELETE", "/v1/api/trips/"),
     ("GET", "/v1/api/trips/summary/"),
     ("POST", "/v1/api/trips/controls/"),
     ("POST", "/v1/api/trips/quick/"),
@@ -40,11 +41,7 @@ enum Ver {
 pub fn router() -> Router<AppState> {
     let mut r = Router::new();
     for (ver, base) in [(Ver::V1, "/v1/api/trips/"), (Ver::V3, "/v3/api/trips/")] {
-        let mut main = post(create).put(update).get(move |k, s, q| list(ver, k, s, q));
-        if ver == Ver::V3 {
-            main = main.delete(delete);
-        }
-        r = route(r, base, main);
+        r = route(r, base, post(create).put(update).get(move |k, s, q| list(ver, k, s, q)).delete(delete));
         r = route(r, &format!("{base}summary/"), get(move |k, s, q| summary(ver, k, s, q)));
         r = route(r, &format!("{base}controls/"), post(controls));
         r = route(r, &format!("{base}quick/"), post(quick));
