@@ -131,14 +131,18 @@ both!(location_and_radius_are_validated, |app| async move {
     }
     let (status, res) = app.get("/v1/api/search/geofences/?radius=100").await;
     assert_error(status, &res, StatusCode::BAD_REQUEST, "location");
-    for bad in ["0", "-5", "5000.5", "5001", "abc", "inf", "NaN"] {
+    for bad in ["0", "-5", "10000.5", "10001", "abc", "inf", "NaN"] {
         let (status, res) = app.get(&format!("/v1/api/search/geofences/?location={loc}&radius={bad}")).await;
         assert_error(status, &res, StatusCode::BAD_REQUEST, "radius");
     }
-    let (status, res) = app.get(&format!("/v1/api/search/geofences/?location={loc}")).await;
-    assert_error(status, &res, StatusCode::BAD_REQUEST, "radius");
-    // Up to 5000 m, fractions allowed.
-    for ok in ["5000", "0.5", "1e3", "250.25"] {
+    // Without a radius: 1000 m, as Roam's nearby search defaults (a fence 1.5 km off is left out).
+    fence(&app, circle(crate::trace::offset(HOME.0, HOME.1, 1500.0, 0.0), 100)).await;
+    let res = search(&app, &format!("/v1/api/search/geofences/?location={loc}")).await;
+    assert_eq!(ids_of(&res, "id").len(), 1, "{res}");
+    // Up to 10,000 m (Roam's own example searches 10,000), fractions allowed.
+    let res = search(&app, &format!("/v1/api/search/geofences/?location={loc}&radius=10000")).await;
+    assert_eq!(ids_of(&res, "id").len(), 2, "{res}");
+    for ok in ["0.5", "1e3", "250.25"] {
         let res = search(&app, &format!("/v1/api/search/geofences/?location={loc}&radius={ok}")).await;
         assert_eq!(ids_of(&res, "id").len(), 1, "{ok}");
     }

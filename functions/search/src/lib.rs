@@ -1,12 +1,13 @@
 //! Nearby geofence search: `GET /v1/api/search/geofences/?location=<lat>,<lng>&radius=<m>`
-//! (or `user_id=` for the user's latest location), nearest first, `page_limit` per page.
+//! (or `user_id=` for the user's latest location; `radius` 1000 m when left out, at most
+//! 10,000), nearest first, `page_limit` per page.
 
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
 use serde_json::{Value, json};
 use shared::auth::SecretKey;
-use shared::domain::geofences::{self, MAX_SEARCH_RADIUS_M, geofence_json};
+use shared::domain::geofences::{self, DEFAULT_SEARCH_RADIUS_M, MAX_SEARCH_RADIUS_M, geofence_json};
 use shared::domain::users;
 use shared::geometry::LngLat;
 use shared::http::route;
@@ -33,12 +34,14 @@ fn parse_location(s: &str) -> Result<LngLat, ApiError> {
 
 async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
     let store = s.store.as_ref();
-    let radius: f64 = q
-        .required("radius")?
-        .parse()
-        .ok()
-        .filter(|r: &f64| r.is_finite() && *r > 0.0)
-        .ok_or_else(|| ApiError::field("radius", "must be a positive number of meters"))?;
+    let radius: f64 = match q.opt("radius") {
+        None => DEFAULT_SEARCH_RADIUS_M,
+        Some(r) => r
+            .parse()
+            .ok()
+            .filter(|r: &f64| r.is_finite() && *r > 0.0)
+            .ok_or_else(|| ApiError::field("radius", "must be a positive number of meters"))?,
+    };
     if radius > MAX_SEARCH_RADIUS_M {
         return Err(ApiError::field("radius", format!("at most {MAX_SEARCH_RADIUS_M} meters")));
     }

@@ -120,9 +120,9 @@ impl Shape {
     }
 }
 
-/// Most cells of a bounding box examined: a 5 km search circle near latitude 85 spans ~1,700;
+/// Most cells of a bounding box examined: a 10 km search circle near latitude 85 spans ~6,800;
 /// anything larger is refused before any work (a continent-sized polygon would take hours).
-pub const MAX_BBOX_CELLS: i64 = 2_500;
+pub const MAX_BBOX_CELLS: i64 = 8_000;
 
 /// Cells of PRECISION whose rectangles meet `bbox` and pass `keep`.
 fn cells_in(field: &str, bbox: &Rect<f64>, keep: impl Fn(&Rect<f64>) -> bool) -> Result<Vec<String>, ApiError> {
