@@ -65,21 +65,40 @@ pub struct DateRange {
 impl DateRange {
     /// Rules of interface.md: `end_date` needs `start_date` and must be after it; `start_date`
     /// alone is that one day. `end_date` is inclusive: the range runs to the end of that day. Days
-    /// are taken in `tz` when given, else UTC.
+    /// are taken in `tz` when given, else UTC. Either may also be a date-time, as Roam takes
+    /// (`2024-03-01T08:30:00`, zone-less in `tz` or UTC, or with its own offset): the range then
+    /// starts, or ends (inclusive, to the millisecond), at that instant; a date-time
+    /// `start_date` alone runs to the end of its day.
     pub fn parse(start: Option<&str>, end: Option<&str>, tz: Option<Tz>) -> Result<Option<Self>, ApiError> {
-        let start = start.map(|s| parse_date("start_date", s)).transpose()?;
-        let end = end.map(|s| parse_date("end_date", s)).transpose()?;
-        let (start, last_day) = match (start, end) {
+        let start = start.map(|s| Bound::parse("start_date", s, tz)).transpose()?;
+        let end = end.map(|s| Bound::parse("end_date", s, tz)).transpose()?;
+        let day_after = |d: NaiveDate| {
+            d.succ_opt().map(|n| local_midnight(n, tz)).ok_or_else(|| ApiError::field("end_date", "is out of range"))
+        };
+        let (from, until) = match (start, end) {
             (None, None) => return Ok(None),
             (None, Some(_)) => return Err(ApiError::field("end_date", "requires start_date")),
-            (Some(s), None) => (s, s),
-            (Some(s), Some(e)) if e <= s => {
+            (Some(Bound::Day(s)), None) => (local_midnight(s, tz), day_after(s)?),
+            (Some(Bound::At(t)), None) => (t, day_after(local_date(t, tz))?),
+            (Some(Bound::Day(s)), Some(Bound::Day(e))) if e <= s => {
                 return Err(ApiError::field("end_date", "must be after start_date"));
             }
-            (Some(s), Some(e)) => (s, e),
+            (Some(s), Some(e)) => {
+                let from = match s {
+                    Bound::Day(d) => local_midnight(d, tz),
+                    Bound::At(t) => t,
+                };
+                let until = match e {
+                    Bound::Day(d) => day_after(d)?,
+                    Bound::At(t) => t + Duration::milliseconds(1),
+                };
+                if until <= from {
+                    return Err(ApiError::field("end_date", "must be after start_date"));
+                }
+                (from, until)
+            }
         };
-        let next = last_day.succ_opt().ok_or_else(|| ApiError::field("end_date", "is out of range"))?;
-        Ok(Some(Self { start: local_midnight(start, tz), end: local_midnight(next, tz) }))
+        Ok(Some(Self { start: from, end: until }))
     }
 
     /// `[since, until)` from two timestamps given in the named fields.
@@ -94,6 +113,49 @@ impl DateRange {
 
     pub fn contains(&self, t: DateTime<Utc>) -> bool {
         self.start <= t && t < self.end
+    }
+}
+
+/// A `start_date` / `end_date`: a day, or an instant.
+#[derive(Debug, Clone, Copy)]
+enum Bound {
+    Day(NaiveDate),
+    At(DateTime<Utc>),
+}
+
+impl Bound {
+    fn parse(field: &str, s: &str, tz: Option<Tz>) -> Result<Self, ApiError> {
+        let t = s.trim();
+        if t.len() <= 10 {
+            return parse_date(field, t).map(Bound::Day);
+        }
+        let at = match (DateTime::parse_from_rfc3339(t), tz) {
+            (Ok(z), _) => z.with_timezone(&Utc),
+            (Err(_), Some(tz)) => {
+                let naive = ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M"]
+                    .iter()
+                    .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
+                    .ok_or_else(|| not_a_date(field, s))?;
+                tz.from_local_datetime(&naive).earliest().ok_or_else(|| not_a_date(field, s))?.with_timezone(&Utc)
+            }
+            (Err(_), None) => parse_ts(field, t).map_err(|_| not_a_date(field, s))?,
+        };
+        if at.timestamp() < 0 {
+            return Err(not_a_date(field, s));
+        }
+        Ok(Bound::At(truncate_ms(at)))
+    }
+}
+
+fn not_a_date(field: &str, s: &str) -> ApiError {
+    ApiError::field(field, format!("'{s}' is not a date YYYY-MM-DD or a date-time YYYY-MM-DDThh:mm:ss from 1970 on"))
+}
+
+/// The local date of an instant in `tz` (UTC when None).
+fn local_date(t: DateTime<Utc>, tz: Option<Tz>) -> NaiveDate {
+    match tz {
+        Some(tz) => t.with_timezone(&tz).date_naive(),
+        None => t.date_naive(),
     }
 }
 

@@ -197,3 +197,64 @@ both!(a_full_batch_of_a_thousand_is_stored, |app| async move {
     assert_eq!(res["data"]["pages"], 100);
     assert_eq!(recorded(&res).last().unwrap(), "2024-07-01T00:16:39.000");
 });
+
+both!(roam_sdk_fields_round_trip, |app| async move {
+    // What current Roam SDKs send with each fix (docs.roam.ai "Location Updates").
+    let u = app.create_user(json!({})).await;
+    let fix = json!({"coordinates": [77.6168, 12.9001], "recorded_at": "2024-05-01T10:00:00.000", "speed": 5,
+        "altitude": 892.75, "course": -1, "horizontal_accuracy": 17.07, "vertical_accuracy": 20.6, "activity": "MOVING",
+        "app_context": "F", "tracking_mode": "active", "tz_offset": "+0530", "battery_status": "unplugged",
+        "battery_remaining": 51, "battery_saver": false, "network_status": true, "location_permission": true,
+        "device_manufacturer": "Google", "device_model": "Pixel 8", "os_version": "14", "gps_status": true});
+    ingest(&app, &u, vec![fix.clone()]).await;
+    let (_, res) = app.get(&format!("/v1/api/location/?user_id={u}")).await;
+    let l = &res["data"]["locations"][0];
+    for (k, v) in fix.as_object().unwrap() {
+        if k == "coordinates" || k == "speed" || k == "course" {
+            continue;
+        }
+        assert_eq!(&l[k], v, "{k}: {l}");
+    }
+    assert_eq!((l["speed"].as_f64(), l["course"].as_f64()), (Some(5.0), Some(-1.0)), "{l}");
+    // The latest location of the user carries them too.
+    let (_, res) = app.get(&format!("/v1/api/user/?user_id={u}")).await;
+    assert_eq!(res["data"]["users"][0]["last_location_update"]["tz_offset"], "+0530", "{res}");
+    // Free text is bounded like the other fields.
+    let mut long = fix.clone();
+    long["tracking_mode"] = json!("x".repeat(513));
+    let (status, res) = app
+        .call("POST", "/v1/api/location/", Key::Publishable, Some(&json!({"user_id": u, "locations": [long]})))
+        .await;
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "locations[0].tracking_mode");
+});
+
+both!(start_and_end_dates_may_be_date_times, |app| async move {
+    // Roam's own example lists locations between two date-times.
+    let u = app.create_user(json!({})).await;
+    let locs =
+        (0..6).map(|m| loc(10.0 + m as f64 / 1000.0, 50.0, &format!("2024-03-10T08:{:02}:00.000", m * 10))).collect();
+    ingest(&app, &u, locs).await;
+    let (status, res) = app
+        .get(&format!("/v1/api/location/?user_id={u}&start_date=2024-03-10T08:10:00&end_date=2024-03-10T08:30:00"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(recorded(&res), ["2024-03-10T08:10:00.000", "2024-03-10T08:20:00.000", "2024-03-10T08:30:00.000"]);
+    // A date-time start alone runs to the end of its day; a date end is the whole day.
+    let (_, res) = app.get(&format!("/v1/api/location/?user_id={u}&start_date=2024-03-10T08:35:00")).await;
+    assert_eq!(recorded(&res), ["2024-03-10T08:40:00.000", "2024-03-10T08:50:00.000"]);
+    let (_, res) =
+        app.get(&format!("/v1/api/location/?user_id={u}&start_date=2024-03-10T08:45:00Z&end_date=2024-03-10")).await;
+    assert_eq!(recorded(&res), ["2024-03-10T08:50:00.000"]);
+    // Zone-less date-times are in timezone_offset when it is given (Berlin is UTC+1 in March).
+    let uri = format!("/v1/api/location/?user_id={u}&start_date=2024-03-10T09:45:00&timezone_offset=Europe/Berlin");
+    let (_, res) = app.get(&uri).await;
+    assert_eq!(recorded(&res), ["2024-03-10T09:50:00.000"], "local times returned");
+    for (start, end, field) in [
+        ("2024-03-10T08:30:00", "2024-03-10T08:10:00", "end_date"),
+        ("2024-03-10T25:00:00", "2024-03-11", "start_date"),
+        ("2024-03-10", "tomorrow-at-noon", "end_date"),
+    ] {
+        let (status, res) = app.get(&format!("/v1/api/location/?user_id={u}&start_date={start}&end_date={end}")).await;
+        assert_error(status, &res, StatusCode::BAD_REQUEST, field);
+    }
+});

@@ -78,6 +78,27 @@ pub struct Location {
     pub location_permission: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    // What current Roam SDKs send (docs.roam.ai, "Location Updates"), stored and returned as sent.
+    /// The SDK's tracking mode (`active`, `balanced`, `passive`, `custom`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracking_mode: Option<String>,
+    /// The device's offset where the fix was taken, `+hhmm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tz_offset: Option<String>,
+    /// `charging` or `unplugged`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub battery_status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub battery_saver: Option<bool>,
+    /// Whether the device had a network connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_status: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_manufacturer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_version: Option<String>,
 }
 
 /// `POST /v1/api/location/` body.
@@ -121,6 +142,12 @@ pub fn validate_batch(batch: &IngestBatch) -> Result<(), ApiError> {
             ("app_context", &l.app_context),
             ("bat_stat", &l.bat_stat),
             ("source", &l.source),
+            ("tracking_mode", &l.tracking_mode),
+            ("tz_offset", &l.tz_offset),
+            ("battery_status", &l.battery_status),
+            ("device_manufacturer", &l.device_manufacturer),
+            ("device_model", &l.device_model),
+            ("os_version", &l.os_version),
         ] {
             if v.as_ref().is_some_and(|s| s.len() > 512) {
                 return Err(ApiError::field(&format!("locations[{i}].{name}"), "at most 512 characters"));
