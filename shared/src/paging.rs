@@ -48,9 +48,18 @@ impl PageInfo {
     }
 }
 
-/// One page of a partition's sort-key range, with its paging fields. Without a filter the total
-/// comes from a count and only the items up to this page are read; with a filter (metadata,
-/// which DynamoDB cannot count for us) the whole range is read and filtered.
+/// Which end of the sort-key range a list starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Sort-key order: creation (or `recorded_at`) order.
+    OldestFirst,
+    /// Reverse sort-key order, as Roam lists trips and geofences.
+    NewestFirst,
+}
+
+/// One page of a partition's sort-key range, oldest first, with its paging fields. Without a
+/// filter the total comes from a count and only the items up to this page are read; with a
+/// filter (metadata, which DynamoDB cannot count for us) the whole range is read and filtered.
 pub async fn list_page<T: serde::de::DeserializeOwned>(
     store: &dyn crate::store::Store,
     table: crate::store::Table,
@@ -59,8 +68,24 @@ pub async fn list_page<T: serde::de::DeserializeOwned>(
     page: PageNumber,
     filter: Option<&(dyn Fn(&T) -> bool + Sync)>,
 ) -> Result<(Vec<T>, PageInfo), crate::store::StoreError> {
+    list_page_in(store, table, pk, range, page, filter, Order::OldestFirst).await
+}
+
+/// [`list_page`] in the given order.
+pub async fn list_page_in<T: serde::de::DeserializeOwned>(
+    store: &dyn crate::store::Store,
+    table: crate::store::Table,
+    pk: &str,
+    range: crate::store::SkRange,
+    page: PageNumber,
+    filter: Option<&(dyn Fn(&T) -> bool + Sync)>,
+    order: Order,
+) -> Result<(Vec<T>, PageInfo), crate::store::StoreError> {
     use crate::store::{Query, from_item};
-    let query = Query::new(pk, range.clone());
+    let mut query = Query::new(pk, range.clone());
+    if order == Order::NewestFirst {
+        query = query.descending();
+    }
     match filter {
         None => {
             let total = store.count(table, pk, &range).await?;

@@ -484,11 +484,11 @@ both!(events_list_shape_filters_dates_paging_and_counts, |app| async move {
     // counts = the events each fence caused and the distinct users who caused them.
     let (status, res) = app.get(&format!("/v3/api/geofence/?{}&count=True", today_range())).await;
     assert_eq!(status, StatusCode::OK, "{res}");
-    assert_eq!(ids_of(&res, "id"), [a.clone(), b.clone(), quiet.clone()]);
+    assert_eq!(ids_of(&res, "id"), [quiet.clone(), b.clone(), a.clone()], "newest first");
     let counts: Vec<Value> = res["data"]["geofences"].as_array().unwrap().iter().map(|g| g["counts"].clone()).collect();
     assert_eq!(
         counts,
-        [json!({"events": 10, "users": 2}), json!({"events": 2, "users": 1}), json!({"events": 0, "users": 0})]
+        [json!({"events": 0, "users": 0}), json!({"events": 2, "users": 1}), json!({"events": 10, "users": 2})]
     );
     let (_, res) = app.get(&format!("/v3/api/geofence/?{}&count=True&geofence_id={b}", today_range())).await;
     assert_eq!(res["data"]["geofences"][0]["counts"], json!({"events": 2, "users": 1}));

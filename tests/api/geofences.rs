@@ -476,19 +476,21 @@ both!(v1_list_pages_and_filters, |app| async move {
         let tag = if i < 4 { "early" } else { "late" };
         ids.push(fence(&app, with(body, json!({"color_code": color, "tag": tag}))).await);
     }
+    // Newest first, as Roam lists them.
+    let newest: Vec<String> = ids.iter().rev().cloned().collect();
     let (_, p1) = app.get("/v1/api/geofence/").await;
     let d = &p1["data"];
-    assert_eq!(ids_of(&p1, "geofence_id"), ids[..10]);
+    assert_eq!(ids_of(&p1, "geofence_id"), newest[..10]);
     assert_eq!((d["next_page"].clone(), d["pages"].clone(), d["prev_page"].clone()), (json!(2), json!(2), Value::Null));
     assert_eq!(d["account_id"], app.project.account_id.as_str());
     assert_eq!(d["project_id"], app.project.project_id.as_str());
     let (_, p2) = app.get("/v1/api/geofence/?page_number=2").await;
-    assert_eq!(ids_of(&p2, "geofence_id"), ids[10..]);
+    assert_eq!(ids_of(&p2, "geofence_id"), newest[10..]);
     assert_eq!((p2["data"]["next_page"].clone(), p2["data"]["prev_page"].clone()), (Value::Null, json!(1)));
     assert!(list_ids(&app, "/v1/api/geofence/?page_number=3").await.is_empty());
 
     let pick = |f: &dyn Fn(usize) -> bool| {
-        ids.iter().enumerate().filter(|(i, _)| f(*i)).map(|(_, id)| id.clone()).collect::<Vec<_>>()
+        ids.iter().enumerate().rev().filter(|(i, _)| f(*i)).map(|(_, id)| id.clone()).collect::<Vec<_>>()
     };
     assert_eq!(list_ids(&app, "/v1/api/geofence/?color_code=ff0000").await, pick(&|i| i % 2 == 0));
     assert_eq!(
@@ -530,9 +532,9 @@ both!(v3_list_needs_both_dates, |app| async move {
     assert_error(status, &res, StatusCode::BAD_REQUEST, "end_date");
     let (status, res) = app.get(&format!("/v3/api/geofence/?{}", today_range())).await;
     assert_eq!(status, StatusCode::OK, "{res}");
-    assert_eq!(ids_of(&res, "id"), [a.clone(), b.clone()]);
+    assert_eq!(ids_of(&res, "id"), [b.clone(), a.clone()], "newest first");
     assert!(res["data"]["geofences"][0].get("counts").is_none(), "counts only when asked");
-    assert_eq!(res["data"]["geofences"][1]["geometry"]["type"], "Polygon");
+    assert_eq!(res["data"]["geofences"][0]["geometry"]["type"], "Polygon");
     // The range is of creation dates.
     assert!(list_ids(&app, "/v3/api/geofence/?start_date=2020-01-01&end_date=2020-01-31").await.is_empty());
     assert_eq!(
@@ -631,10 +633,11 @@ both!(delete_many_takes_up_to_200_ids_all_or_nothing, |app| async move {
     // 200 ids: all deleted (the bulk form on the bare v1 path and on the v3 path).
     let (status, res) = delete(&app, "/v1/api/geofence", Some(json!({"geofence_id": &ids[..200]}))).await;
     assert_eq!((status, res["data"].clone()), (StatusCode::OK, json!({})), "{res}");
-    assert_eq!(list_ids(&app, "/v1/api/geofence/").await, ids[200..]);
+    let newest = |from: usize| ids[from..].iter().rev().cloned().collect::<Vec<_>>();
+    assert_eq!(list_ids(&app, "/v1/api/geofence/").await, newest(200));
     let (status, res) = delete(&app, "/v3/api/geofence/", Some(json!({"geofence_id": [ids[200], ids[201]]}))).await;
     assert_eq!(status, StatusCode::OK, "{res}");
-    assert_eq!(list_ids(&app, "/v1/api/geofence/").await, ids[202..]);
+    assert_eq!(list_ids(&app, "/v1/api/geofence/").await, newest(202));
     let (_, res) = app.get(&search).await;
     let mut found = ids_of(&res, "id");
     found.sort();
@@ -684,7 +687,7 @@ both!(another_project_sees_none_of_our_fences, |app| async move {
     assert_eq!(status, StatusCode::OK, "{res}");
     assert_eq!(res["data"]["geofences"], json!([]));
     // Ours are untouched.
-    assert_eq!(list_ids(&app, "/v1/api/geofence/").await, [ours.clone(), poly.clone()]);
+    assert_eq!(list_ids(&app, "/v1/api/geofence/").await, [poly.clone(), ours.clone()]);
     let (_, res) = app.get(&format!("/v1/api/geofence/?geofence_id={ours}")).await;
     assert!(res["data"]["geofences"][0]["tag"].is_null());
 });

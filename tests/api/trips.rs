@@ -230,7 +230,7 @@ both!(create_with_an_empty_body_and_bad_input, |app| async move {
     assert_error(status, &res, StatusCode::NOT_FOUND, "trip_id");
 });
 
-both!(v1_list_pages_twelve_trips_in_creation_order, |app| async move {
+both!(v1_list_pages_twelve_trips_newest_first, |app| async move {
     let mut created = Vec::new();
     for _ in 0..12 {
         created.push(create(&app, "v1", json!({})).await["id"].as_str().unwrap().to_owned());
@@ -242,8 +242,10 @@ both!(v1_list_pages_twelve_trips_in_creation_order, |app| async move {
     keys.sort();
     assert_eq!(keys, ["next_page", "pages", "prev_page", "trips"]);
     assert_eq!((d["next_page"].clone(), d["pages"].clone(), d["prev_page"].clone()), (json!(2), json!(2), json!(null)));
+    // Newest first, as Roam lists them.
+    let newest: Vec<String> = created.iter().rev().cloned().collect();
     let first = ids(&d["trips"]);
-    assert_eq!(first, created[..10]);
+    assert_eq!(first, newest[..10]);
     for t in d["trips"].as_array().unwrap() {
         for f in TRIP_FIELDS {
             assert!(t.get(f).is_some(), "listed trip lacks {f}: {t}");
@@ -253,7 +255,7 @@ both!(v1_list_pages_twelve_trips_in_creation_order, |app| async move {
     let (_, res) = app.get("/v1/api/trips/?page_number=2").await;
     let d = &res["data"];
     assert_eq!((d["next_page"].clone(), d["pages"].clone(), d["prev_page"].clone()), (json!(null), json!(2), json!(1)));
-    assert_eq!(ids(&d["trips"]), created[10..]);
+    assert_eq!(ids(&d["trips"]), newest[10..]);
 
     let (_, res) = app.get("/v1/api/trips/?page_number=3").await;
     assert_eq!(res["data"]["trips"], json!([]), "an empty list ends the paging");
@@ -261,7 +263,7 @@ both!(v1_list_pages_twelve_trips_in_creation_order, |app| async move {
     // Dates are optional in v1 and may be given.
     let (status, res) = app.get(&format!("/v1/api/trips/?{}", date_range())).await;
     assert_eq!(status, StatusCode::OK, "{res}");
-    assert_eq!(ids(&res["data"]["trips"]), created[..10]);
+    assert_eq!(ids(&res["data"]["trips"]), newest[..10]);
     let (status, res) = app.get("/v1/api/trips/?page_number=0").await;
     assert_error(status, &res, StatusCode::BAD_REQUEST, "page_number");
 });
@@ -284,9 +286,10 @@ both!(v3_list_needs_both_dates_and_returns_an_array, |app| async move {
     let (status, res) = app.get(&format!("/v3/api/trips/?{}", date_range())).await;
     assert_eq!(status, StatusCode::OK, "{res}");
     assert!(res["data"].is_array(), "{res}");
-    assert_eq!(ids(&res["data"]), created[..10]);
+    let newest: Vec<String> = created.iter().rev().cloned().collect();
+    assert_eq!(ids(&res["data"]), newest[..10], "newest first");
     let (_, res) = app.get(&format!("/v3/api/trips/?{}&page_number=2", date_range())).await;
-    assert_eq!(ids(&res["data"]), created[10..]);
+    assert_eq!(ids(&res["data"]), newest[10..]);
     // A range that holds none of them.
     let (_, res) = app.get("/v3/api/trips/?start_date=2020-01-01&end_date=2020-01-31").await;
     assert_eq!(res["data"], json!([]));
@@ -305,10 +308,10 @@ both!(list_filters_by_user_and_metadata, |app| async move {
     let id = |t: &Value| t["id"].as_str().unwrap().to_owned();
 
     let (_, res) = app.get(&format!("/v1/api/trips/?user_id={a}")).await;
-    assert_eq!(ids(&res["data"]["trips"]), [id(&t1), id(&t3)]);
+    assert_eq!(ids(&res["data"]["trips"]), [id(&t3), id(&t1)], "newest first");
     assert_eq!(res["data"]["pages"], 1);
     let (_, res) = app.get("/v1/api/trips/?metadata=team:south").await;
-    assert_eq!(ids(&res["data"]["trips"]), [id(&t2), id(&t3)]);
+    assert_eq!(ids(&res["data"]["trips"]), [id(&t3), id(&t2)]);
     let (_, res) = app.get(&format!("/v1/api/trips/?metadata=team:south&user_id={a}")).await;
     assert_eq!(ids(&res["data"]["trips"]), [id(&t3)]);
     let (_, res) = app.get("/v1/api/trips/?metadata=team:south,n:2").await;

@@ -23,7 +23,7 @@ use crate::error::ApiError;
 use crate::geometry::{GeoPoint, GeoPolygon, LngLat};
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
-use crate::paging::{PageInfo, PageNumber, list_page};
+use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
 use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
 use crate::time::{DateRange, Timestamp, parse_ts};
 
@@ -552,7 +552,8 @@ pub async fn list(
     };
     let filtered = f.color_code.is_some() || f.tag.is_some() || f.geometry_type.is_some() || f.metadata.is_some();
     let keep_ref: Option<&(dyn Fn(&Geofence) -> bool + Sync)> = if filtered { Some(&keep) } else { None };
-    Ok(list_page(store, Table::Main, &fences_pk(&p.project_id), sk, page, keep_ref).await?)
+    // Newest first, as Roam lists them.
+    Ok(list_page_in(store, Table::Main, &fences_pk(&p.project_id), sk, page, keep_ref, Order::NewestFirst).await?)
 }
 
 /// Fences indexed in one cell (copies from the index).

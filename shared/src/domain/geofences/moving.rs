@@ -24,7 +24,7 @@ use crate::error::ApiError;
 use crate::geometry::LngLat;
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata;
-use crate::paging::{PageInfo, PageNumber, list_page};
+use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
 use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
 
@@ -202,7 +202,8 @@ pub async fn list(
     page: PageNumber,
 ) -> Result<(Vec<MovingGeofence>, PageInfo), ApiError> {
     let (lo, hi) = id_range(&range);
-    Ok(list_page(store, Table::Main, &fences_pk(&p.project_id), SkRange::Between(lo, hi), page, None).await?)
+    let range = SkRange::Between(lo, hi);
+    Ok(list_page_in(store, Table::Main, &fences_pk(&p.project_id), range, page, None, Order::NewestFirst).await?)
 }
 
 pub fn moving_json(g: &MovingGeofence) -> Value {

@@ -29,7 +29,7 @@ use crate::domain::users;
 use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id, random_hex};
 use crate::metadata::{self, MetadataFilter};
-use crate::paging::{PageInfo, PageNumber, list_page};
+use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
 use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
@@ -865,7 +865,7 @@ pub struct ListFilter {
     pub metadata: Option<MetadataFilter>,
 }
 
-/// v1/v3 trips in creation order, one page.
+/// v1/v3 trips newest first (as Roam lists them), one page.
 pub async fn list_v1(
     store: &dyn Store,
     p: &Project,
@@ -879,7 +879,8 @@ pub async fn list_v1(
     };
     let filtered = f.user_id.is_some() || f.metadata.is_some();
     let keep_ref: Option<&(dyn Fn(&Trip) -> bool + Sync)> = if filtered { Some(&keep) } else { None };
-    let (mut list, info) = list_page(store, Table::Main, &trips_pk(&p.project_id, Api::V1), sk, page, keep_ref).await?;
+    let pk = trips_pk(&p.project_id, Api::V1);
+    let (mut list, info) = list_page_in(store, Table::Main, &pk, sk, page, keep_ref, Order::NewestFirst).await?;
     for t in &mut list {
         load_events(store, p, t).await?;
     }
