@@ -110,6 +110,17 @@ impl Params {
     pub fn required(&self, name: &str) -> Result<&str, ApiError> {
         self.opt(name).ok_or_else(|| ApiError::field(name, "is required"))
     }
+    /// Refuse a parameter the operation does not know: 400 naming it (none is silently ignored).
+    pub fn only(&self, known: &[&str]) -> Result<&Self, ApiError> {
+        let mut unknown: Vec<&str> = self.0.keys().map(String::as_str).filter(|k| !known.contains(k)).collect();
+        unknown.sort();
+        match unknown.first() {
+            None => Ok(self),
+            Some(k) => {
+                Err(ApiError::field(k, format!("is not a parameter of this operation (it takes {})", known.join(", "))))
+            }
+        }
+    }
     pub fn has(&self, name: &str) -> bool {
         self.opt(name).is_some()
     }

@@ -15,6 +15,7 @@ mod locations;
 mod moving;
 mod processor;
 mod receiver;
+mod roam_params;
 mod roam_paths;
 mod search;
 mod store;

@@ -22,7 +22,7 @@ fn at(p: (f64, f64), radius: impl std::fmt::Display) -> String {
     format!("/v1/api/search/geofences/?location={},{}&radius={radius}", p.1, p.0)
 }
 
-async fn search(app: &TestApp, uri: &str) -> Value {
+pub async fn search(app: &TestApp, uri: &str) -> Value {
     let (status, res) = app.get(uri).await;
     assert_eq!(status, StatusCode::OK, "{uri}: {res}");
     assert_eq!((res["status"].clone(), res["code"].clone()), (json!(true), json!(200)), "{res}");

@@ -161,6 +161,21 @@ async fn list(
     q: Params,
 ) -> Result<Envelope<Value>, ApiError> {
     let store = s.store.as_ref();
+    let known: &[&str] = match ver {
+        Ver::V1 => &[
+            "page_number",
+            "color_code",
+            "tag",
+            "geometry_type",
+            "geofence_id",
+            "start_date",
+            "end_date",
+            "user_id",
+            "group_id",
+        ],
+        Ver::V3 => &["page_number", "start_date", "end_date", "geofence_id", "count", "user_id", "group_id"],
+    };
+    q.only(known)?;
     let count = ver == Ver::V3 && q.bool("count", false)?;
     if ver == Ver::V3 {
         q.required("start_date")?;
@@ -175,7 +190,9 @@ async fn list(
         ));
     }
     let filter = ListFilter {
-        range: if ver == Ver::V3 { q.date_range(None)? } else { None },
+        range: q.date_range(None)?,
+        user_id: q.opt("user_id").map(str::to_owned),
+        group_id: q.opt("group_id").map(str::to_owned),
         color_code: if ver == Ver::V1 { q.opt("color_code").map(str::to_owned) } else { None },
         tag: if ver == Ver::V1 { q.opt("tag").map(str::to_owned) } else { None },
         geometry_type: match (ver, q.opt("geometry_type")) {
@@ -197,7 +214,21 @@ async fn list_by_metadata(
     State(s): State<AppState>,
     q: Params,
 ) -> Result<Envelope<Value>, ApiError> {
-    let filter = ListFilter { range: q.date_range(None)?, metadata: q.metadata_filter()?, ..ListFilter::default() };
+    q.only(&["start_date", "end_date", "metadata", "page_number", "geofence_id", "user_id", "group_id"])?;
+    // `?geofence_id=` on the bare path: that one fence, as on the slash path.
+    if let Some(id) = q.opt("geofence_id") {
+        let g = geofences::get(s.store.as_ref(), &p, id).await?;
+        let data =
+            json!({"next_page": null, "pages": 1, "prev_page": null, "geofences": [geofence_json(&g, "geofence_id")]});
+        return Ok(Envelope::ok("Geofence found", data));
+    }
+    let filter = ListFilter {
+        range: q.date_range(None)?,
+        metadata: q.metadata_filter()?,
+        user_id: q.opt("user_id").map(str::to_owned),
+        group_id: q.opt("group_id").map(str::to_owned),
+        ..ListFilter::default()
+    };
     let (list, info) = geofences::list(s.store.as_ref(), &p, &filter, q.page_number()?).await?;
     let data = json!({
         "next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page,

@@ -107,6 +107,7 @@ async fn list(
     q: Params,
 ) -> Result<Envelope<Value>, ApiError> {
     let store = s.store.as_ref();
+    q.only(&["trip_id", "user_id", "start_date", "end_date", "page_number", "metadata"])?;
     if let Some(id) = q.opt("trip_id") {
         let trip = trips::get(store, &p, Api::V1, id).await?;
         return Ok(Envelope::ok("Trip found", json!([render(&s, &trip)])));

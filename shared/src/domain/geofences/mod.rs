@@ -233,6 +233,25 @@ pub fn parse_ring(v: &Value) -> Result<Vec<LngLat>, ApiError> {
     Ok(pts)
 }
 
+/// A shape's center, circle radius and polygon ring from `coordinates` and `geometry_radius`.
+type ParsedShape = (LngLat, Option<u32>, Option<Vec<LngLat>>);
+
+fn parse_shape(kind: GeometryType, coordinates: &Value, radius: Option<&Value>) -> Result<ParsedShape, ApiError> {
+    match kind {
+        GeometryType::Circle => {
+            let c: Vec<f64> = serde_json::from_value(coordinates.clone())
+                .map_err(|_| ApiError::field("coordinates", "a circle's center is [longitude, latitude]"))?;
+            Ok((LngLat::parse("coordinates", &c)?, Some(parse_radius(radius)?), None))
+        }
+        GeometryType::Polygon => {
+            let ring = parse_ring(coordinates)?;
+            let c = geo::Centroid::centroid(&polygon(&ring))
+                .ok_or_else(|| ApiError::field("coordinates", "the polygon has no area"))?;
+            Ok((LngLat { lng: c.x(), lat: c.y() }, None, Some(ring)))
+        }
+    }
+}
+
 fn parse_window(v: &[Value]) -> Result<(bool, Option<Timestamp>, Option<Timestamp>), ApiError> {
     let field = "is_enabled";
     let flag = v
@@ -309,19 +328,7 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateGeofence) -> Re
     if let Some(m) = &input.metadata {
         metadata::validate("metadata", m)?;
     }
-    let (center, radius_m, ring) = match kind {
-        GeometryType::Circle => {
-            let c: Vec<f64> = serde_json::from_value(input.coordinates.clone())
-                .map_err(|_| ApiError::field("coordinates", "a circle's center is [longitude, latitude]"))?;
-            (LngLat::parse("coordinates", &c)?, Some(parse_radius(input.geometry_radius.as_ref())?), None)
-        }
-        GeometryType::Polygon => {
-            let ring = parse_ring(&input.coordinates)?;
-            let c = geo::Centroid::centroid(&polygon(&ring))
-                .ok_or_else(|| ApiError::field("coordinates", "the polygon has no area"))?;
-            (LngLat { lng: c.x(), lat: c.y() }, None, Some(ring))
-        }
-    };
+    let (center, radius_m, ring) = parse_shape(kind, &input.coordinates, input.geometry_radius.as_ref())?;
     let (is_enabled, active_from, active_until, window_form) = match &input.is_enabled {
         None => (false, None, None, false),
         Some(Enabled::Flag(b)) => (*b, None, None, false),
@@ -363,18 +370,24 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateGeofence) -> Re
         updated_at: now,
         version: 1,
     };
-    g.cells = g.shape().cells("coordinates")?;
-    if g.cells.len() > MAX_CELLS {
+    g.cells = index_cells(&g)?;
+    store.transact(write_ops(&g, Cond::NotExists)?).await?;
+    Ok(g)
+}
+
+/// The index cells of a fence's shape, at most [`MAX_CELLS`].
+fn index_cells(g: &Geofence) -> Result<Vec<String>, ApiError> {
+    let cells = g.shape().cells("coordinates")?;
+    if cells.len() > MAX_CELLS {
         return Err(ApiError::field(
             "coordinates",
             format!(
                 "the shape covers {} index cells; at most {MAX_CELLS} (a polygon up to about 5 km across)",
-                g.cells.len()
+                cells.len()
             ),
         ));
     }
-    store.transact(write_ops(&g, Cond::NotExists)?).await?;
-    Ok(g)
+    Ok(cells)
 }
 
 fn dedup(mut v: Vec<String>) -> Vec<String> {
@@ -393,8 +406,9 @@ pub async fn get(store: &dyn Store, p: &Project, id: &str) -> Result<Geofence, A
 }
 
 /// An update: which fence (`geofence_id`: a string; v3 documents it as an integer, so a number
-/// is taken too) and what may change.
+/// is taken too) and what may change. Every field Roam documents is honoured; any other is a 400.
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UpdateGeofence {
     pub geofence_id: Value,
     #[serde(default)]
@@ -405,11 +419,51 @@ pub struct UpdateGeofence {
     pub tag: Option<String>,
     #[serde(default)]
     pub description: Option<String>,
+    /// A boolean, or (static fences) `[enabled, start_time, end_time]`.
     #[serde(default)]
-    pub is_enabled: Option<bool>,
+    pub is_enabled: Option<Enabled>,
+    /// A new shape (static fences; a moving fence takes only `geometry_radius`).
+    #[serde(default)]
+    pub coordinates: Option<Value>,
+    #[serde(default)]
+    pub geometry_type: Option<String>,
+    #[serde(default)]
+    pub geometry_radius: Option<Value>,
+    /// A new scope (static fences): replaces the users / groups it applies to.
+    #[serde(default)]
+    pub user_ids: Option<Vec<String>>,
+    #[serde(default)]
+    pub group_ids: Option<Vec<String>>,
+    /// The active window (static fences): a timestamp, or null to open that end.
+    #[serde(default, deserialize_with = "some_value")]
+    pub enable_at: Option<Value>,
+    #[serde(default, deserialize_with = "some_value")]
+    pub disable_at: Option<Value>,
+}
+
+/// `Some(Value::Null)` for an explicit null, so "clear" differs from "leave".
+fn some_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 impl UpdateGeofence {
+    /// The fields only a static fence has, by name, when given (a moving fence refuses them).
+    pub fn static_only_fields(&self) -> Vec<&'static str> {
+        let window = matches!(self.is_enabled, Some(Enabled::Window(_)));
+        [
+            ("coordinates", self.coordinates.is_some()),
+            ("geometry_type", self.geometry_type.is_some()),
+            ("user_ids", self.user_ids.is_some()),
+            ("group_ids", self.group_ids.is_some()),
+            ("enable_at", self.enable_at.is_some()),
+            ("disable_at", self.disable_at.is_some()),
+            ("is_enabled", window),
+        ]
+        .into_iter()
+        .filter_map(|(f, given)| given.then_some(f))
+        .collect()
+    }
+
     pub fn validate(&self) -> Result<(), ApiError> {
         check_color(&self.color_code)?;
         check_text("tag", &self.tag)?;
@@ -428,9 +482,73 @@ impl UpdateGeofence {
                 *slot = Some(v.clone());
             }
         }
-        if let Some(e) = self.is_enabled {
-            *f.is_enabled = e;
+        match &self.is_enabled {
+            Some(Enabled::Flag(e)) => *f.is_enabled = *e,
+            Some(Enabled::Window(w)) => {
+                if let Some(e) = w.first().and_then(Value::as_bool) {
+                    *f.is_enabled = e;
+                }
+            }
+            None => {}
         }
+    }
+
+    /// Apply the shape, scope and window changes to a static fence (validated; cells recomputed).
+    async fn apply_static(&self, store: &dyn Store, p: &Project, g: &mut Geofence) -> Result<(), ApiError> {
+        if self.coordinates.is_some() || self.geometry_type.is_some() || self.geometry_radius.is_some() {
+            let kind = match (&self.geometry_type, &self.coordinates) {
+                (None, None) => g.geometry_type,
+                (t, Some(c)) => infer_geometry(t.as_deref(), c)?,
+                (Some(t), None) => GeometryType::parse("geometry_type", t)?,
+            };
+            let coordinates = match (&self.coordinates, kind == g.geometry_type) {
+                (Some(c), _) => c.clone(),
+                (None, true) => match &g.ring {
+                    Some(ring) => json!(ring.iter().map(|p| [p.lng, p.lat]).collect::<Vec<_>>()),
+                    None => json!([g.center.lng, g.center.lat]),
+                },
+                (None, false) => return Err(ApiError::field("coordinates", "are required to change geometry_type")),
+            };
+            let radius = self.geometry_radius.clone().or_else(|| g.radius_m.map(Value::from));
+            let (center, radius_m, ring) = parse_shape(kind, &coordinates, radius.as_ref())?;
+            (g.geometry_type, g.center, g.radius_m, g.ring) = (kind, center, radius_m, ring);
+            g.cells = index_cells(g)?;
+        }
+        if self.user_ids.is_some() || self.group_ids.is_some() {
+            let users = dedup(self.user_ids.clone().unwrap_or_else(|| g.user_ids.clone()));
+            let groups = dedup(self.group_ids.clone().unwrap_or_else(|| g.group_ids.clone()));
+            for (field, ids) in [("user_ids", &users), ("group_ids", &groups)] {
+                if ids.len() > MAX_SCOPE_IDS {
+                    return Err(ApiError::field(field, format!("at most {MAX_SCOPE_IDS} ids")));
+                }
+            }
+            check_scope(store, p, &users, &groups).await?;
+            (g.user_ids, g.group_ids, g.scoped) = (users, groups, true);
+        }
+        if let Some(Enabled::Window(w)) = &self.is_enabled {
+            let (flag, a, b) = parse_window(w)?;
+            (g.is_enabled, g.active_from, g.active_until, g.scoped) = (flag, a, b, true);
+        }
+        let at = |field: &str, v: &Value| -> Result<Option<Timestamp>, ApiError> {
+            match v {
+                Value::Null => Ok(None),
+                Value::String(s) if s.is_empty() => Ok(None),
+                Value::String(s) => parse_ts(field, s).map(|t| Some(Timestamp(t))),
+                _ => Err(ApiError::field(field, "must be a timestamp or null")),
+            }
+        };
+        if let Some(v) = &self.enable_at {
+            g.active_from = at("enable_at", v)?;
+        }
+        if let Some(v) = &self.disable_at {
+            g.active_until = at("disable_at", v)?;
+        }
+        if let (Some(a), Some(b)) = (g.active_from, g.active_until)
+            && b <= a
+        {
+            return Err(ApiError::field("disable_at", "must be after enable_at"));
+        }
+        Ok(())
     }
 }
 
@@ -448,6 +566,7 @@ pub async fn update(store: &dyn Store, p: &Project, id: &str, up: UpdateGeofence
     for _ in 0..20 {
         let mut g = get(store, p, id).await?;
         let expected = g.version;
+        let before = g.cells.clone();
         up.apply(FenceFields {
             metadata: &mut g.metadata,
             color_code: &mut g.color_code,
@@ -455,9 +574,26 @@ pub async fn update(store: &dyn Store, p: &Project, id: &str, up: UpdateGeofence
             description: &mut g.description,
             is_enabled: &mut g.is_enabled,
         });
+        up.apply_static(store, p, &mut g).await?;
         g.version += 1;
         g.updated_at = Timestamp::now();
-        match store.transact(write_ops(&g, Cond::Equals("version", expected.into()))?).await {
+        let mut ops = write_ops(&g, Cond::Equals("version", expected.into()))?;
+        // The copies in cells the new shape left.
+        for c in before.iter().filter(|c| !g.cells.contains(c)) {
+            ops.push(WriteOp::Delete {
+                table: Table::Main,
+                pk: cell_pk(&p.project_id, c),
+                sk: g.id.clone(),
+                cond: Cond::None,
+            });
+        }
+        if ops.len() > 100 {
+            return Err(ApiError::field(
+                "coordinates",
+                "the old and new shapes together cover too many index cells; delete and create instead",
+            ));
+        }
+        match store.transact(ops).await {
             Ok(()) => return Ok(g),
             Err(StoreError::ConditionFailed) => continue,
             Err(e) => return Err(e.into()),
@@ -535,6 +671,10 @@ pub struct ListFilter {
     pub tag: Option<String>,
     pub geometry_type: Option<GeometryType>,
     pub metadata: Option<MetadataFilter>,
+    /// Fences scoped to this user (named in `user_ids`).
+    pub user_id: Option<String>,
+    /// Fences scoped to this group (named in `group_ids`).
+    pub group_id: Option<String>,
 }
 
 pub async fn list(
@@ -549,8 +689,15 @@ pub async fn list(
             && f.tag.as_ref().is_none_or(|t| g.tag.as_ref() == Some(t))
             && f.geometry_type.is_none_or(|k| g.geometry_type == k)
             && f.metadata.as_ref().is_none_or(|m| m.matches(g.metadata.as_ref()))
+            && f.user_id.as_ref().is_none_or(|u| g.user_ids.contains(u))
+            && f.group_id.as_ref().is_none_or(|u| g.group_ids.contains(u))
     };
-    let filtered = f.color_code.is_some() || f.tag.is_some() || f.geometry_type.is_some() || f.metadata.is_some();
+    let filtered = f.color_code.is_some()
+        || f.tag.is_some()
+        || f.geometry_type.is_some()
+        || f.metadata.is_some()
+        || f.user_id.is_some()
+        || f.group_id.is_some();
     let keep_ref: Option<&(dyn Fn(&Geofence) -> bool + Sync)> = if filtered { Some(&keep) } else { None };
     // Newest first, as Roam lists them.
     Ok(list_page_in(store, Table::Main, &fences_pk(&p.project_id), sk, page, keep_ref, Order::NewestFirst).await?)

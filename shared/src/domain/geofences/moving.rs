@@ -150,9 +150,19 @@ pub async fn update(
     up: super::UpdateGeofence,
 ) -> Result<MovingGeofence, ApiError> {
     up.validate()?;
+    if let Some(f) = up.static_only_fields().first() {
+        return Err(ApiError::field(
+            f,
+            "a moving geofence is a circle around its users: only geometry_radius can change",
+        ));
+    }
+    let radius = up.geometry_radius.as_ref().map(|r| parse_radius(Some(r))).transpose()?;
     for _ in 0..20 {
         let mut g = get(store, p, id).await?;
         let expected = g.version;
+        if let Some(r) = radius {
+            g.radius_m = r;
+        }
         up.apply(super::FenceFields {
             metadata: &mut g.metadata,
             color_code: &mut g.color_code,
