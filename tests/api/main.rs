@@ -6,6 +6,7 @@ mod insights;
 
 mod auth;
 mod capacity;
+mod conformance;
 mod errors;
 mod geofence_events;
 mod geofences;
