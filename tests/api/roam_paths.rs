@@ -68,3 +68,49 @@ both!(v1_insights_are_the_v3_ones, |app| async move {
         assert_error(status, &res, StatusCode::NOT_FOUND, &user);
     }
 });
+
+both!(nearby_users_are_found_nearest_first_by_group_and_paged, |app| async move {
+    let (a, b, c) =
+        (app.create_user(json!({})).await, app.create_user(json!({})).await, app.create_user(json!({})).await);
+    let home = (77.5946, 12.9716);
+    for (u, dx) in [(&a, 50.0), (&b, 400.0), (&c, 3000.0)] {
+        let p = crate::trace::offset(home.0, home.1, dx, 0.0);
+        ingest(
+            &app,
+            u,
+            vec![json!({"coordinates": [p.0, p.1], "recorded_at": "2024-03-01T08:00:00Z", "tz_offset": "+0530"})],
+        )
+        .await;
+    }
+    let (status, res) = app.post("/v1/api/group/user/", &json!({"group_id": "far", "users": [c]})).await;
+    assert_eq!(status, StatusCode::CREATED, "{res}");
+    let at = format!("location={},{}", home.1, home.0);
+    // 1000 m by default: the two near ones, nearest first, with their latest location's fields.
+    let (status, res) = app.get(&format!("/v1/api/search/users/?{at}")).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let users = res["data"]["users"].as_array().unwrap();
+    let ids: Vec<&str> = users.iter().map(|u| u["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [a.as_str(), b.as_str()], "{res}");
+    assert_eq!(users[0]["tz_offset"], "+0530");
+    assert_eq!(users[0]["app_id"], format!("{}_1", app.project.project_id));
+    assert!(users[0]["distance"].as_f64().unwrap() < 60.0, "{res}");
+    assert_eq!(users[0]["coordinates"]["type"], "Point");
+    // Wider, by group, paged, and around a user.
+    let (_, res) = app.get(&format!("/v1/api/search/users/?{at}&radius=10000&group_id=far")).await;
+    assert_eq!(res["data"]["users"][0]["id"], c.as_str(), "{res}");
+    let (_, res) = app.get(&format!("/v1/api/search/users/?{at}&radius=10000&page_limit=2&page_number=2")).await;
+    assert_eq!((res["data"]["pages"].clone(), res["data"]["users"][0]["id"].clone()), (json!(2), json!(c)), "{res}");
+    let (_, res) = app.get(&format!("/v1/api/search/users/?user_id={b}&radius=500")).await;
+    assert_eq!(res["data"]["users"].as_array().unwrap().len(), 2, "{res}");
+    for (q, field) in
+        [("radius=50", "radius"), ("radius=10001", "radius"), ("page_limit=0", "page_limit"), ("colour=red", "colour")]
+    {
+        let (status, res) = app.get(&format!("/v1/api/search/users/?{at}&{q}")).await;
+        assert_error(status, &res, StatusCode::BAD_REQUEST, field);
+    }
+    // Another project's key finds none of them.
+    let other = app.other_project().await;
+    let (_, res) =
+        app.call("GET", &format!("/v1/api/search/users/?{at}&radius=10000"), Key::Raw(&other.api_key), None).await;
+    assert_eq!(res["data"]["users"], json!([]), "{res}");
+});

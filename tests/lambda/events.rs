@@ -137,6 +137,7 @@ const CASES: &[Case] = &[
     case("geofences-events-list", V1(200), Visited),
     case("search-by-location", V1(200), Fence),
     case("search-by-user", V1(200), Visited),
+    case("search-users", V1(200), Visited),
     case("moving-geofences-create", V1(201), Nothing),
     case("moving-geofences-update", V1(200), MovingFence),
     case("moving-geofences-list", V1(200), MovingFence),
@@ -691,6 +692,9 @@ fn check_data(name: &str, fx: &Fixture, data: &Value) {
                 events.iter().any(|e| e["geofence_id"] == fence && e["event_type"] == "motion:geofence:entry"),
                 "{data}"
             );
+        }
+        "search-users" => {
+            assert!(data["users"].as_array().expect("users").iter().any(|u| u["id"] == user), "{data}");
         }
         "search-by-location" | "search-by-user" => {
             assert_eq!(data["geofences"][0]["id"], fence, "{data}");

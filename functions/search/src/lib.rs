@@ -1,3 +1,7 @@
+//! Nearby users search: `GET /v1/api/search/users/?location=<lat>,<lng>` (or `user_id=`),
+//! `radius` 100 to 10,000 m (1000 by default), `group_id`, paged by `page_number` and
+//! `page_limit`, as Roam documents it.
+//!
 //! Nearby geofence search: `GET /v1/api/search/geofences/?location=<lat>,<lng>&radius=<m>`
 //! (or `user_id=` for the user's latest location; `radius` 1000 m when left out, at most
 //! 10,000), nearest first, `page_limit` per page.
@@ -14,13 +18,13 @@ use shared::http::route;
 use shared::{ApiError, AppState, Envelope, Params};
 
 /// Every operation this function serves: (HTTP method, path with its trailing slash).
-pub const ROUTES: &[(&str, &str)] = &[("GET", "/v1/api/search/geofences/")];
+pub const ROUTES: &[(&str, &str)] = &[("GET", "/v1/api/search/geofences/"), ("GET", "/v1/api/search/users/")];
 
 /// `page_limit`: entries per page, 1 to 100, default 10.
 pub const MAX_PAGE_LIMIT: usize = 100;
 
 pub fn router() -> Router<AppState> {
-    route(Router::new(), "/v1/api/search/geofences/", get(search))
+    route(route(Router::new(), "/v1/api/search/geofences/", get(search)), "/v1/api/search/users/", get(search_users))
 }
 
 /// `lat,lng` as the interface's sample writes it.
@@ -30,6 +34,67 @@ fn parse_location(s: &str) -> Result<LngLat, ApiError> {
     let lat: f64 = lat.trim().parse().map_err(|_| bad())?;
     let lng: f64 = lng.trim().parse().map_err(|_| bad())?;
     LngLat::parse("location", &[lng, lat])
+}
+
+/// The point searched from: `location`, or the latest location of `user_id`.
+async fn origin(store: &dyn shared::store::Store, p: &shared::auth::Project, q: &Params) -> Result<LngLat, ApiError> {
+    match (q.opt("location"), q.opt("user_id")) {
+        (Some(l), None) => parse_location(l),
+        (None, Some(u)) => {
+            let user = users::require(store, p, "user_id", u).await?;
+            user.last_location_update
+                .map(|l| l.coordinates)
+                .ok_or_else(|| ApiError::field("user_id", "the user has no location yet"))
+        }
+        (Some(_), Some(_)) => Err(ApiError::field("location", "give location or user_id, not both")),
+        (None, None) => Err(ApiError::field("location", "is required (latitude,longitude), or user_id")),
+    }
+}
+
+/// `page_limit`: 1 to 100, default 10.
+fn page_limit(q: &Params) -> Result<usize, ApiError> {
+    match q.opt("page_limit") {
+        None => Ok(10),
+        Some(l) => l.parse::<usize>().ok().filter(|n| (1..=MAX_PAGE_LIMIT).contains(n)).ok_or_else(|| {
+            ApiError::field("page_limit", format!("'{l}' is not a whole number from 1 to {MAX_PAGE_LIMIT}"))
+        }),
+    }
+}
+
+/// One page of `items` (`page_number`, `page_limit` long) with its paging fields.
+fn page_of(items: Vec<Value>, page: usize, limit: usize, key: &str) -> Value {
+    let pages = items.len().div_ceil(limit);
+    let list: Vec<Value> = items.into_iter().skip((page - 1) * limit).take(limit).collect();
+    json!({
+        "next_page": (page < pages).then_some(page + 1),
+        "pages": pages,
+        "prev_page": (page > 1 && pages > 0).then_some((page - 1).min(pages)),
+        key: list,
+    })
+}
+
+async fn search_users(
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    q: Params,
+) -> Result<Envelope<Value>, ApiError> {
+    use shared::domain::nearby;
+    let store = s.store.as_ref();
+    q.only(&["location", "user_id", "radius", "group_id", "page_number", "page_limit"])?;
+    let radius: f64 = match q.opt("radius") {
+        None => nearby::DEFAULT_RADIUS_M,
+        Some(r) => r
+            .parse()
+            .ok()
+            .filter(|r: &f64| (nearby::MIN_RADIUS_M..=nearby::MAX_RADIUS_M).contains(r))
+            .ok_or_else(|| ApiError::field("radius", "must be a number of meters from 100 to 10000"))?,
+    };
+    let at = origin(store, &p, &q).await?;
+    let limit = page_limit(&q)?;
+    let page = q.page_number()?.0;
+    let found = nearby::users_near(store, &p, at, radius, q.opt("group_id")).await?;
+    let items = found.iter().map(nearby::nearby_json).collect();
+    Ok(Envelope::ok("Users found", page_of(items, page, limit, "users")))
 }
 
 async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
@@ -45,41 +110,18 @@ async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
     if radius > MAX_SEARCH_RADIUS_M {
         return Err(ApiError::field("radius", format!("at most {MAX_SEARCH_RADIUS_M} meters")));
     }
-    let at = match (q.opt("location"), q.opt("user_id")) {
-        (Some(l), None) => parse_location(l)?,
-        (None, Some(u)) => {
-            let user = users::require(store, &p, "user_id", u).await?;
-            user.last_location_update
-                .map(|l| l.coordinates)
-                .ok_or_else(|| ApiError::field("user_id", "the user has no location yet"))?
-        }
-        (Some(_), Some(_)) => return Err(ApiError::field("location", "give location or user_id, not both")),
-        (None, None) => return Err(ApiError::field("location", "is required (latitude,longitude), or user_id")),
-    };
-    let limit = match q.opt("page_limit") {
-        None => 10,
-        Some(l) => l.parse::<usize>().ok().filter(|n| (1..=MAX_PAGE_LIMIT).contains(n)).ok_or_else(|| {
-            ApiError::field("page_limit", format!("'{l}' is not a whole number from 1 to {MAX_PAGE_LIMIT}"))
-        })?,
-    };
+    let at = origin(store, &p, &q).await?;
+    let limit = page_limit(&q)?;
     let page = q.page_number()?.0;
     let (hits, _) = geofences::search(store, &p, at, radius).await?;
-    let pages = hits.len().div_ceil(limit);
-    let list: Vec<Value> = hits
+    let items = hits
         .iter()
-        .skip((page - 1) * limit)
-        .take(limit)
         .map(|(g, d)| {
             let mut v = geofence_json(g, "id");
             v["distance"] = json!((d * 100.0).round() / 100.0);
             v
         })
         .collect();
-    let data = json!({
-        "next_page": (page < pages).then_some(page + 1),
-        "pages": pages,
-        "prev_page": (page > 1 && pages > 0).then_some((page - 1).min(pages)),
-        "geofences": list,
-    });
+    let data = page_of(items, page, limit, "geofences");
     Ok(Envelope::ok("Geofences found", data))
 }

@@ -6,6 +6,7 @@ pub mod groups;
 pub mod ingest;
 pub mod insights;
 pub mod locations;
+pub mod nearby;
 pub mod processor;
 pub mod projects;
 pub mod trips;

@@ -280,6 +280,28 @@ pub fn reindex_ops(
     Ok(ops)
 }
 
+/// Ids of users whose latest position is within `radius_m` of `at`, with their distances in
+/// meters (from the cell index; nearby users search).
+pub async fn positions_near(
+    store: &dyn Store,
+    p: &Project,
+    at: LngLat,
+    radius_m: f64,
+) -> Result<Vec<(String, f64)>, ApiError> {
+    let cells = index::search_cells(at, radius_m)?;
+    let queries: Vec<Query> = cells.iter().map(|c| Query::new(user_cell_pk(&p.project_id, c), SkRange::All)).collect();
+    let pages = futures::future::try_join_all(queries.iter().map(|q| store.query(Table::Main, q))).await?;
+    let mut out = Vec::new();
+    for item in pages.into_iter().flat_map(|page| page.items) {
+        let pos: Position = from_item(item)?;
+        let d = at.distance_m(pos.coordinates);
+        if d <= radius_m {
+            out.push((pos.user_id, d));
+        }
+    }
+    Ok(out)
+}
+
 /// Users whose latest position is within `radius_m` of `at` (from the cell index).
 async fn near(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -> Result<Vec<Position>, ApiError> {
     let Ok(cells) = index::search_cells(at, radius_m) else { return Ok(Vec::new()) };
