@@ -62,3 +62,24 @@ impl IntoResponse for V2Envelope {
 fn status_of(code: u16) -> axum::http::StatusCode {
     axum::http::StatusCode::from_u16(code).unwrap_or(axum::http::StatusCode::OK)
 }
+
+/// A GPX 1.1 document (`application/gpx+xml`), offered as a download named `filename`.
+#[derive(Debug)]
+pub struct GpxFile {
+    pub filename: String,
+    pub body: String,
+}
+
+impl IntoResponse for GpxFile {
+    fn into_response(self) -> Response {
+        let disposition = format!("attachment; filename=\"{}\"", self.filename.replace('"', ""));
+        (
+            [
+                (axum::http::header::CONTENT_TYPE, "application/gpx+xml".to_owned()),
+                (axum::http::header::CONTENT_DISPOSITION, disposition),
+            ],
+            self.body,
+        )
+            .into_response()
+    }
+}

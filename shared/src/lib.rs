@@ -16,7 +16,7 @@ pub mod state;
 pub mod store;
 pub mod time;
 
-pub use envelope::{Envelope, V2Envelope};
+pub use envelope::{Envelope, GpxFile, V2Envelope};
 pub use error::{ApiError, V2Error};
 pub use extract::{ApiJson, Params, V2Json, V2Params};
 pub use state::AppState;

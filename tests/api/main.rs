@@ -11,6 +11,7 @@ mod errors;
 mod geofence_events;
 mod geofences;
 mod gps_truth;
+mod gpx_export;
 mod groups;
 mod locations;
 mod moving;

@@ -31,6 +31,8 @@ pub(crate) enum Answer {
     V1(u16),
     V2(u16, &'static str),
     Public(&'static str),
+    /// A file (200) of this content type, asking for a key like any v1 operation.
+    File(&'static str),
 }
 
 /// What must exist before an event runs (besides the project and a user, which always do).
@@ -82,7 +84,7 @@ const fn case(name: &'static str, answer: Answer, setup: Setup) -> Case {
     Case { name, answer, setup }
 }
 
-use Answer::{Public, V1, V2};
+use Answer::{File, Public, V1, V2};
 use Setup::{
     Fence, Group, History, MovingFence, Nothing, Routine, StartedTrip, Tracked, Trip, TwoFences, Visited, Webhook,
     WebhookTested,
@@ -138,6 +140,9 @@ const CASES: &[Case] = &[
     case("search-by-location", V1(200), Fence),
     case("search-by-user", V1(200), Visited),
     case("search-users", V1(200), Visited),
+    case("locations-gpx", File("application/gpx+xml"), History),
+    case("trips-v1-gpx", File("application/gpx+xml"), StartedTrip(Api::V1)),
+    case("trips-v3-gpx", File("application/gpx+xml"), StartedTrip(Api::V1)),
     case("moving-geofences-create", V1(201), Nothing),
     case("moving-geofences-update", V1(200), MovingFence),
     case("moving-geofences-list", V1(200), MovingFence),
@@ -495,6 +500,13 @@ impl Fixture {
             assert!(reply.header("content-security-policy").contains("default-src 'none'"), "{name}: CSP");
             return if content_type == "application/json" { reply.json() } else { Value::String(text) };
         }
+        if let File(content_type) = answer {
+            let text = String::from_utf8_lossy(&reply.body).into_owned();
+            assert_eq!(reply.status, StatusCode::OK, "{name}: {text}");
+            let ty = reply.header("content-type");
+            assert!(ty.starts_with(content_type), "{name}: content-type {ty}, not {content_type}");
+            return Value::String(text);
+        }
         let (status, body) = (reply.status, reply.json());
         assert_eq!(Value::from(status.as_u16()), body["code"], "{name}: the HTTP status is the body's code: {body}");
         match answer {
@@ -508,7 +520,7 @@ impl Fixture {
                 assert!(body["description"].is_string(), "{name}: description: {body}");
                 assert!(body.get("status").is_none(), "{name}: the v2 envelope has no status: {body}");
             }
-            Public(_) => unreachable!("answered above"),
+            Public(_) | File(_) => unreachable!("answered above"),
         }
         body
     }
@@ -693,6 +705,10 @@ fn check_data(name: &str, fx: &Fixture, data: &Value) {
                 "{data}"
             );
         }
+        "locations-gpx" | "trips-v1-gpx" | "trips-v3-gpx" => {
+            let doc = data.as_str().expect("gpx");
+            assert!(doc.contains("<gpx") && doc.contains("version=\"1.1\"") && doc.contains("<trkpt"), "{name}: {doc}");
+        }
         "search-users" => {
             assert!(data["users"].as_array().expect("users").iter().any(|u| u["id"] == user), "{data}");
         }
@@ -832,7 +848,7 @@ async fn every_event_succeeds_through_its_function_within_its_policy() {
     for case in CASES {
         let f = function_of_event(case.name);
         let kind = |a: Answer| match a {
-            V1(_) => Auth::ApiKey,
+            V1(_) | File(_) => Auth::ApiKey,
             V2(..) => Auth::Bearer,
             Public(_) => Auth::Public,
         };
@@ -843,7 +859,7 @@ async fn every_event_succeeds_through_its_function_within_its_policy() {
         let body = fx.ok(case.name, case.answer).await;
         let data = match case.answer {
             V1(_) => &body["data"],
-            V2(..) | Public(_) => &body,
+            V2(..) | Public(_) | File(_) => &body,
         };
         check_data(case.name, &fx, data);
 

@@ -1,4 +1,5 @@
-//! `/v1/api/location/`: list a user's history (GET) and ingest a batch from the SDK (POST).
+//! `/v1/api/location/`: list a user's history (GET) and ingest a batch from the SDK (POST);
+//! `/v1/api/location/gpx/`: the history of a time range as a GPX 1.1 track (Waymark's own).
 
 use axum::Router;
 use axum::extract::State;
@@ -8,15 +9,28 @@ use shared::auth::{SdkKey, SecretKey};
 use shared::domain::locations::{self, IngestBatch, location_json};
 use shared::domain::{ingest, users};
 use shared::http::route;
-use shared::{ApiError, ApiJson, AppState, Envelope, Params};
+use shared::{ApiError, ApiJson, AppState, Envelope, GpxFile, Params};
 
 const PATH: &str = "/v1/api/location/";
 
 /// Every operation this function serves: (HTTP method, path with its trailing slash).
-pub const ROUTES: &[(&str, &str)] = &[("GET", PATH), ("POST", PATH)];
+pub const ROUTES: &[(&str, &str)] = &[("GET", PATH), ("POST", PATH), ("GET", GPX_PATH)];
+
+const GPX_PATH: &str = "/v1/api/location/gpx/";
 
 pub fn router() -> Router<AppState> {
-    route(Router::new(), PATH, get(list).post(ingest))
+    route(route(Router::new(), PATH, get(list).post(ingest)), GPX_PATH, get(gpx))
+}
+
+/// A user's locations over `start_date`..`end_date` (dates or date-times; all when left out) as
+/// one GPX track.
+async fn gpx(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<GpxFile, ApiError> {
+    let store = s.store.as_ref();
+    q.only(&["user_id", "start_date", "end_date", "timezone_offset"])?;
+    let user = users::require(store, &p, "user_id", q.required("user_id")?).await?;
+    let locs = locations::in_range(store, &p, &user.id, q.date_range(q.timezone()?)?).await?;
+    let body = shared::domain::export::gpx_track(&format!("user {}", user.id), &locs.iter().collect::<Vec<_>>())?;
+    Ok(GpxFile { filename: format!("locations-{}.gpx", user.id), body })
 }
 
 async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {

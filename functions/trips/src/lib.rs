@@ -12,7 +12,17 @@ use shared::domain::trips::{self, Action, Api, ListFilter, NewTrip, Trip, TripUp
 use shared::geometry::LngLat;
 use shared::http::route;
 use shared::time::Timestamp;
-use shared::{ApiError, ApiJson, AppState, Envelope, Params};
+use shared::{ApiError, ApiJson, AppState, Envelope, GpxFile, Params};
+
+/// A trip's route (the locations of its active time, as the summary's `route`) as a GPX track
+/// (Waymark's own).
+async fn gpx(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<GpxFile, ApiError> {
+    q.only(&["trip_id"])?;
+    let sum = trips::summary(s.store.as_ref(), &p, Api::V1, q.required("trip_id")?).await?;
+    let points: Vec<_> = sum.route.points.iter().map(|r| &r.location).collect();
+    let body = shared::domain::export::gpx_track(&format!("trip {}", sum.trip.id), &points)?;
+    Ok(GpxFile { filename: format!("trip-{}.gpx", sum.trip.id), body })
+}
 
 /// Every operation this function serves: (HTTP method, path with its trailing slash).
 pub const ROUTES: &[(&str, &str)] = &[
@@ -21,6 +31,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("PUT", "/v1/api/trips/"),
     ("DELETE", "/v1/api/trips/"),
     ("GET", "/v1/api/trips/summary/"),
+    ("GET", "/v1/api/trips/gpx/"),
     ("POST", "/v1/api/trips/controls/"),
     ("POST", "/v1/api/trips/quick/"),
     ("POST", "/v3/api/trips/"),
@@ -28,6 +39,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("PUT", "/v3/api/trips/"),
     ("DELETE", "/v3/api/trips/"),
     ("GET", "/v3/api/trips/summary/"),
+    ("GET", "/v3/api/trips/gpx/"),
     ("POST", "/v3/api/trips/controls/"),
     ("POST", "/v3/api/trips/quick/"),
 ];
@@ -43,6 +55,7 @@ pub fn router() -> Router<AppState> {
     for (ver, base) in [(Ver::V1, "/v1/api/trips/"), (Ver::V3, "/v3/api/trips/")] {
         r = route(r, base, post(create).put(update).get(move |k, s, q| list(ver, k, s, q)).delete(delete));
         r = route(r, &format!("{base}summary/"), get(move |k, s, q| summary(ver, k, s, q)));
+        r = route(r, &format!("{base}gpx/"), get(gpx));
         r = route(r, &format!("{base}controls/"), post(controls));
         r = route(r, &format!("{base}quick/"), post(quick));
     }

@@ -226,6 +226,20 @@ pub async fn encoded(
     user_id: &str,
     range: Option<DateRange>,
 ) -> Result<(usize, String, String), ApiError> {
+    let locs = in_range(store, p, user_id, range).await?;
+    let points: Vec<LngLat> = locs.iter().map(|l| l.coordinates).collect();
+    let timed: Vec<(LngLat, i64)> = locs.iter().map(|l| (l.coordinates, l.recorded_at.0.timestamp())).collect();
+    Ok((locs.len(), encode_polyline(&points)?, encode_time_aware_polyline(&timed)))
+}
+
+/// Every location of the range in `recorded_at` order, at most [`MAX_ENCODED_POINTS`] (a 400
+/// naming `start_date` beyond).
+pub async fn in_range(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    range: Option<DateRange>,
+) -> Result<Vec<Location>, ApiError> {
     let pk = locations_pk(&p.project_id, user_id);
     let q = Query::new(&pk, range_of(range)).limit(MAX_ENCODED_POINTS + 1);
     let page = store.query(Table::Locations, &q).await?;
@@ -235,10 +249,7 @@ pub async fn encoded(
             format!("the range holds more than {MAX_ENCODED_POINTS} locations; narrow start_date/end_date"),
         ));
     }
-    let locs = page.items.into_iter().map(from_item).collect::<Result<Vec<Location>, _>>()?;
-    let points: Vec<LngLat> = locs.iter().map(|l| l.coordinates).collect();
-    let timed: Vec<(LngLat, i64)> = locs.iter().map(|l| (l.coordinates, l.recorded_at.0.timestamp())).collect();
-    Ok((locs.len(), encode_polyline(&points)?, encode_time_aware_polyline(&timed)))
+    Ok(page.items.into_iter().map(from_item).collect::<Result<Vec<Location>, _>>()?)
 }
 
 /// A location as responses carry it: GeoJSON coordinates, timestamps in `tz`.
