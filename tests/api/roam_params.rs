@@ -32,8 +32,18 @@ both!(geofence_lists_filter_by_dates_user_and_group, |app| async move {
         let name = uri.split(['?', '=']).nth(1).unwrap();
         assert_error(status, &res, StatusCode::BAD_REQUEST, name);
     }
-    let (status, res) = app.get("/v1/api/trips/?trip_type=quick").await;
-    assert_error(status, &res, StatusCode::BAD_REQUEST, "trip_type");
+    for uri in [
+        "/v1/api/trips/?trip_type=quick",
+        "/v1/api/user/?sort=asc",
+        "/v1/api/location/?user_id=x&order=desc",
+        "/v1/api/search/geofences/?location=1,2&limit=5",
+        "/v3/api/moving-geofence/?start_date=2024-01-01&end_date=2024-01-02&tag=x",
+        "/v1/api/event/?start_date=2024-01-01&end_date=2024-01-02&event_type=entry",
+    ] {
+        let (status, res) = app.get(uri).await;
+        let name = uri.rsplit('&').next().unwrap().rsplit('?').next().unwrap().split('=').next().unwrap();
+        assert_error(status, &res, StatusCode::BAD_REQUEST, name);
+    }
 });
 
 both!(geofence_update_changes_geometry_scope_and_window, |app| async move {

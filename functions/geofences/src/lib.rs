@@ -242,6 +242,7 @@ async fn list_events(
     State(s): State<AppState>,
     q: Params,
 ) -> Result<Envelope<Value>, ApiError> {
+    q.only(&["start_date", "end_date", "user_id", "geofence_id", "page_number"])?;
     q.required("start_date")?;
     q.required("end_date")?;
     let range = q.date_range(None)?.ok_or_else(|| ApiError::field("start_date", "is required"))?;

@@ -35,6 +35,7 @@ async fn gpx(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> R
 
 async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
     let store = s.store.as_ref();
+    q.only(&["user_id", "timezone_offset", "start_date", "end_date", "page_number", "points_encoded"])?;
     let user = users::require(store, &p, "user_id", q.required("user_id")?).await?;
     let tz = q.timezone()?;
     let range = q.date_range(tz)?;

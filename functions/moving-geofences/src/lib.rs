@@ -53,6 +53,7 @@ async fn update(
 
 async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
     let store = s.store.as_ref();
+    q.only(&["start_date", "end_date", "geofence_id", "page_number", "count"])?;
     q.required("start_date")?;
     q.required("end_date")?;
     let count = q.bool("count", false)?;

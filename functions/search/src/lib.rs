@@ -99,6 +99,7 @@ async fn search_users(
 
 async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
     let store = s.store.as_ref();
+    q.only(&["location", "user_id", "radius", "page_limit", "page_number"])?;
     let radius: f64 = match q.opt("radius") {
         None => DEFAULT_SEARCH_RADIUS_M,
         Some(r) => r

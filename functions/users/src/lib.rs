@@ -31,6 +31,7 @@ async fn create(
 const LIST_FILTERS: [&str; 5] = ["start_date", "end_date", "page_number", "metadata", "timezone_offset"];
 
 async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+    q.only(&["user_id", "timezone_offset", "start_date", "end_date", "page_number", "metadata"])?;
     if let Some(id) = q.opt("user_id") {
         if let Some(other) = LIST_FILTERS.iter().find(|f| q.has(f)) {
             return Err(ApiError::field("user_id", format!("use it alone; it cannot be combined with {other}")));
