@@ -270,9 +270,6 @@ impl Worker {
         };
         let mut d: Delivery = from_item(d)?;
         let m: Message = from_item(m)?;
-        // What the log said when this attempt began: a replay may reset it while the request is
-        // out, and then this attempt's outcome must not overwrite the replay.
-        let seen = serde_json::to_value(d.updated_at).map_err(|e| ApiError::internal(e.to_string()))?;
         if d.status != Status::Pending {
             store.transact(vec![drop_ref]).await?;
             return Ok((Outcome::Final, d.status == Status::Delivered));
@@ -302,11 +299,7 @@ impl Worker {
             d.next_attempt_at = Some(at);
             Outcome::Wait(at)
         };
-        let log = WriteOp::Put {
-            table: Table::Main,
-            item: to_item(&lpk, &r.event_id, &d)?,
-            cond: Cond::Equals("updated_at", seen),
-        };
+        let log = WriteOp::Put { table: Table::Main, item: to_item(&lpk, &r.event_id, &d)?, cond: Cond::None };
         let index = match &outcome {
             Outcome::Final => drop_ref,
             Outcome::Wait(at) => {
@@ -314,12 +307,8 @@ impl Worker {
                 WriteOp::Put { table: Table::Main, item: to_item(&ppk, sk, &next)?, cond: Cond::None }
             }
         };
-        match store.transact(vec![log, index]).await {
-            Ok(()) => Ok((outcome, success)),
-            // Replayed meanwhile: the replay's pending entry stands and is sent next.
-            Err(StoreError::ConditionFailed) => Ok((Outcome::Wait(Timestamp::now()), success)),
-            Err(e) => Err(e.into()),
-        }
+        store.transact(vec![log, index]).await?;
+        Ok((outcome, success))
     }
 
     /// POST the message; the attempt as logged, and `Retry-After` when a 429 or 503 gave one.
