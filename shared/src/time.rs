@@ -1,6 +1,6 @@
 //! Timestamps (`YYYY-MM-DDThh:mm:ss.mmm`, UTC unless a zone is asked for), date filters and zones.
 
-use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, Duration, FixedOffset, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
 use chrono_tz::Tz;
 
 use crate::error::ApiError;
@@ -53,6 +53,63 @@ pub fn parse_tz(s: Option<&str>) -> Result<Option<Tz>, ApiError> {
         })
     })
     .transpose()
+}
+
+/// A location record's `timezone_offset`: a fixed offset (`+hh:mm` or `+hhmm`, up to ±14:00) or
+/// an IANA zone name (`Europe/Berlin`), whose offset follows daylight saving time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Zone {
+    Fixed(FixedOffset),
+    Named(Tz),
+}
+
+impl Zone {
+    /// `None` for anything else (a record carrying it is refused at ingest).
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.trim();
+        let (sign, rest) = match s.as_bytes().first() {
+            Some(b'+') => (1, &s[1..]),
+            Some(b'-') => (-1, &s[1..]),
+            _ => return s.parse::<Tz>().ok().map(Zone::Named),
+        };
+        let digits = match rest.as_bytes() {
+            [_, _, b':', _, _] => format!("{}{}", &rest[..2], &rest[3..]),
+            [_, _, _, _] => rest.to_owned(),
+            _ => return None,
+        };
+        if !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let (h, m): (i32, i32) = (digits[..2].parse().ok()?, digits[2..].parse().ok()?);
+        if h > 14 || m > 59 || h * 60 + m > 14 * 60 {
+            return None;
+        }
+        FixedOffset::east_opt(sign * (h * 3600 + m * 60)).map(Zone::Fixed)
+    }
+
+    /// Seconds east of UTC at the instant `t`.
+    pub fn offset_s(&self, t: DateTime<Utc>) -> i32 {
+        match self {
+            Zone::Fixed(o) => o.local_minus_utc(),
+            Zone::Named(tz) => tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc(),
+        }
+    }
+
+    /// The local wall-clock time of the instant `t`.
+    pub fn local(&self, t: DateTime<Utc>) -> NaiveDateTime {
+        t.naive_utc() + Duration::seconds(self.offset_s(t).into())
+    }
+
+    /// The offset at `t` in the interface's `+hhmm` form.
+    pub fn hhmm(&self, t: DateTime<Utc>) -> String {
+        hhmm(self.offset_s(t))
+    }
+}
+
+/// Seconds east of UTC as `+hhmm`.
+pub fn hhmm(offset_s: i32) -> String {
+    let o = offset_s;
+    format!("{}{:02}{:02}", if o < 0 { '-' } else { '+' }, o.abs() / 3600, (o.abs() % 3600) / 60)
 }
 
 /// A half-open interval of instants `[start, end)` chosen by `start_date` / `end_date`.
@@ -236,5 +293,20 @@ mod tests {
         assert_eq!(format_ts(a, None), "2024-01-02T03:04:05.678");
         assert!(parse_ts("t", "yesterday").is_err());
         assert!(parse_tz(Some("Mars/Olympus")).is_err());
+    }
+
+    #[test]
+    fn zones_are_offsets_or_iana_names_with_dst() {
+        let winter = parse_ts("t", "2024-01-15T12:00:00").unwrap();
+        let summer = parse_ts("t", "2024-07-15T12:00:00").unwrap();
+        let berlin = Zone::parse("Europe/Berlin").unwrap();
+        assert_eq!((berlin.hhmm(winter), berlin.hhmm(summer)), ("+0100".into(), "+0200".into()));
+        for (s, h) in [("+05:30", "+0530"), ("+0530", "+0530"), ("-03:00", "-0300"), ("+14:00", "+1400")] {
+            assert_eq!(Zone::parse(s).unwrap().hhmm(summer), h, "{s}");
+        }
+        for bad in ["Mars/Olympus", "+5", "+05:3", "+15:00", "+05:60", "0530", "", "+05:30x", "UTC+1"] {
+            assert!(Zone::parse(bad).is_none(), "{bad}");
+        }
+        assert_eq!(Zone::parse("Europe/Berlin").unwrap().local(summer).to_string(), "2024-07-15 14:00:00");
     }
 }

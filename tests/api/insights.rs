@@ -171,7 +171,7 @@ both!(confidence_rises_with_weeks_and_one_day_is_too_little, |app| async move {
 });
 
 both!(a_night_shift_worker_gets_the_right_home, |app| async move {
-    let u = user_with(&app, &history(MONDAY() + Duration::days(14), 14, 4, true)).await;
+    let u = user_with(&app, &history(MONDAY(), 28, 4, true)).await;
     let home = insights(&app, "home", &u).await;
     assert_eq!(home.len(), 1);
     assert!(geodesic(centre(&home[0]), HOME) < 50.0, "home {:.0} m off", geodesic(centre(&home[0]), HOME));

@@ -3,6 +3,8 @@
 mod helpers;
 
 mod insights;
+mod insights_life;
+mod life;
 
 mod auth;
 mod capacity;

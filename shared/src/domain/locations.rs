@@ -153,6 +153,12 @@ pub fn validate_batch(batch: &IngestBatch) -> Result<(), ApiError> {
                 return Err(ApiError::field(&format!("locations[{i}].{name}"), "at most 512 characters"));
             }
         }
+        if let Some(z) = l.timezone_offset.as_deref().filter(|z| crate::time::Zone::parse(z).is_none()) {
+            return Err(ApiError::field(
+                &format!("locations[{i}].timezone_offset"),
+                format!("'{z}' is not a time zone: +hh:mm, +hhmm or an IANA name such as Europe/Berlin"),
+            ));
+        }
         for (name, v) in [
             ("speed", l.speed),
             ("accuracy", l.accuracy),

@@ -1,0 +1,217 @@
+//! Insights: home, work and frequently visited places, learned from stays.
+//!
+//! - [`stays`]: stays, detected by the events processor as fixes arrive ([`plan`]), robust to
+//!   sparse sampling, silent nights, arrival/departure-only devices and stray fixes;
+//! - [`places`]: stays clustered into places (DBSCAN on stay centres, medoid centre, buffered hull
+//!   polygon, recency-weighted dwell), computed on each request;
+//! - here: which place is home, which is work, which are points of interest, and the answer.
+//!
+//! **Home**: the place with the most recency-weighted dwell (any hour, so someone who works nights
+//! and sleeps by day gets the right home; night dwell breaks ties) among places with at least
+//! [`MIN_DAYS`] days; unless the person moved: when the latest [`MOVE_NIGHTS`] nights (each night
+//! the place with at least [`NIGHT_MIN_SECONDS`] of its 22:00-06:00 local, nights without data
+//! skipped) were all spent at one other place, that place is home, with at least `Medium`
+//! confidence, and the old one is not.
+//!
+//! **Work**: a place other than home with a regular weekday pattern: in at least
+//! [`WORK_MIN_WEEKS`] of the latest [`WORK_WINDOW_WEEKS`] weeks, at least
+//! [`WORK_MIN_HOURS_PER_WEEK`] hours there on at least [`WORK_MIN_WEEKDAYS`] weekdays (Monday to
+//! Friday, any hour, so shifts count). Of those, the most recency-weighted weekday dwell, so a
+//! new job replaces the old one once it has its own weeks. None otherwise: someone who works from
+//! home, or whose only regular place is a gym, has no work.
+//!
+//! **Points of interest**: every other place visited on at least [`POI_MIN_DAYS`] distinct local
+//! days (a day counts when a stay there began on it, however short): a café every morning for
+//! ten minutes is one; a hotel for one night, however long, is not.
+//!
+//! Confidence: home and work `High` from 14 days with at least 10% of the weighted dwell,
+//! `Medium` from 5 days, else `Low`; POIs `High` from 8 visit days, `Medium` from 4. `type` of a
+//! POI is `poi`: naming places (road, residential, ...) needs a reverse geocoder, which Waymark
+//! does not have; [`PlaceNamer`] is where one would plug in.
+
+pub mod places;
+pub mod stays;
+
+use std::collections::BTreeMap;
+
+use chrono::{Duration, NaiveDate};
+use serde_json::{Value, json};
+
+use crate::auth::Project;
+use crate::error::ApiError;
+use crate::geometry::{GeoPoint, LngLat};
+use crate::ids::id_at;
+use crate::store::Store;
+use crate::time::Timestamp;
+pub use places::{PLACE_RADIUS_M, Place, places};
+pub use stays::{InsightsPlan, Stay, plan, stays};
+
+/// Home needs at least this many local days with 30 minutes there.
+pub const MIN_DAYS: usize = 3;
+/// After this many nights in a row at another place, that place is home.
+pub const MOVE_NIGHTS: usize = 10;
+/// A night (22:00-06:00 local) is spent where the person was for at least this long (seconds).
+pub const NIGHT_MIN_SECONDS: i64 = 3 * 3600;
+/// Work is judged over this many latest weeks (Monday to Sunday, local).
+pub const WORK_WINDOW_WEEKS: i64 = 6;
+/// Weeks (of the window) with a working week at the place that work needs.
+pub const WORK_MIN_WEEKS: usize = 3;
+/// A working week: at least this many hours at the place, Monday to Friday ...
+pub const WORK_MIN_HOURS_PER_WEEK: i64 = 10;
+/// ... on at least this many weekdays.
+pub const WORK_MIN_WEEKDAYS: usize = 2;
+/// A point of interest is visited on at least this many distinct local days.
+pub const POI_MIN_DAYS: usize = 2;
+
+/// Where a reverse geocoder would plug in: the class of a place (`road`, `residential`, ...).
+pub trait PlaceNamer {
+    fn class_of(&self, centre: LngLat) -> Option<String>;
+}
+
+/// Waymark has no geocoder: every POI is of type `poi`.
+pub struct NoGeocoder;
+
+impl PlaceNamer for NoGeocoder {
+    fn class_of(&self, _centre: LngLat) -> Option<String> {
+        None
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Home,
+    Work,
+    Poi,
+}
+
+/// Home, work and points of interest among the places (indexes into `places`).
+#[derive(Debug, Clone, Default)]
+pub struct Classes {
+    pub home: Option<usize>,
+    /// Whether home is where the latest nights were spent after a move.
+    pub moved: bool,
+    pub work: Option<usize>,
+    pub pois: Vec<usize>,
+}
+
+/// The place of each night (the date it began on) with enough of it spent there.
+fn night_places(places: &[Place]) -> BTreeMap<NaiveDate, usize> {
+    let mut best: BTreeMap<NaiveDate, (i64, usize)> = BTreeMap::new();
+    for (i, p) in places.iter().enumerate() {
+        for (&d, &secs) in &p.nights {
+            if secs >= NIGHT_MIN_SECONDS && best.get(&d).is_none_or(|b| secs > b.0) {
+                best.insert(d, (secs, i));
+            }
+        }
+    }
+    best.into_iter().map(|(d, (_, i))| (d, i)).collect()
+}
+
+pub fn classify(places: &[Place]) -> Classes {
+    let eligible = |p: &Place| p.days.len() >= MIN_DAYS;
+    let weighted = places
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| eligible(p))
+        .max_by(|a, b| a.1.weight.total_cmp(&b.1.weight).then(night_s(a.1).cmp(&night_s(b.1))))
+        .map(|(i, _)| i);
+    let latest: Vec<usize> = night_places(places).into_values().rev().take(MOVE_NIGHTS).collect();
+    let moved_to = (latest.len() == MOVE_NIGHTS && latest.iter().all(|i| *i == latest[0]))
+        .then_some(latest[0])
+        .filter(|i| Some(*i) != weighted && eligible(&places[*i]));
+    let home = moved_to.or(weighted);
+
+    // Work: weeks of the window, counted back from the week of the latest stay.
+    let last_week = places
+        .iter()
+        .flat_map(|p| p.stays.iter())
+        .max_by_key(|s| s.end)
+        .map(|s| places::monday_of(s.zone().local(s.end.0).date()));
+    let work = last_week.and_then(|last| {
+        let first = last - Duration::weeks(WORK_WINDOW_WEEKS - 1);
+        places
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != home)
+            .filter(|(_, p)| {
+                p.weeks
+                    .range(first..=last)
+                    .filter(|(_, (secs, days))| {
+                        *secs >= WORK_MIN_HOURS_PER_WEEK * 3600 && days.len() >= WORK_MIN_WEEKDAYS
+                    })
+                    .count()
+                    >= WORK_MIN_WEEKS
+            })
+            .max_by(|a, b| a.1.weekday_weight.total_cmp(&b.1.weekday_weight))
+            .map(|(i, _)| i)
+    });
+    let pois = (0..places.len())
+        .filter(|i| Some(*i) != home && Some(*i) != work && places[*i].visit_days.len() >= POI_MIN_DAYS)
+        .collect();
+    Classes { home, moved: moved_to.is_some(), work, pois }
+}
+
+fn night_s(p: &Place) -> i64 {
+    p.nights.values().sum()
+}
+
+fn confidence(kind: Kind, p: &Place, total_weight: f64, moved: bool) -> &'static str {
+    let days = p.days.len();
+    let share = p.weight / total_weight.max(1e-9);
+    match kind {
+        Kind::Home | Kind::Work if days >= 14 && share >= 0.1 => "High",
+        Kind::Home | Kind::Work if days >= 5 || moved => "Medium",
+        Kind::Poi if p.visit_days.len() >= 8 => "High",
+        Kind::Poi if p.visit_days.len() >= 4 => "Medium",
+        _ => "Low",
+    }
+}
+
+/// The Insight shape of interface.md.
+pub fn insight_json(kind: Kind, p: &Place, total_weight: f64, moved: bool, namer: &dyn PlaceNamer) -> Value {
+    let last = p.stays.iter().max_by_key(|s| s.end).expect("a place has stays");
+    let kind_name = match kind {
+        Kind::Home => "home".to_owned(),
+        Kind::Work => "work".to_owned(),
+        Kind::Poi => namer.class_of(p.centre).unwrap_or_else(|| "poi".to_owned()),
+    };
+    // A place's id is its first stay's (the id of the fix that began it): stable across requests.
+    let first = p.stays.iter().min_by_key(|s| (s.start, &s.id)).expect("a place has stays");
+    json!({
+        "id": id_at(first.start.0, u64::from_str_radix(first.id.get(12..).unwrap_or("0"), 16).unwrap_or(0)),
+        "geometry": {"type": "Polygon", "coordinates": [p.polygon]},
+        "last_visited": {
+            "id": last.last.id,
+            "coordinates": GeoPoint::from(last.last.coordinates),
+            "accuracy": last.last.horizontal_accuracy.or(last.last.accuracy),
+            "altitude": last.last.altitude,
+            "recorded_at": last.last.recorded_at.format(None),
+            "started_at": last.start.format(None),
+            "created_at": last.last.created_at.unwrap_or(last.end).format(None),
+        },
+        "tz_offset": last.zone().hhmm(last.end.0),
+        "confidence": confidence(kind, p, total_weight, moved),
+        "type": kind_name,
+        "created_at": Timestamp::now().format(None),
+    })
+}
+
+/// The insights of `kind` among places already computed (empty with too little history).
+pub fn answer(places: &[Place], kind: Kind) -> Vec<Value> {
+    let total: f64 = places.iter().map(|p| p.weight).sum();
+    let c = classify(places);
+    let chosen: Vec<usize> = match kind {
+        Kind::Home => c.home.into_iter().collect(),
+        Kind::Work => c.work.into_iter().collect(),
+        Kind::Poi => c.pois.clone(),
+    };
+    chosen
+        .into_iter()
+        .map(|i| insight_json(kind, &places[i], total, c.moved && kind == Kind::Home, &NoGeocoder))
+        .collect()
+}
+
+/// The insights of `kind` for a user (empty with too little history).
+pub async fn insights(store: &dyn Store, p: &Project, user_id: &str, kind: Kind) -> Result<Vec<Value>, ApiError> {
+    Ok(answer(&places(stays(store, p, user_id).await?), kind))
+}

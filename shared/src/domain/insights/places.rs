@@ -1,0 +1,223 @@
+//! Places: stays clustered by their centres, with what they add up to in local time.
+//!
+//! Stay centres are clustered with DBSCAN ([`geo::Dbscan`], every stay a core point, so this is
+//! single linkage at [`PLACE_RADIUS_M`]) in a local metric projection: first regions of stays
+//! within [`REGION_DEG`] of each other (so a traveller's cities are projected separately), then
+//! places within each region. A place's centre is the medoid of its stay centres, weighted by
+//! recency-weighted dwell: one of the real stays, not dragged by a few far ones. Its polygon is
+//! the convex hull of the [`HULL_SHARE`] of its stays nearest the centre, buffered by their median
+//! accuracy (between [`MIN_BUFFER_M`] and [`MAX_BUFFER_M`]), so it does not grow with every stray
+//! stay as months accumulate.
+//!
+//! Recency: a stay weighs its dwell times `0.5^(age / HALF_LIFE_DAYS)`, its age counted back
+//! from the end of the user's latest stay (not from the request's time, so answers depend on the
+//! history only).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{Datelike, Duration, NaiveDate, Timelike, Weekday};
+use geo::{Buffer, ConvexHull, Coord, Dbscan, MultiPoint, Point};
+
+use super::stays::Stay;
+use crate::geometry::LngLat;
+
+/// Two stays whose centres are within this distance (meters) belong to the same place (DBSCAN's
+/// epsilon; chains of such stays too).
+pub const PLACE_RADIUS_M: f64 = 50.0;
+/// Half-life (days) of a stay's weight.
+pub const HALF_LIFE_DAYS: f64 = 30.0;
+/// Stays whose centres are within this many degrees (about 5 km) are projected together.
+pub const REGION_DEG: f64 = 0.05;
+/// Share of a place's stays, nearest its centre first, that its polygon covers.
+pub const HULL_SHARE: f64 = 0.9;
+/// Bounds (meters) of the margin around a place's stays in its polygon.
+pub const MIN_BUFFER_M: f64 = 10.0;
+pub const MAX_BUFFER_M: f64 = 50.0;
+/// A local day counts for a place when at least this long (seconds) was spent there that day, so
+/// a late visit running past midnight does not count twice.
+pub const DAY_MIN_SECONDS: i64 = 1800;
+
+const M_PER_DEG_LAT: f64 = 110_574.0;
+const M_PER_DEG_LNG_EQUATOR: f64 = 111_320.0;
+
+/// A place: stays clustered together, with what they add up to.
+#[derive(Debug, Clone)]
+pub struct Place {
+    /// Its stays, in `start` order.
+    pub stays: Vec<Stay>,
+    pub centre: LngLat,
+    /// Closed ring, counter-clockwise, `[lng, lat]`.
+    pub polygon: Vec<[f64; 2]>,
+    pub dwell_s: i64,
+    /// Dwell weighted by recency (seconds).
+    pub weight: f64,
+    /// Weekday (Monday-Friday) dwell weighted by recency (seconds).
+    pub weekday_weight: f64,
+    /// Seconds between 22:00 and 06:00 local, by the date the night began on.
+    pub nights: BTreeMap<NaiveDate, i64>,
+    /// Local dates with at least [`DAY_MIN_SECONDS`] there.
+    pub days: BTreeSet<NaiveDate>,
+    /// Local dates a stay there began on (a visit counted per day, however short or long).
+    pub visit_days: BTreeSet<NaiveDate>,
+    /// By week (its Monday): weekday seconds and the weekdays with any.
+    pub weeks: BTreeMap<NaiveDate, (i64, BTreeSet<NaiveDate>)>,
+}
+
+/// Of a stay, in its local time (daylight saving time followed): night seconds by the date the
+/// night began, seconds by date, weekday seconds by week.
+struct Split {
+    nights: BTreeMap<NaiveDate, i64>,
+    per_day: BTreeMap<NaiveDate, i64>,
+    weeks: BTreeMap<NaiveDate, (i64, BTreeSet<NaiveDate>)>,
+    weekday_s: i64,
+}
+
+pub fn is_weekend(d: Weekday) -> bool {
+    matches!(d, Weekday::Sat | Weekday::Sun)
+}
+
+/// The Monday of a date's week.
+pub fn monday_of(d: NaiveDate) -> NaiveDate {
+    d - Duration::days(d.weekday().num_days_from_monday().into())
+}
+
+fn split(s: &Stay) -> Split {
+    let zone = s.zone();
+    let mut out = Split { nights: BTreeMap::new(), per_day: BTreeMap::new(), weeks: BTreeMap::new(), weekday_s: 0 };
+    let (mut t, end) = (s.start.0, s.end.0);
+    // Walk local hour by local hour.
+    while t < end {
+        let local = zone.local(t);
+        let to_hour = 3600 - i64::from(local.minute() * 60 + local.second());
+        let next = (t + Duration::seconds(to_hour.max(1))).min(end);
+        let secs = (next - t).num_seconds();
+        let d = local.date();
+        match local.hour() {
+            h if h >= 22 => *out.nights.entry(d).or_default() += secs,
+            h if h < 6 => *out.nights.entry(d.pred_opt().unwrap_or(d)).or_default() += secs,
+            _ => {}
+        }
+        *out.per_day.entry(d).or_default() += secs;
+        if !is_weekend(d.weekday()) {
+            out.weekday_s += secs;
+            let w = out.weeks.entry(monday_of(d)).or_default();
+            w.0 += secs;
+            w.1.insert(d);
+        }
+        t = next;
+    }
+    out
+}
+
+/// A local plane (meters) around a reference position.
+struct Plane {
+    lng0: f64,
+    lat0: f64,
+    kx: f64,
+}
+
+impl Plane {
+    fn around(ps: &[LngLat]) -> Self {
+        let n = ps.len().max(1) as f64;
+        let (lng0, lat0) = (ps.iter().map(|p| p.lng).sum::<f64>() / n, ps.iter().map(|p| p.lat).sum::<f64>() / n);
+        Plane { lng0, lat0, kx: M_PER_DEG_LNG_EQUATOR * lat0.to_radians().cos().max(0.01) }
+    }
+    fn to_xy(&self, p: LngLat) -> Point<f64> {
+        Point::new((p.lng - self.lng0) * self.kx, (p.lat - self.lat0) * M_PER_DEG_LAT)
+    }
+    fn to_lnglat(&self, c: Coord<f64>) -> [f64; 2] {
+        [self.lng0 + c.x / self.kx, self.lat0 + c.y / M_PER_DEG_LAT]
+    }
+}
+
+/// Group indices by DBSCAN label (every point labelled, `min_samples` 1).
+fn groups(labels: Vec<Option<usize>>) -> Vec<Vec<usize>> {
+    let mut by: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut alone = Vec::new();
+    for (i, l) in labels.into_iter().enumerate() {
+        match l {
+            Some(l) => by.entry(l).or_default().push(i),
+            None => alone.push(vec![i]),
+        }
+    }
+    by.into_values().chain(alone).collect()
+}
+
+/// Cluster stays into places, most weight first.
+pub fn places(mut stays: Vec<Stay>) -> Vec<Place> {
+    stays.sort_by(|a, b| a.start.cmp(&b.start).then_with(|| a.id.cmp(&b.id)));
+    let Some(latest) = stays.iter().map(|s| s.end).max() else { return Vec::new() };
+    let weight_of = |s: &Stay| {
+        let age_days = (latest.0 - s.end.0).num_seconds().max(0) as f64 / 86_400.0;
+        s.dwell_s() as f64 * 0.5f64.powf(age_days / HALF_LIFE_DAYS)
+    };
+    let degrees: Vec<Point<f64>> = stays.iter().map(|s| s.centre.point()).collect();
+    let mut out = Vec::new();
+    for region in groups(degrees.as_slice().dbscan(REGION_DEG, 1)) {
+        let centres: Vec<LngLat> = region.iter().map(|&i| stays[i].centre).collect();
+        let plane = Plane::around(&centres);
+        let xy: Vec<Point<f64>> = centres.iter().map(|&c| plane.to_xy(c)).collect();
+        for cluster in groups(xy.as_slice().dbscan(PLACE_RADIUS_M, 1)) {
+            let members: Vec<(Point<f64>, &Stay)> = cluster.iter().map(|&k| (xy[k], &stays[region[k]])).collect();
+            out.push(place(&plane, &members, &weight_of));
+        }
+    }
+    out.sort_by(|a, b| b.weight.total_cmp(&a.weight).then_with(|| a.stays[0].id.cmp(&b.stays[0].id)));
+    out
+}
+
+fn place(plane: &Plane, members: &[(Point<f64>, &Stay)], weight_of: &dyn Fn(&Stay) -> f64) -> Place {
+    let weights: Vec<f64> = members.iter().map(|(_, s)| weight_of(s).max(1e-9)).collect();
+    let dist = |a: Point<f64>, b: Point<f64>| (a.x() - b.x()).hypot(a.y() - b.y());
+    // Weighted medoid.
+    let cost = |k: usize| members.iter().zip(&weights).map(|((q, _), w)| w * dist(members[k].0, *q)).sum::<f64>();
+    let medoid = (0..members.len()).map(|k| (k, cost(k))).min_by(|a, b| a.1.total_cmp(&b.1)).map_or(0, |(k, _)| k);
+    let centre_xy = members[medoid].0;
+    // Polygon: hull of the nearest HULL_SHARE of the stays, buffered by their accuracy.
+    let mut near: Vec<&(Point<f64>, &Stay)> = members.iter().collect();
+    near.sort_by(|a, b| dist(a.0, centre_xy).total_cmp(&dist(b.0, centre_xy)));
+    let keep = if near.len() >= 10 { (near.len() as f64 * HULL_SHARE).ceil() as usize } else { near.len() };
+    near.truncate(keep.max(1));
+    let mut acc: Vec<f64> = near.iter().map(|(_, s)| s.accuracy_m).collect();
+    acc.sort_by(f64::total_cmp);
+    let margin = acc[acc.len() / 2].clamp(MIN_BUFFER_M, MAX_BUFFER_M);
+    let hull = MultiPoint::new(near.iter().map(|(p, _)| *p).collect()).convex_hull();
+    let corners = MultiPoint::new(hull.exterior().points().collect());
+    let shape = corners.buffer(margin).convex_hull();
+    let polygon = shape.exterior().coords().map(|&c| plane.to_lnglat(c)).collect();
+
+    let mut p = Place {
+        stays: members.iter().map(|(_, s)| (*s).clone()).collect(),
+        centre: members[medoid].1.centre,
+        polygon,
+        dwell_s: 0,
+        weight: weights.iter().sum(),
+        weekday_weight: 0.0,
+        nights: BTreeMap::new(),
+        days: BTreeSet::new(),
+        visit_days: BTreeSet::new(),
+        weeks: BTreeMap::new(),
+    };
+    let mut per_day: BTreeMap<NaiveDate, i64> = BTreeMap::new();
+    for ((_, s), w) in members.iter().zip(&weights) {
+        let sp = split(s);
+        p.dwell_s += s.dwell_s();
+        if s.dwell_s() > 0 {
+            p.weekday_weight += w * sp.weekday_s as f64 / s.dwell_s() as f64;
+        }
+        for (d, secs) in sp.nights {
+            *p.nights.entry(d).or_default() += secs;
+        }
+        for (d, secs) in sp.per_day {
+            *per_day.entry(d).or_default() += secs;
+        }
+        for (wk, (secs, days)) in sp.weeks {
+            let e = p.weeks.entry(wk).or_default();
+            e.0 += secs;
+            e.1.extend(days);
+        }
+        p.visit_days.insert(s.zone().local(s.start.0).date());
+    }
+    p.days = per_day.into_iter().filter(|(_, s)| *s >= DAY_MIN_SECONDS).map(|(d, _)| d).collect();
+    p
+}

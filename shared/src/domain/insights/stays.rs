@@ -1,0 +1,277 @@
+//! Stays, detected incrementally by the events processor as fixes arrive.
+//!
+//! A *run* is the fixes at one place: each fix within [`STAY_RADIUS_M`] of the run's centre (the
+//! mean of its fixes) and at most [`MAX_GAP_SECONDS`] after the previous one joins it, so a stay
+//! continues across a silent night or a phone that only reports on arrival and departure. A fix
+//! away from the run is held: if the next fix is back at the place, the held one was an outlier
+//! and is dropped; otherwise the run ends. It ends at the first fix away when that came within
+//! [`DEPARTURE_WINDOW_SECONDS`] of the last fix at the place (the person left in between), else at
+//! the last fix there. A run of at least [`MIN_STAY_SECONDS`] is a stay; two fixes at one place
+//! (arrival and departure) are enough. Fixes less accurate than [`MAX_ACCURACY_M`] are ignored.
+
+use chrono::Offset;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Project;
+use crate::domain::locations::Location;
+use crate::error::ApiError;
+use crate::geometry::LngLat;
+use crate::store::{Cond, Item, Query, SkRange, Store, Table, WriteOp, from_item, to_item};
+use crate::time::{Timestamp, Zone};
+
+/// A fix joins a run within this distance (meters) of the run's centre.
+pub const STAY_RADIUS_M: f64 = 80.0;
+/// A run is a stay from this long (seconds) between its first fix and its end.
+pub const MIN_STAY_SECONDS: i64 = 300;
+/// Longest silence (seconds) a stay continues across when the device is at the same place before
+/// and after it: 16 h covers a night with the phone asleep from evening arrival to morning
+/// departure.
+pub const MAX_GAP_SECONDS: i64 = 16 * 3600;
+/// A stay ends at the first fix away when it came at most this long (seconds) after the last fix
+/// at the place; after a longer silence, at the last fix there.
+pub const DEPARTURE_WINDOW_SECONDS: i64 = 1800;
+/// Fixes with `horizontal_accuracy` (else `accuracy`) above this (meters) are ignored.
+pub const MAX_ACCURACY_M: f64 = 50.0;
+/// Accuracy (meters) assumed for a stay whose fixes carry none.
+const DEFAULT_ACCURACY_M: f64 = 20.0;
+
+/// A detected stay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stay {
+    /// The id of the fix that began it.
+    pub id: String,
+    /// Mean of its fixes.
+    pub centre: LngLat,
+    pub start: Timestamp,
+    pub end: Timestamp,
+    /// Offset east of UTC (seconds) of stays stored before `zone` existed.
+    #[serde(default)]
+    pub offset_s: i32,
+    /// `timezone_offset` of its latest record (an offset or an IANA name), if any.
+    #[serde(default)]
+    pub zone: Option<String>,
+    /// Mean accuracy (meters) of its fixes.
+    #[serde(default = "default_accuracy")]
+    pub accuracy_m: f64,
+    /// Number of fixes.
+    #[serde(default)]
+    pub fixes: u32,
+    /// Its last fix at the place.
+    pub last: Location,
+}
+
+fn default_accuracy() -> f64 {
+    DEFAULT_ACCURACY_M
+}
+
+impl Stay {
+    pub fn dwell_s(&self) -> i64 {
+        (self.end.0 - self.start.0).num_seconds().max(0)
+    }
+    /// Its time zone: the record's zone, else the fixed offset of older stays (UTC without one).
+    pub fn zone(&self) -> Zone {
+        self.zone
+            .as_deref()
+            .and_then(Zone::parse)
+            .unwrap_or_else(|| Zone::Fixed(chrono::FixedOffset::east_opt(self.offset_s).unwrap_or(chrono::Utc.fix())))
+    }
+}
+
+/// The run of fixes in progress (older items, with other fields, read as a fresh run's).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+struct Run {
+    n: f64,
+    sum_lng: f64,
+    sum_lat: f64,
+    sum_acc: f64,
+    n_acc: f64,
+    first: Option<Location>,
+    last: Option<Location>,
+    /// A fix away from the run, held until the next one says whether it was an outlier.
+    pending: Option<Location>,
+    zone: Option<String>,
+    version: u64,
+}
+
+fn accuracy_of(l: &Location) -> Option<f64> {
+    l.horizontal_accuracy.or(l.accuracy)
+}
+
+impl Run {
+    fn centre(&self) -> LngLat {
+        LngLat { lng: self.sum_lng / self.n.max(1.0), lat: self.sum_lat / self.n.max(1.0) }
+    }
+    fn start(l: &Location, version: u64) -> Self {
+        let mut r = Run { version, ..Run::default() };
+        r.first = Some(l.clone());
+        r.add(l);
+        r
+    }
+    fn add(&mut self, l: &Location) {
+        self.n += 1.0;
+        self.sum_lng += l.coordinates.lng;
+        self.sum_lat += l.coordinates.lat;
+        if let Some(a) = accuracy_of(l) {
+            self.sum_acc += a;
+            self.n_acc += 1.0;
+        }
+        self.last = Some(l.clone());
+        if l.timezone_offset.is_some() {
+            self.zone = l.timezone_offset.clone();
+        }
+    }
+    /// Take the next fix (in `recorded_at` order), closing stays into `closed`.
+    fn step(&mut self, l: &Location, closed: &mut Vec<Stay>) {
+        let Some(last) = self.last.as_ref() else {
+            *self = Run::start(l, self.version);
+            return;
+        };
+        let in_time = (l.recorded_at.0 - last.recorded_at.0).num_seconds() <= MAX_GAP_SECONDS;
+        if in_time && self.centre().distance_m(l.coordinates) <= STAY_RADIUS_M {
+            self.pending = None; // back at the place: the held fix was an outlier
+            self.add(l);
+            return;
+        }
+        if in_time && self.pending.is_none() {
+            self.pending = Some(l.clone());
+            return;
+        }
+        // Away twice in a row, or back after too long a silence: the run ends.
+        let away = self.pending.take();
+        closed.extend(self.stay(Some(away.as_ref().unwrap_or(l))));
+        let version = self.version;
+        match away {
+            Some(p) => {
+                *self = Run::start(&p, version);
+                self.step(l, closed);
+            }
+            None => *self = Run::start(l, version),
+        }
+    }
+    /// The run as a stay, if it lasted long enough; `away` is the first fix after it.
+    fn stay(&self, away: Option<&Location>) -> Option<Stay> {
+        let (first, last) = (self.first.as_ref()?, self.last.as_ref()?);
+        let end = match away {
+            Some(a) if (a.recorded_at.0 - last.recorded_at.0).num_seconds() <= DEPARTURE_WINDOW_SECONDS => {
+                a.recorded_at
+            }
+            _ => last.recorded_at,
+        };
+        let long_enough = (end.0 - first.recorded_at.0).num_seconds() >= MIN_STAY_SECONDS;
+        (long_enough && self.n >= 2.0).then(|| Stay {
+            id: first.id.clone(),
+            centre: self.centre(),
+            start: first.recorded_at,
+            end,
+            offset_s: 0,
+            zone: self.zone.clone(),
+            accuracy_m: if self.n_acc > 0.0 { self.sum_acc / self.n_acc } else { DEFAULT_ACCURACY_M },
+            fixes: self.n as u32,
+            last: last.clone(),
+        })
+    }
+}
+
+fn stays_pk(pid: &str, uid: &str) -> String {
+    format!("{pid}#ST#{uid}")
+}
+fn run_pk(pid: &str, uid: &str) -> String {
+    format!("{pid}#SS#{uid}")
+}
+
+/// What a range of new fixes changes: the run in progress (a state, written in the processor's
+/// transaction) and the stays it closed (facts with deterministic ids: the first fix's id).
+pub struct InsightsPlan {
+    pub run: WriteOp,
+    pub stays: Vec<Item>,
+}
+
+/// Extend the user's stays with `fixes` (new, past the processor's watermark, in order).
+pub async fn plan(store: &dyn Store, p: &Project, user_id: &str, fixes: &[Location]) -> Result<InsightsPlan, ApiError> {
+    let run: Option<Run> =
+        store.get(Table::Main, &run_pk(&p.project_id, user_id), "-").await?.map(from_item).transpose()?;
+    let version = run.as_ref().map_or(0, |r| r.version);
+    let mut run = run.unwrap_or_default();
+    let mut closed = Vec::new();
+    for l in fixes.iter().filter(|l| accuracy_of(l).is_none_or(|a| a <= MAX_ACCURACY_M)) {
+        run.step(l, &mut closed);
+    }
+    run.version = version + 1;
+    let run_op = WriteOp::Put {
+        table: Table::Main,
+        item: to_item(&run_pk(&p.project_id, user_id), "-", &run)?,
+        cond: Cond::None,
+    };
+    let stays_pk = stays_pk(&p.project_id, user_id);
+    let stays = closed.iter().map(|s| to_item(&stays_pk, &s.id, s)).collect::<Result<Vec<_>, _>>()?;
+    Ok(InsightsPlan { run: run_op, stays })
+}
+
+/// The user's stays, the run in progress included when it is long enough.
+pub async fn stays(store: &dyn Store, p: &Project, user_id: &str) -> Result<Vec<Stay>, ApiError> {
+    let mut out: Vec<Stay> = store
+        .query(Table::Main, &Query::new(stays_pk(&p.project_id, user_id), SkRange::All))
+        .await?
+        .items
+        .into_iter()
+        .map(from_item)
+        .collect::<Result<_, _>>()?;
+    if let Some(run) =
+        store.get(Table::Main, &run_pk(&p.project_id, user_id), "-").await?.map(from_item::<Run>).transpose()?
+    {
+        out.extend(run.stay(None));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::parse_ts;
+
+    fn fix(i: u32, at: &str, dx_m: f64) -> Location {
+        serde_json::from_value(serde_json::json!({
+            "id": format!("{i:024x}"), "coordinates": [13.4 + dx_m / 67_800.0, 52.52],
+            "recorded_at": parse_ts("t", at).unwrap().format("%Y-%m-%dT%H:%M:%S").to_string(), "accuracy": 10.0,
+        }))
+        .unwrap()
+    }
+
+    fn run(fixes: &[Location]) -> (Vec<Stay>, Option<Stay>) {
+        let (mut r, mut closed) = (Run::default(), Vec::new());
+        for f in fixes {
+            r.step(f, &mut closed);
+        }
+        (closed, r.stay(None))
+    }
+
+    #[test]
+    fn arrival_and_departure_alone_make_a_stay_across_the_night() {
+        let (closed, open) = run(&[
+            fix(1, "2024-04-01T18:00:00", 0.0),
+            fix(2, "2024-04-02T07:30:00", 10.0),
+            fix(3, "2024-04-02T07:50:00", 3000.0),
+            fix(4, "2024-04-02T08:10:00", 6000.0),
+        ]);
+        assert_eq!(closed.len(), 1);
+        assert_eq!(closed[0].start.0.to_rfc3339(), "2024-04-01T18:00:00+00:00");
+        assert_eq!(closed[0].end.0.to_rfc3339(), "2024-04-02T07:50:00+00:00", "ends at the first fix away");
+        assert!(open.is_none());
+    }
+
+    #[test]
+    fn one_stray_fix_does_not_split_a_stay_and_a_longer_silence_ends_it() {
+        let (closed, open) = run(&[
+            fix(1, "2024-04-01T08:00:00", 0.0),
+            fix(2, "2024-04-01T08:10:00", 500.0),
+            fix(3, "2024-04-01T08:20:00", 5.0),
+            fix(4, "2024-04-02T08:21:00", 5.0),
+            fix(5, "2024-04-02T08:40:00", 5.0),
+        ]);
+        assert_eq!(closed.len(), 1);
+        assert_eq!(closed[0].end.0.to_rfc3339(), "2024-04-01T08:20:00+00:00");
+        assert_eq!(closed[0].fixes, 2);
+        assert_eq!(open.map(|s| s.dwell_s()), Some(19 * 60));
+    }
+}
