@@ -105,10 +105,11 @@ async fn judge(app: &TestApp, case: &str, life: &Life) -> Answer {
 /// Fixes (CSV), truth and Waymark's places and stays (JSON) for scripts/compare/.
 async fn export(app: &TestApp, dir: &std::path::Path, case: &str, user: &str, life: &Life, a: &Answer) {
     std::fs::create_dir_all(dir).unwrap();
-    let mut csv = String::from("tracked_at,longitude,latitude,accuracy\n");
+    let mut csv = String::from("tracked_at,longitude,latitude,accuracy,zone\n");
     for f in &life.fixes {
         let c = &f["coordinates"];
-        csv += &format!("{}Z,{},{},{}\n", f["recorded_at"].as_str().unwrap(), c[0], c[1], f["accuracy"]);
+        let (at, zone) = (f["recorded_at"].as_str().unwrap(), f["timezone_offset"].as_str().unwrap_or("UTC"));
+        csv += &format!("{at}Z,{},{},{},{zone}\n", c[0], c[1], f["accuracy"]);
     }
     std::fs::write(dir.join(format!("{case}.csv")), csv).unwrap();
     let p = shared::auth::Project {
@@ -262,11 +263,12 @@ both!(a_cafe_every_morning_for_ten_minutes_is_a_poi, |app| async move {
         }
     };
     let truth = Truth { home: Some(HOME), work: Some(OFFICE), pois: vec![CAFE], tolerated: vec![] };
-    let life = Life { fixes: live(monday(), 14, "Europe/Berlin", Sampling::Every(120), 81, plan), truth };
+    let life = Life { fixes: live(monday(), 21, "Europe/Berlin", Sampling::Every(180), 81, plan), truth };
     let a = judge(&app, "cafe-regular", &life).await;
     assert!(has_poi(&a.pois, CAFE), "{:?}", a.pois);
     let cafe = a.pois.iter().find(|i| geodesic(centre(i), CAFE) < MATCH_M).unwrap();
-    assert_eq!(cafe["confidence"], "High", "10 mornings");
+    assert_eq!(cafe["confidence"], "High", "15 mornings");
+    near(&a.work, OFFICE, "work");
 });
 
 both!(time_zones_are_offsets_or_iana_names_with_dst, |app| async move {

@@ -56,8 +56,9 @@ pub(crate) enum Setup {
     /// A moving geofence following the user (events/moving-geofences-create.json,
     /// `REPLACE_GEOFENCE_ID`).
     MovingFence,
-    /// Five weekdays of the user's routine (home at night, the office by day, a café on two
-    /// evenings), ingested through the locations function, which stores the stays insights read.
+    /// Three weeks of the user's routine (home at night and at weekends, the office by day on
+    /// weekdays, a café on alternate evenings), ingested through the locations function, which
+    /// stores the stays insights read (work needs several weeks).
     Routine,
     /// A trip of the user started before the history, the history ingested, and the trip's
     /// tracking token taken from its `trip_tracking_url` (`REPLACE_TRACKING_TOKEN`).
@@ -733,7 +734,7 @@ fn check_data(name: &str, fx: &Fixture, data: &Value) {
         }
         "moving-geofences-delete" => assert_eq!(data, &json!({}), "{data}"),
 
-        // Insights: the routine has a home and an office (weekdays) and a café (two evenings).
+        // Insights: the routine has a home and an office (weekdays) and a café (alternate evenings).
         "insights-home" | "insights-work" | "insights-poi" => {
             let key = match name {
                 "insights-home" => "home",
@@ -742,7 +743,7 @@ fn check_data(name: &str, fx: &Fixture, data: &Value) {
             };
             assert_eq!(data["user_id"], user, "{data}");
             let list = data[key].as_array().unwrap_or_else(|| panic!("{name}: data.{key} is not an array: {data}"));
-            assert!(!list.is_empty(), "{name}: no {key} after five days of routine: {data}");
+            assert!(!list.is_empty(), "{name}: no {key} after three weeks of routine: {data}");
             let want = match name {
                 "insights-home" => HOME,
                 "insights-work" => OFFICE,
@@ -907,13 +908,15 @@ const CAFE: (f64, f64) = (13.3950, 52.5250);
 fn routine() -> Vec<Value> {
     let monday = chrono::NaiveDate::from_ymd_opt(2024, 4, 1).expect("date");
     let mut out = Vec::new();
-    for d in 0..5 {
+    for d in 0..19 {
         let day = monday + Duration::days(d);
-        let cafe = d % 2 == 0;
+        let weekend = d % 7 >= 5;
+        let cafe = d % 2 == 0 && !weekend;
         for step in 0..24 * 6 {
             let minute = step * 10;
             let h = minute as f64 / 60.0;
             let place = match h {
+                _ if weekend => Some(HOME),
                 h if h < 8.0 => Some(HOME),
                 h if (9.0..17.5).contains(&h) => Some(OFFICE),
                 h if cafe && (18.0..19.5).contains(&h) => Some(CAFE),
