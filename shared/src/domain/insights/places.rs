@@ -183,7 +183,10 @@ fn place(plane: &Plane, members: &[(Point<f64>, &Stay)], weight_of: &dyn Fn(&Sta
     let margin = acc[acc.len() / 2].clamp(MIN_BUFFER_M, MAX_BUFFER_M);
     let hull = MultiPoint::new(near.iter().map(|(p, _)| *p).collect()).convex_hull();
     let corners = MultiPoint::new(hull.exterior().points().collect());
-    let shape = corners.buffer(margin).convex_hull();
+    let mut shape = corners.buffer(margin).convex_hull();
+    if shape.exterior().0.len() < 4 {
+        shape = centre_xy.buffer(margin).convex_hull();
+    }
     let polygon = shape.exterior().coords().map(|&c| plane.to_lnglat(c)).collect();
 
     let mut p = Place {
@@ -220,4 +223,37 @@ fn place(plane: &Plane, members: &[(Point<f64>, &Stay)], weight_of: &dyn Fn(&Sta
     }
     p.days = per_day.into_iter().filter(|(_, s)| *s >= DAY_MIN_SECONDS).map(|(d, _)| d).collect();
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stay(i: u32, day: u32, dx_m: f64) -> Stay {
+        let at = |h: u32| format!("2024-04-{day:02}T{h:02}:00:00");
+        serde_json::from_value(serde_json::json!({
+            "id": format!("{i:024x}"), "centre": [13.4 + dx_m / 67_800.0, 52.52], "start": at(8), "end": at(17),
+            "accuracy_m": 12.0, "fixes": 50,
+            "last": {"id": format!("{i:024x}"), "coordinates": [13.4, 52.52], "recorded_at": at(17)},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn stays_at_one_point_make_a_round_place_and_a_far_one_its_own() {
+        let mut stays: Vec<Stay> = (1..=12).map(|d| stay(d, d, 0.0)).collect();
+        stays.push(stay(13, 13, 30.0)); // chained: within 50 m
+        stays.push(stay(14, 14, 400.0)); // elsewhere
+        let ps = places(stays);
+        assert_eq!(ps.len(), 2);
+        assert_eq!(ps[0].stays.len(), 13);
+        assert_eq!(ps[0].centre, LngLat { lng: 13.4, lat: 52.52 }, "the medoid is a real stay");
+        let ring = &ps[0].polygon;
+        assert!(ring.len() >= 4 && ring.first() == ring.last(), "{ring:?}");
+        // The 90% nearest leave the 30 m stay out: a circle of the 12 m margin.
+        let reach = ring.iter().map(|c| ps[0].centre.distance_m(LngLat { lng: c[0], lat: c[1] })).fold(0.0, f64::max);
+        assert!((11.0..13.5).contains(&reach), "{reach}");
+        assert!(ps[1].polygon.len() >= 4);
+        assert_eq!(ps[0].days.len(), 13);
+    }
 }
