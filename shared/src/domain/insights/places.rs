@@ -26,7 +26,8 @@ use crate::geometry::LngLat;
 pub const PLACE_RADIUS_M: f64 = 50.0;
 /// Half-life (days) of a stay's weight.
 pub const HALF_LIFE_DAYS: f64 = 30.0;
-/// Stays whose centres are within this many degrees (about 5 km) are projected together.
+/// Stays whose centres are within this many degrees (about 5 km; by cells of 0.01°) are projected
+/// together.
 pub const REGION_DEG: f64 = 0.05;
 /// Share of a place's stays, nearest its centre first, that its polygon covers.
 pub const HULL_SHARE: f64 = 0.9;
@@ -151,9 +152,27 @@ pub fn places(mut stays: Vec<Stay>) -> Vec<Place> {
         let age_days = (latest.0 - s.end.0).num_seconds().max(0) as f64 / 86_400.0;
         s.dwell_s() as f64 * 0.5f64.powf(age_days / HALF_LIFE_DAYS)
     };
-    let degrees: Vec<Point<f64>> = stays.iter().map(|s| s.centre.point()).collect();
+    // Regions: DBSCAN over the distinct cells of a 0.01° grid that hold stays (a handful per
+    // city), not over every stay (a year's stays are all within REGION_DEG of each other).
+    let cell = |s: &Stay| ((s.centre.lng * 100.0).round() as i64, (s.centre.lat * 100.0).round() as i64);
+    let mut cells: Vec<(i64, i64)> = stays.iter().map(cell).collect();
+    cells.sort_unstable();
+    cells.dedup();
+    let cell_points: Vec<Point<f64>> =
+        cells.iter().map(|&(x, y)| Point::new(x as f64 / 100.0, y as f64 / 100.0)).collect();
+    let mut region_of = vec![0; cells.len()];
+    for (r, members) in groups(cell_points.as_slice().dbscan(REGION_DEG, 1)).into_iter().enumerate() {
+        for m in members {
+            region_of[m] = r;
+        }
+    }
+    let mut regions: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (i, s) in stays.iter().enumerate() {
+        let c = cells.binary_search(&cell(s)).unwrap_or(0);
+        regions.entry(region_of[c]).or_default().push(i);
+    }
     let mut out = Vec::new();
-    for region in groups(degrees.as_slice().dbscan(REGION_DEG, 1)) {
+    for region in regions.into_values() {
         let centres: Vec<LngLat> = region.iter().map(|&i| stays[i].centre).collect();
         let plane = Plane::around(&centres);
         let xy: Vec<Point<f64>> = centres.iter().map(|&c| plane.to_xy(c)).collect();
