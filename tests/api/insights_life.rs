@@ -58,7 +58,7 @@ async fn user_with(app: &TestApp, fixes: &[Value]) -> String {
         let (s, r) = app
             .call("POST", "/v1/api/location/", Key::Publishable, Some(&json!({"user_id": u, "locations": batch})))
             .await;
-        assert_eq!(s, StatusCode::OK, "{r}");
+        assert_eq!(s, StatusCode::CREATED, "{r}");
     }
     u
 }

@@ -116,8 +116,10 @@ pub fn classify(places: &[Place]) -> Classes {
         .max_by(|a, b| a.1.weight.total_cmp(&b.1.weight).then(night_s(a.1).cmp(&night_s(b.1))))
         .map(|(i, _)| i);
     let latest: Vec<usize> = night_places(places).into_values().rev().take(MOVE_NIGHTS).collect();
-    let moved_to = (latest.len() == MOVE_NIGHTS && latest.iter().all(|i| *i == latest[0]))
-        .then_some(latest[0])
+    let moved_to = latest
+        .first()
+        .copied()
+        .filter(|&first| latest.len() == MOVE_NIGHTS && latest.iter().all(|i| *i == first))
         .filter(|i| Some(*i) != weighted && eligible(&places[*i]));
     let home = moved_to.or(weighted);
 
