@@ -93,6 +93,37 @@ fn apply_cursor(q: &Query, (lo, hi): (Bound<String>, Bound<String>)) -> (Bound<S
     }
 }
 
+/// Feed the stored values of a query's range to `f`, in the query's order, until it says stop.
+fn scan(
+    db: &Database,
+    table: Table,
+    q: &Query,
+    mut f: impl FnMut(&[u8]) -> Result<bool, StoreError>,
+) -> Result<(), StoreError> {
+    let txn = db.begin_read().map_err(backend)?;
+    let t = txn.open_table(redb_table(table)).map_err(backend)?;
+    let (lo, hi) = apply_cursor(q, bounds(&q.pk, &q.range));
+    let range = t.range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str))).map_err(backend)?;
+    let mut visit = |e: Result<(redb::AccessGuard<&str>, redb::AccessGuard<&[u8]>), redb::StorageError>| {
+        let (_, v) = e.map_err(backend)?;
+        f(v.value())
+    };
+    if q.descending {
+        for e in range.rev() {
+            if !visit(e)? {
+                break;
+            }
+        }
+    } else {
+        for e in range {
+            if !visit(e)? {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn write_op(txn: &redb::WriteTransaction, op: &WriteOp) -> Result<(), StoreError> {
     match op {
         WriteOp::Put { table, item, cond } => {
@@ -154,36 +185,17 @@ impl Store for EmbeddedStore {
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError> {
         let q = q.clone();
         self.run(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
-            let t = txn.open_table(redb_table(table)).map_err(backend)?;
-            let (lo, hi) = apply_cursor(&q, bounds(&q.pk, &q.range));
-            let range =
-                t.range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str))).map_err(backend)?;
             let mut items = Vec::new();
             let limit = q.limit.unwrap_or(usize::MAX);
             let mut more = false;
-            let mut push = |entry: Result<(redb::AccessGuard<&str>, redb::AccessGuard<&[u8]>), redb::StorageError>| {
+            scan(db, table, &q, |v| {
                 if items.len() == limit {
                     more = true;
-                    return Ok::<bool, StoreError>(false);
+                    return Ok(false);
                 }
-                let (_, v) = entry.map_err(backend)?;
-                items.push(decode(v.value())?);
+                items.push(decode(v)?);
                 Ok(true)
-            };
-            if q.descending {
-                for e in range.rev() {
-                    if !push(e)? {
-                        break;
-                    }
-                }
-            } else {
-                for e in range {
-                    if !push(e)? {
-                        break;
-                    }
-                }
-            }
+            })?;
             let last_sk = if more { items.last().map(key_of).transpose()?.map(|(_, sk)| sk) } else { None };
             Ok(Page { items, last_sk })
         })
@@ -194,19 +206,11 @@ impl Store for EmbeddedStore {
         // Items are stored as JSON: hand them out as they are.
         let q = q.clone();
         self.run(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
-            let t = txn.open_table(redb_table(table)).map_err(backend)?;
-            let (lo, hi) = apply_cursor(&q, bounds(&q.pk, &q.range));
-            let range =
-                t.range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str))).map_err(backend)?;
             let mut out = Vec::new();
-            for e in range {
-                let (_, v) = e.map_err(backend)?;
-                out.push(v.value().to_vec());
-            }
-            if q.descending {
-                out.reverse();
-            }
+            scan(db, table, &q, |v| {
+                out.push(v.to_vec());
+                Ok(true)
+            })?;
             Ok(out)
         })
         .await
