@@ -2,7 +2,8 @@
 //! device and a server would (ingest in batches, start/pause/resume/end with times, summary) and
 //! held to its ground truth:
 //! - distance within 1 % of the geodesic length through the true positions at the same sample
-//!   times, and never more than 2 % above the true path's length;
+//!   times (walking at 3 km/h: 2.5 %, see `check`), and never more than 2 % above the true
+//!   path's length;
 //! - stops where they truly are (still at least 2 minutes), no others;
 //! - movement while paused not counted;
 //! - elevation gain within 20 % on a hilly route, under 20 m per 10 km on a flat one;

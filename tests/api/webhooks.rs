@@ -18,9 +18,6 @@ use crate::receiver::{Mode, Receiver};
 const BASE: &str = "/v1/api/webhooks/";
 const WAIT: Duration = Duration::from_secs(30);
 
-/// The delivery worker, as `waymark serve` runs it, with short delays. Every test uses the same
-/// settings: on DynamoDB Local the tests share tables, so any test's worker may deliver another
-/// test's messages.
 /// Wait until `n` deliveries of the endpoint are logged as delivered (none pending a retry).
 async fn settled(app: &TestApp, wh: &str, n: usize) {
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -34,6 +31,9 @@ async fn settled(app: &TestApp, wh: &str, n: usize) {
     }
 }
 
+/// The delivery worker, as `waymark serve` runs it, with short delays. Every test uses the same
+/// settings: on DynamoDB Local the tests share tables, so any test's worker may deliver another
+/// test's messages.
 fn worker(app: &TestApp) -> tokio::task::JoinHandle<()> {
     let cfg = DeliveryConfig {
         schedule: vec![Duration::from_millis(200); 4],

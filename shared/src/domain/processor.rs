@@ -233,7 +233,10 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         }];
         // Outbox work marks after the facts they announce (one write fewer than on their own).
         commit.extend(work_marks);
-        for (m, _) in &marks {
+        // A mark goes only with the pass that reaches the end of the log: a batch of more than
+        // PASS_FIXES fixes needs several passes, and a crash between them must leave the mark
+        // for the sweep to find.
+        for (m, _) in marks.iter().filter(|_| !more) {
             let sk = m.get("sk").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
             let nonce = m.get("nonce").cloned().unwrap_or_default();
             commit.push(WriteOp::Delete {
