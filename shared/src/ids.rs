@@ -52,6 +52,14 @@ pub fn random_hex(bytes: usize) -> String {
     hex::encode(buf)
 }
 
+/// Which of `shards` partitions `key` falls in (stable across processes and releases: stored
+/// keys depend on it).
+pub fn shard(key: &str, shards: u32) -> u32 {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(key.as_bytes());
+    u32::from_be_bytes([d[0], d[1], d[2], d[3]]) % shards
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

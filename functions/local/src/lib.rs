@@ -59,10 +59,12 @@ pub fn background(state: &AppState) -> Result<(), String> {
     let wake = state.wake.clone();
     tokio::spawn(async move {
         loop {
-            match processor::sweep(store.as_ref()).await {
-                Ok(n) if n > 0 => {
+            match processor::sweep_queued(store.as_ref()).await {
+                Ok((n, queued)) if n > 0 => {
                     tracing::info!(users = n, "sweep finished unprocessed locations");
-                    wake.notify_one();
+                    if queued {
+                        wake.notify_one();
+                    }
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e.msg, "sweep failed"),

@@ -67,6 +67,8 @@ async fn ingest(
     locations::validate_batch(&batch)?;
     let user = users::require(store, &p, "user_id", &batch.user_id).await?;
     let outcome = ingest::ingest(store, &p, &user.id, batch.locations).await?;
-    s.wake.notify_one();
+    if outcome.queued {
+        s.wake.notify_one();
+    }
     Ok(Envelope::created("Locations stored", outcome.json(&user.id)))
 }

@@ -25,6 +25,8 @@ pub struct Outcome {
     pub rejected: Vec<Value>,
     /// Whether derived work (events, trips, stays) was done before answering.
     pub processed: bool,
+    /// Whether webhook messages wait for the delivery worker.
+    pub queued: bool,
 }
 
 impl Outcome {
@@ -75,13 +77,13 @@ pub async fn ingest(
     let prepared = locations::prepare(p, user_id, accepted);
     let pending = processor::mark_batch(store, p, user_id, &prepared).await?;
     let stored = locations::store_prepared(store, p, user_id, prepared).await?;
-    processor::batch_stored(store, pending).await?;
-    let processed = match processor::process_user(store, p, user_id).await {
-        Ok(_) => true,
+    processor::batch_stored(store, pending, &stored).await?;
+    let (processed, queued) = match processor::process_user(store, p, user_id).await {
+        Ok(r) => (true, r.queued),
         Err(e) => {
             tracing::warn!(user_id, status = %e.status, error = %e.msg, "locations stored; derived work left to the sweep");
-            false
+            (false, false)
         }
     };
-    Ok(Outcome { received, stored: stored.len(), rejected, processed })
+    Ok(Outcome { received, stored: stored.len(), rejected, processed, queued })
 }

@@ -64,8 +64,11 @@ pub struct BatchMark {
     pub project_id: String,
     pub account_id: String,
     pub user_id: String,
-    /// Oldest fix of the batch.
+    /// Oldest fix of the batch (of its fixes new to the log, once known).
     pub since: Timestamp,
+    /// Newest fix of the batch, likewise; absent on marks written before it existed.
+    #[serde(default)]
+    pub until: Option<Timestamp>,
     /// Changed on every write, so a pass removes only the marks it saw.
     pub nonce: String,
     /// Whether the whole batch is in the log (marks written before this field existed were).
@@ -87,12 +90,12 @@ impl BatchMark {
     }
 }
 
-fn watermark_pk(pid: &str, uid: &str) -> String {
+/// Key of a user's watermark (public for tests that stand for data older than the processor).
+pub fn watermark_pk(pid: &str, uid: &str) -> String {
     format!("{pid}#PW#{uid}")
 }
 fn shard_of(pid: &str, uid: &str) -> u32 {
-    let d = Sha256::digest(format!("{pid}#{uid}").as_bytes());
-    u32::from_be_bytes([d[0], d[1], d[2], d[3]]) % SHARDS
+    crate::ids::shard(&format!("{pid}#{uid}"), SHARDS)
 }
 fn marks_pk(shard: u32) -> String {
     format!("PENDING#{shard:02}")
@@ -108,6 +111,9 @@ pub struct PendingBatch {
     pk: String,
     sk: String,
     mark: BatchMark,
+    /// Whether no mark of the same batch was there before (else an earlier attempt at it may
+    /// have stored fixes and died: its range must stay).
+    fresh: bool,
 }
 
 /// Record that a batch for the user is on its way into the log (before storing it).
@@ -120,9 +126,24 @@ pub async fn mark_batch(
     write_mark(store, p, user_id, batch, false, Timestamp::now()).await
 }
 
-/// Record that the whole batch is in the log (after storing it), so passes may go past it.
-pub async fn batch_stored(store: &dyn Store, pending: Option<PendingBatch>) -> Result<(), ApiError> {
-    let Some(PendingBatch { pk, sk, mut mark }) = pending else { return Ok(()) };
+/// Record that the whole batch is in the log (after storing it; `new` are its fixes that were
+/// not there before), so passes may go past it. A re-sent batch late fixes of which were all
+/// stored and processed before would otherwise make the pass recompute ended trips for nothing.
+pub async fn batch_stored(store: &dyn Store, pending: Option<PendingBatch>, new: &[Location]) -> Result<(), ApiError> {
+    let Some(PendingBatch { pk, sk, mut mark, fresh }) = pending else { return Ok(()) };
+    if fresh {
+        let (Some(since), Some(until)) =
+            (new.iter().map(|l| l.recorded_at).min(), new.iter().map(|l| l.recorded_at).max())
+        else {
+            // Nothing new, and no earlier attempt left work: the pass has nothing to redo.
+            let cond = Cond::Equals("nonce", mark.nonce.clone().into());
+            return match store.delete(Table::Main, &pk, &sk, cond).await {
+                Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
+                Err(e) => Err(e.into()),
+            };
+        };
+        (mark.since, mark.until) = (since, Some(until));
+    }
     mark.stored = true;
     mark.nonce = crate::ids::random_hex(8);
     store.put(Table::Main, to_item(&pk, &sk, &mark)?, Cond::None).await?;
@@ -138,7 +159,11 @@ pub async fn write_mark(
     stored: bool,
     marked_at: Timestamp,
 ) -> Result<Option<PendingBatch>, ApiError> {
-    let Some(since) = batch.iter().map(|l| l.recorded_at).min() else { return Ok(None) };
+    let (Some(since), Some(until)) =
+        (batch.iter().map(|l| l.recorded_at).min(), batch.iter().map(|l| l.recorded_at).max())
+    else {
+        return Ok(None);
+    };
     let mut h = Sha256::new();
     for l in batch {
         h.update(l.id.as_bytes());
@@ -149,31 +174,52 @@ pub async fn write_mark(
         account_id: p.account_id.clone(),
         user_id: user_id.to_owned(),
         since,
+        until: Some(until),
         nonce: crate::ids::random_hex(8),
         stored,
         marked_at: Some(marked_at),
     };
     let (pk, sk) = (marks_pk(shard_of(&p.project_id, user_id)), format!("{}#{user_id}#{key}", p.project_id));
-    store.put(Table::Main, to_item(&pk, &sk, &mark)?, Cond::None).await?;
-    Ok(Some(PendingBatch { pk, sk, mark }))
+    let item = to_item(&pk, &sk, &mark)?;
+    let fresh = match store.put(Table::Main, item.clone(), Cond::NotExists).await {
+        Ok(()) => true,
+        Err(StoreError::ConditionFailed) => {
+            store.put(Table::Main, item, Cond::None).await?;
+            false
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Some(PendingBatch { pk, sk, mark, fresh }))
 }
 
-/// Process everything of the user that is past the watermark or marked. Returns the number of
-/// fixes processed.
-pub async fn process_user(store: &dyn Store, p: &Project, user_id: &str) -> Result<usize, ApiError> {
-    let mut total = 0;
+/// What [`process_user`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Processed {
+    pub fixes: usize,
+    /// Whether webhook messages were queued (only then is the delivery worker woken).
+    pub queued: bool,
+}
+
+/// Process everything of the user that is past the watermark or marked.
+pub async fn process_user(store: &dyn Store, p: &Project, user_id: &str) -> Result<Processed, ApiError> {
+    let mut total = Processed::default();
     for _ in 0..1000 {
-        match pass(store, p, user_id).await? {
-            Pass::Done(n) => return Ok(total + n),
-            Pass::More(n) => total += n,
+        let (done, step) = match pass(store, p, user_id).await? {
+            Pass::Done(s) => (true, s),
+            Pass::More(s) => (false, s),
+        };
+        total.fixes += step.fixes;
+        total.queued |= step.queued;
+        if done {
+            break;
         }
     }
     Ok(total)
 }
 
 enum Pass {
-    Done(usize),
-    More(usize),
+    Done(Processed),
+    More(Processed),
 }
 
 async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, ApiError> {
@@ -196,18 +242,25 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             hi = hi.min(since - chrono::Duration::milliseconds(1));
         }
         let hi = id_at(hi, u64::MAX);
+        let user = users::get(store, p, user_id).await?;
+        let start = start_of(&wm, user.as_ref());
         let q = Query::new(locations_pk(&p.project_id, user_id), SkRange::Between("0".repeat(24), hi))
-            .after(wm.last_id.clone())
+            .after(start.last_id.clone())
             .limit(PASS_FIXES);
         let page = store.query(Table::Locations, &q).await?;
         let more = page.last_sk.is_some() && blocking.is_empty();
         let fixes: Vec<Location> = page.items.into_iter().map(from_item).collect::<Result<_, _>>()?;
         if fixes.is_empty() && marks.is_empty() {
-            return Ok(Pass::Done(0));
+            return Ok(Pass::Done(Processed::default()));
         }
-        let late_since = marks.iter().map(|(_, m)| m.since).filter(|s| wm.last_at.is_some_and(|w| *s < w)).min();
-        let Plan { facts, marks: work_marks, mut states } = match users::get(store, p, user_id).await? {
-            Some(user) => plan(store, p, &user, &fixes, late_since).await?,
+        // Late: batches reaching back before the watermark (their fixes were not in the range).
+        let late: Vec<(Timestamp, Timestamp)> = marks
+            .iter()
+            .filter(|(_, m)| start.last_at.is_some_and(|w| m.since < w))
+            .map(|(_, m)| (m.since, m.until.unwrap_or(Timestamp(chrono::DateTime::<chrono::Utc>::MAX_UTC))))
+            .collect();
+        let Plan { facts, marks: work_marks, mut states } = match &user {
+            Some(user) => plan(store, p, user, &fixes, &late).await?,
             None => Plan::default(), // deleted: nothing to derive, only move past it
         };
         // The states were read one by one after the watermark. Had another pass committed in
@@ -222,8 +275,8 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         }
         let newest = fixes.last();
         let next = Watermark {
-            last_id: newest.map(|l| l.id.clone()).or(wm.last_id.clone()),
-            last_at: newest.map(|l| l.recorded_at).or(wm.last_at),
+            last_id: newest.map(|l| l.id.clone()).or(start.last_id),
+            last_at: newest.map(|l| l.recorded_at).or(start.last_at),
             version: wm.version + 1,
         };
         let mut commit = vec![WriteOp::Put {
@@ -231,6 +284,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             item: to_item(&watermark_pk(&p.project_id, user_id), "-", &next)?,
             cond: if wm.version == 0 { Cond::NotExists } else { Cond::Equals("version", wm.version.into()) },
         }];
+        let step = Processed { fixes: fixes.len(), queued: !work_marks.is_empty() };
         // Outbox work marks after the facts they announce (one write fewer than on their own).
         commit.extend(work_marks);
         // A mark goes only with the pass that reaches the end of the log: a batch of more than
@@ -265,13 +319,25 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             }
         };
         match result {
-            Ok(()) => return Ok(if more { Pass::More(fixes.len()) } else { Pass::Done(fixes.len()) }),
+            Ok(()) => return Ok(if more { Pass::More(step) } else { Pass::Done(step) }),
             // Another pass (or a user update) got in first: read again and redo.
             Err(StoreError::ConditionFailed) => continue,
             Err(e) => return Err(e.into()),
         }
     }
     Err(ApiError::conflict("user_id: this user's locations are being processed by other requests; retry"))
+}
+
+/// Where a pass starts: the watermark, or for a user with history from before the processor
+/// existed (no watermark yet), the newest fix that the old in-request derivation had covered.
+/// Replaying that history against today's states would fire events again. A last location in
+/// the future (the old code let one pin it) is not trusted: that user starts from the beginning.
+fn start_of(wm: &Watermark, user: Option<&users::User>) -> Watermark {
+    if wm.version > 0 || wm.last_id.is_some() {
+        return wm.clone();
+    }
+    let last = user.and_then(|u| u.last_location_update.as_ref()).filter(|l| l.recorded_at <= latest_acceptable());
+    Watermark { last_id: last.map(|l| l.id.clone()), last_at: last.map(|l| l.recorded_at), version: 0 }
 }
 
 async fn read_watermark(store: &dyn Store, p: &Project, user_id: &str) -> Result<Watermark, ApiError> {
@@ -287,13 +353,13 @@ struct Plan {
     states: Vec<WriteOp>,
 }
 
-/// Ask every module what `fixes` (new, in order) and late fixes since `late_since` change.
+/// Ask every module what `fixes` (new, in order) and late fixes in the `late` ranges change.
 async fn plan(
     store: &dyn Store,
     p: &Project,
     user: &users::User,
     fixes: &[Location],
-    late_since: Option<Timestamp>,
+    late: &[(Timestamp, Timestamp)],
 ) -> Result<Plan, ApiError> {
     // Webhook events are built only when an endpoint listens (most projects have none).
     let subs = webhooks::subscriptions(store, p).await?;
@@ -314,7 +380,7 @@ async fn plan(
             cond: Cond::Equals("version", user.version.into()),
         });
     }
-    let trips = trips::plan_progress(store, p, user, fixes, late_since).await?;
+    let trips = trips::plan_progress(store, p, user, fixes, late, hooked).await?;
     states.extend(trips.states);
     hooks.extend(trips.hooks);
     if !fixes.is_empty() {
@@ -380,6 +446,12 @@ fn location_hook(user: &users::User, newest: &Location) -> webhooks::HookEvent {
 
 /// Finish every marked user's work (the sweep of `waymark serve`). Returns users processed.
 pub async fn sweep(store: &dyn Store) -> Result<usize, ApiError> {
+    Ok(sweep_queued(store).await?.0)
+}
+
+/// [`sweep`], also saying whether webhook messages were queued.
+pub async fn sweep_queued(store: &dyn Store) -> Result<(usize, bool), ApiError> {
+    let mut queued = false;
     let mut done = 0;
     for shard in 0..SHARDS {
         let marks = store.query(Table::Main, &Query::new(marks_pk(shard), SkRange::All).limit(1000)).await?.items;
@@ -393,10 +465,13 @@ pub async fn sweep(store: &dyn Store) -> Result<usize, ApiError> {
         for (project_id, account_id, user_id) in users {
             let p = Project { project_id, account_id, kind: KeyKind::Secret };
             match process_user(store, &p, &user_id).await {
-                Ok(_) => done += 1,
+                Ok(r) => {
+                    done += 1;
+                    queued |= r.queued;
+                }
                 Err(e) => tracing::warn!(user_id, error = %e.msg, "sweep could not process a user"),
             }
         }
     }
-    Ok(done)
+    Ok((done, queued))
 }

@@ -15,10 +15,18 @@ use crate::store::{Cond, Query, SkRange, Store, Table, WriteOp, from_item, to_it
 use crate::time::Timestamp;
 
 /// Update waypoint progress from new fixes in `recorded_at` order, as far as the trip's online
-/// judge accepts them (a fix that jumps is held until its successor confirms it).
+/// judge accepts them (a fix that jumps is held until its successor confirms it). The judge
+/// starts afresh after a pause: the phone may have gone anywhere meanwhile, so neither the last
+/// fix nor the speed before the pause says where the next one may be.
 pub(super) fn progress(trip: &mut Trip, fixes: &[Location]) {
+    let intervals = trip.active_intervals(crate::domain::processor::latest_acceptable());
+    let stretch = |t: Timestamp| intervals.iter().position(|(a, b)| *a <= t && t <= *b);
     let mut accepted = Vec::new();
     for f in fixes {
+        if trip.gps.newest_at().is_some_and(|t| stretch(t) != stretch(f.recorded_at)) {
+            accepted.extend(trip.gps.finish());
+            trip.gps = super::gps::OnlineFilter::default();
+        }
         accepted.extend(trip.gps.push(f));
     }
     reach(trip, &accepted);
@@ -104,13 +112,15 @@ pub struct TripPlan {
 }
 
 /// Plan the effect of `fixes` (new, past the processor's watermark, in order) and of late fixes
-/// recorded since `late_since` (before the watermark) on the user's started trips.
+/// recorded within the `late` ranges (before the watermark) on the user's started trips. Webhook
+/// events are built only when `hooked` (an endpoint listens).
 pub async fn plan(
     store: &dyn Store,
     p: &Project,
     user: &User,
     fixes: &[Location],
-    late_since: Option<Timestamp>,
+    late: &[(Timestamp, Timestamp)],
+    hooked: bool,
 ) -> Result<TripPlan, ApiError> {
     let pk = user_trips_pk(&p.project_id, &user.id);
     let entries = store.query(Table::Main, &Query::new(&pk, SkRange::All)).await?.items;
@@ -133,7 +143,7 @@ pub async fn plan(
             .filter(|l| intervals.iter().any(|(a, b)| *a <= l.recorded_at && l.recorded_at <= *b))
             .cloned()
             .collect();
-        let late = late_since.is_some_and(|s| intervals.iter().any(|(_, b)| s <= *b));
+        let late = late.iter().any(|(s, u)| intervals.iter().any(|(a, b)| s <= b && a <= u));
         if inside.is_empty() && !late {
             continue;
         }
@@ -167,8 +177,10 @@ pub async fn plan(
             cond: Cond::Equals("version", trip.version.into()),
         });
         out.states.extend(event_ops);
-        for ev in &t.events {
-            out.hooks.extend(hook_event(&t, ev, Some(user)));
+        if hooked {
+            for ev in &t.events {
+                out.hooks.extend(hook_event(&t, ev, Some(user)));
+            }
         }
     }
     Ok(out)

@@ -117,9 +117,9 @@ pub(crate) fn pending_sk(user_id: Option<&str>, event_id: &str) -> String {
 pub(crate) fn work_pk(shard: u32) -> String {
     format!("WORK#{shard}")
 }
+/// Any shard will do (the worker reads them all); spreading endpoints spreads the reads.
 fn shard_of(pid: &str, wh: &str) -> u32 {
-    let h = crate::auth::hash_secret(&format!("{pid}#{wh}"));
-    u32::from_str_radix(&h[..8], 16).unwrap_or(0) % WORK_SHARDS
+    crate::ids::shard(&format!("{pid}#{wh}"), WORK_SHARDS)
 }
 
 /// The body of a message: `{id, type, created_at, project_id, data}`.
@@ -249,6 +249,12 @@ pub enum ReplaySet {
 }
 
 /// Send these messages to `endpoint` again (same ids, same bodies). Returns how many.
+/// `now`, or just after `before` if the clock has not moved past it: a record's `updated_at`
+/// changes on every write, so writers can check that nobody wrote it since they read it.
+pub(super) fn later(now: Timestamp, before: Timestamp) -> Timestamp {
+    if now > before { now } else { Timestamp(before.0 + chrono::Duration::milliseconds(1)) }
+}
+
 pub async fn replay(store: &dyn Store, p: &Project, endpoint: &Endpoint, set: ReplaySet) -> Result<usize, ApiError> {
     let mpk = messages_pk(&p.project_id);
     let messages: Vec<Message> = match set {
@@ -276,8 +282,7 @@ pub async fn replay(store: &dyn Store, p: &Project, endpoint: &Endpoint, set: Re
         }
     };
     let now = Timestamp::now();
-    let wanted: Vec<&Message> =
-        messages.iter().filter(|m| endpoint.wants(&m.event_type) || m.event_type == "webhook.test").collect();
+    let wanted: Vec<&Message> = messages.iter().filter(|m| endpoint.wants(&m.event_type)).collect();
     for m in &wanted {
         let lpk = log_pk(&p.project_id, &endpoint.id);
         let mut d = match store.get(Table::Main, &lpk, &m.id).await? {
@@ -287,7 +292,7 @@ pub async fn replay(store: &dyn Store, p: &Project, endpoint: &Endpoint, set: Re
         d.status = Status::Pending;
         d.round_attempts = 0;
         d.next_attempt_at = Some(now);
-        d.updated_at = now;
+        d.updated_at = later(now, d.updated_at);
         let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now };
         store
             .transact(vec![
