@@ -82,6 +82,10 @@ impl Receiver {
     pub fn set_mode(&self, m: Mode) {
         *self.mode.lock().unwrap() = m;
     }
+    /// How many attempts at message `id` have arrived (counted before they are answered).
+    pub fn attempts_of(&self, id: &str) -> Option<usize> {
+        self.inner.lock().unwrap().attempts.get(id).map(|n| n + 1)
+    }
     pub fn got(&self) -> Vec<Got> {
         self.inner.lock().unwrap().got.clone()
     }

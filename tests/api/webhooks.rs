@@ -329,3 +329,25 @@ both!(replay_resends_the_same_ids_signed_by_both_secrets_during_rotation, |app| 
         .await;
     assert_error(status, &res, StatusCode::NOT_FOUND, "event_ids[0]");
 });
+
+both!(a_replay_during_an_attempt_in_flight_is_not_undone_by_it, |app| async move {
+    // The receiver takes 600 ms to accept; a replay asked for meanwhile must still send the
+    // message again, however the attempt in flight ends.
+    let app = app.with_private_webhooks();
+    let rx = Receiver::start(Mode::Slow(Duration::from_millis(600))).await;
+    let (wh, _) = subscribe(&app, &rx, json!(["*"])).await;
+    let _w = worker(&app);
+    let (_, test) = app.post(&format!("{BASE}test/"), &json!({"webhook_id": wh})).await;
+    let id = test["data"]["event_id"].as_str().unwrap().to_owned();
+    // The first attempt has reached the receiver (it is counted on arrival, answered later).
+    let start = tokio::time::Instant::now();
+    while rx.attempts_of(&id).is_none() {
+        assert!(start.elapsed() < WAIT, "the first attempt never came");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, res) = app.post(&format!("{BASE}replay/"), &json!({"webhook_id": wh, "event_ids": [id]})).await;
+    assert_eq!((status, res["data"]["queued"].clone()), (StatusCode::OK, json!(1)), "{res}");
+    rx.wait_for(WAIT, "the replay after the attempt in flight", |got| got.iter().filter(|g| g.id == id).count() >= 2)
+        .await;
+    settled(&app, &wh, 1).await;
+});

@@ -270,6 +270,9 @@ impl Worker {
         };
         let mut d: Delivery = from_item(d)?;
         let m: Message = from_item(m)?;
+        // The record is written back only if nobody wrote it meanwhile (a replay, or another
+        // worker attempting the same message): `updated_at` moves on every write.
+        let read_at = serde_json::to_value(d.updated_at).map_err(|e| ApiError::internal(e.to_string()))?;
         if d.status != Status::Pending {
             store.transact(vec![drop_ref]).await?;
             return Ok((Outcome::Final, d.status == Status::Delivered));
@@ -282,7 +285,7 @@ impl Worker {
             d.attempts.remove(0);
         }
         d.round_attempts += 1;
-        d.updated_at = Timestamp::now();
+        d.updated_at = super::outbox::later(Timestamp::now(), d.updated_at);
         let outcome = if success {
             d.status = Status::Delivered;
             d.next_attempt_at = None;
@@ -299,7 +302,11 @@ impl Worker {
             d.next_attempt_at = Some(at);
             Outcome::Wait(at)
         };
-        let log = WriteOp::Put { table: Table::Main, item: to_item(&lpk, &r.event_id, &d)?, cond: Cond::None };
+        let log = WriteOp::Put {
+            table: Table::Main,
+            item: to_item(&lpk, &r.event_id, &d)?,
+            cond: Cond::Equals("updated_at", read_at),
+        };
         let index = match &outcome {
             Outcome::Final => drop_ref,
             Outcome::Wait(at) => {
@@ -307,8 +314,13 @@ impl Worker {
                 WriteOp::Put { table: Table::Main, item: to_item(&ppk, sk, &next)?, cond: Cond::None }
             }
         };
-        store.transact(vec![log, index]).await?;
-        Ok((outcome, success))
+        match store.transact(vec![log, index]).await {
+            Ok(()) => Ok((outcome, success)),
+            // Replayed (or attempted by another worker) while this attempt was in flight: its
+            // outcome must not undo that; the record as it is now decides the next step.
+            Err(StoreError::ConditionFailed) => Ok((Outcome::Wait(Timestamp::now()), success)),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// POST the message; the attempt as logged, and `Retry-After` when a 429 or 503 gave one.
@@ -403,8 +415,6 @@ pub async fn send_test(store: &dyn Store, p: &Project, ep: &Endpoint) -> Result<
         created_at: Timestamp::now(),
         data: serde_json::json!({"webhook_id": ep.id, "message": "a test event from Waymark"}),
     };
-    let mut to = ep.clone();
-    to.events = vec!["*".into()];
-    super::outbox::write(store, p, &[to], &[e]).await?;
+    super::outbox::write(store, p, std::slice::from_ref(ep), &[e]).await?;
     Ok(id)
 }
