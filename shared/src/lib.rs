@@ -13,6 +13,7 @@ pub mod ids;
 pub mod metadata;
 pub mod paging;
 pub mod state;
+pub mod stats;
 pub mod store;
 pub mod time;
 

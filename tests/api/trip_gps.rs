@@ -295,10 +295,15 @@ fn check(c: &Case, samples: &[Sample], s: &Value, ended: &Value) -> Outcome {
         format!("{gain:.0} m on flat ({per_10km:.1} m/10 km)")
     };
 
-    // Cumulative per-point figures end at the totals.
+    // Cumulative per-point figures grow along the route and add up to the totals (the last
+    // point's duration is the total by definition, so only its bound is checked).
+    let col = |f: &str| route.iter().map(|p| p[f].as_f64().unwrap_or(0.0)).collect::<Vec<_>>();
+    for f in ["distance", "duration", "elevation_gain"] {
+        assert!(col(f).windows(2).all(|w| w[0] <= w[1]), "{name}: {f} not cumulative");
+    }
     let end = route.last().unwrap();
     assert_eq!(end["distance"], s["distance_covered"], "{name}");
-    assert_eq!(end["duration"], s["duration"], "{name}");
+    assert!(col("duration").iter().all(|&d| d <= s["duration"].as_f64().unwrap()), "{name}");
     assert_eq!(end["elevation_gain"], s["total_elevation_gain"], "{name}");
 
     // Every outlier in the trip's active time is left out, with its reason.
@@ -309,6 +314,12 @@ fn check(c: &Case, samples: &[Sample], s: &Value, ended: &Value) -> Outcome {
         assert!(excluded.contains(&at), "{name}: outlier at {at} not excluded");
         assert!(route.iter().all(|p| p["recorded_at"] != at), "{name}: outlier at {at} in the route");
     }
+    // And few honest fixes go with them (a good fix dropped is route lost).
+    let outlier_at: Vec<&str> =
+        samples.iter().filter(|x| x.outlier).map(|x| x.json["recorded_at"].as_str().unwrap()).collect();
+    let honest_dropped = excluded.iter().filter(|at| !outlier_at.contains(at)).count();
+    let active_fixes = samples.iter().filter(|x| active(x.second)).count();
+    assert!(honest_dropped * 100 <= active_fixes, "{name}: {honest_dropped} honest fixes of {active_fixes} excluded");
     if c.pause.is_some() {
         assert_eq!(s["paused_intervals"].as_array().unwrap().len(), 1, "{name}");
     }

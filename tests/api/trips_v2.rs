@@ -499,13 +499,15 @@ both!(v2_controls_walk_the_states_and_set_totals, |app| async move {
     let (status, res) = control_v2(&app, id, json!({"action": "pause", "paused_at": at(6)})).await;
     assert_v2_error(status, &res, StatusCode::BAD_REQUEST, "paused_at");
 
-    // One fix in each active stretch, one inside the pause (not counted); the last reaches the stop.
+    // One fix before the pause, one inside it (not counted), then a drive of 0.01° north after
+    // the resume; the last fix reaches the stop.
     ingest(
         &app,
         &user,
         vec![
             json!({"coordinates": [77.59, 12.97], "recorded_at": at(9)}),
             json!({"coordinates": [77.70, 12.99], "recorded_at": at(7)}),
+            json!({"coordinates": [77.60, 12.97], "recorded_at": at(4)}),
             json!({"coordinates": [77.60, 12.98], "recorded_at": at(3)}),
         ],
     )
@@ -523,9 +525,10 @@ both!(v2_controls_walk_the_states_and_set_totals, |app| async move {
     assert_eq!(e["started_at"], at(10));
     assert_eq!(e["ended_at"], at(1));
     assert_eq!(e["total_duration"], 6 * 60, "9 minutes less a 3 minute pause: {e}");
-    // One fix in each active stretch: neither moved within its stretch, and the straight line
-    // from where the trip paused to where it resumed is not travel.
-    assert_eq!(e["total_distance"], 0.0, "nothing across the pause counts: {e}");
+    // The drive after the resume counts (0.01° of latitude here is 1,106 m); the fix inside the
+    // pause and the straight line from where the trip paused to where it resumed (1,085 m) do not.
+    let d = e["total_distance"].as_f64().unwrap();
+    assert!((1095.0..1120.0).contains(&d), "only the stretch after the resume counts: {e}");
     assert_eq!(e["total_elevation_gain"], 0.0);
     assert_eq!(e["end_location"]["coordinates"], json!({"type": "Point", "coordinates": [77.60, 12.98]}));
     assert_eq!(count(e, "trip:started"), 1, "{e}");
@@ -549,8 +552,8 @@ both!(v2_controls_walk_the_states_and_set_totals, |app| async move {
     assert_eq!(s["total_elevation_gain"], Value::Null, "no fix carries an altitude");
     assert_eq!(s["paused_intervals"], json!([{"paused_at": at(8), "resumed_at": at(5)}]));
     let route = s["route"].as_array().unwrap();
-    assert_eq!(route.len(), 2, "{s}");
-    assert_eq!(s["route_indexes"], json!([[1, 2]]));
+    assert_eq!(route.len(), 3, "{s}");
+    assert_eq!(s["route_indexes"], json!([[1, 3]]), "{s}");
     for p in route {
         assert_eq!(p["activity"], "MOVING");
         for f in ["coordinates", "altitude", "recorded_at", "distance", "duration", "elevation_gain"] {
@@ -558,7 +561,10 @@ both!(v2_controls_walk_the_states_and_set_totals, |app| async move {
         }
     }
     assert_eq!(route[0]["duration"], 60, "cumulative: active time from the start to the first fix");
-    assert_eq!(route[1]["duration"], 6 * 60, "the last point's is the trip's total");
+    assert_eq!(route[1]["duration"], 3 * 60, "6 minutes from the start, less the 3 minute pause");
+    assert_eq!(route[2]["duration"], 6 * 60, "the last point's is the trip's total");
+    assert_eq!(route[1]["distance"], 0.0, "nothing across the pause");
+    assert_eq!(route[2]["distance"], e["total_distance"]);
 });
 
 both!(v2_summary_shape_and_unknown_trip, |app| async move {

@@ -198,8 +198,7 @@ fn place(plane: &Plane, members: &[(Point<f64>, &Stay)], weight_of: &dyn Fn(&Sta
     let keep = if near.len() >= 10 { (near.len() as f64 * HULL_SHARE).ceil() as usize } else { near.len() };
     near.truncate(keep.max(1));
     let mut acc: Vec<f64> = near.iter().map(|(_, s)| s.accuracy_m).collect();
-    acc.sort_by(f64::total_cmp);
-    let margin = acc[acc.len() / 2].clamp(MIN_BUFFER_M, MAX_BUFFER_M);
+    let margin = crate::stats::median(&mut acc).unwrap_or(0.0).clamp(MIN_BUFFER_M, MAX_BUFFER_M);
     let hull = MultiPoint::new(near.iter().map(|(p, _)| *p).collect()).convex_hull();
     let corners = MultiPoint::new(hull.exterior().points().collect());
     let mut shape = corners.buffer(margin).convex_hull();

@@ -13,6 +13,7 @@
 
 use super::route::{Activity, rts};
 use crate::domain::locations::Location;
+use crate::stats::median;
 
 /// Altitude accuracy (meters, 1 sigma) assumed when a fix reports none.
 pub const DEFAULT_VERTICAL_ACCURACY_M: f64 = 10.0;
@@ -48,10 +49,9 @@ pub fn gains(fixes: &[&Location], activity: &[Activity]) -> (Vec<f64>, Option<f6
                 j += 1;
             }
             let mut alts: Vec<f64> = (i..=j).filter(|&k| has(k)).filter_map(|k| fixes[k].altitude).collect();
-            if !alts.is_empty() {
-                alts.sort_by(f64::total_cmp);
+            if let Some(m) = median(&mut alts) {
                 with.push(j);
-                z.push(alts[alts.len() / 2]);
+                z.push(m);
             }
         } else {
             // Moving fixes in bins of BIN_SECONDS (their mean altitude, at the bin's last fix):
@@ -83,13 +83,13 @@ pub fn gains(fixes: &[&Location], activity: &[Activity]) -> (Vec<f64>, Option<f6
         .collect();
     let smooth = if z.len() >= 3 { rts(&t, &z, &r, VERTICAL_NOISE) } else { z.clone() };
     let mut reported: Vec<f64> = with.iter().filter_map(|&i| fixes[i].vertical_accuracy).collect();
-    let noise = if reported.is_empty() {
-        // No accuracy sent: the scatter of the altitudes around their smoothed profile.
-        let sq: f64 = z.iter().zip(&smooth).map(|(a, b)| (a - b).powi(2)).sum();
-        RESIDUAL_SIGMAS * (sq / z.len() as f64).sqrt()
-    } else {
-        reported.sort_by(f64::total_cmp);
-        HYSTERESIS_ACCURACIES * reported[reported.len() / 2]
+    let noise = match median(&mut reported) {
+        Some(m) => HYSTERESIS_ACCURACIES * m,
+        None => {
+            // No accuracy sent: the scatter of the altitudes around their smoothed profile.
+            let sq: f64 = z.iter().zip(&smooth).map(|(a, b)| (a - b).powi(2)).sum();
+            RESIDUAL_SIGMAS * (sq / z.len() as f64).sqrt()
+        }
     };
     let threshold = noise.clamp(MIN_HYSTERESIS_M, MAX_HYSTERESIS_M);
     let (mut low, mut high, mut climbing) = (smooth[0], smooth[0], false);

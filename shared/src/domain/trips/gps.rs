@@ -279,7 +279,12 @@ impl OnlineFilter {
         out
     }
 
-    /// The trip ends: the held fix is judged on its predecessor alone.
+    /// When the newest fix seen (accepted or held) was recorded.
+    pub fn newest_at(&self) -> Option<Timestamp> {
+        [&self.last, &self.held].into_iter().flatten().map(|f| f.recorded_at).max()
+    }
+
+    /// The trip ends (or pauses): the held fix is judged on its predecessor alone.
     pub fn finish(&mut self) -> Option<Fix> {
         let h = self.held.take()?;
         let ok = self.last.as_ref().is_none_or(|a| end_strain(&h, a) <= 1.0);

@@ -258,8 +258,8 @@ fn analyse_piece(fixes: &[&Location]) -> (Vec<StopFound>, Vec<f64>) {
         }
     }
     let mut sigmas: Vec<f64> = fixes.iter().map(|l| sigma(*l)).collect();
-    sigmas.sort_by(f64::total_cmp);
-    let tolerance = (sigmas[sigmas.len() / 2] / 2.0).clamp(SIMPLIFY_TOLERANCE_M, MAX_SIMPLIFY_TOLERANCE_M);
+    let tolerance =
+        (crate::stats::median(&mut sigmas).unwrap_or(0.0) / 2.0).clamp(SIMPLIFY_TOLERANCE_M, MAX_SIMPLIFY_TOLERANCE_M);
     let kept = simplify(&nodes, tolerance);
     // Cumulative path length at each kept node; other nodes interpolate between kept neighbours.
     let mut cum = vec![0.0; nodes.len()];
@@ -394,8 +394,7 @@ fn smooth(fixes: &[&Location], activity: &[Activity]) -> Vec<LngLat> {
                     (b.0 - a.0).hypot(b.1 - a.1) / (t[k] - t[k - 1]).max(1e-3)
                 })
                 .collect();
-            speeds.sort_by(f64::total_cmp);
-            let q = (ACCELERATION_PER_SPEED * speeds[speeds.len() / 2])
+            let q = (ACCELERATION_PER_SPEED * crate::stats::median(&mut speeds).unwrap_or(0.0))
                 .clamp(MIN_ACCELERATION_NOISE, MAX_ACCELERATION_NOISE);
             let xs = rts(&t, &xy.iter().map(|p| p.0).collect::<Vec<_>>(), &r, q);
             let ys = rts(&t, &xy.iter().map(|p| p.1).collect::<Vec<_>>(), &r, q);
