@@ -35,8 +35,17 @@ pub async fn process(store: &dyn Store, event: Value) -> Result<Value, String> {
     }
     let event: StreamEvent = serde_json::from_value(event).map_err(|e| format!("not a DynamoDB stream event: {e}"))?;
     let mut done = 0;
+    // A stream batch mostly holds users of a few projects: read each project once.
+    let mut accounts = std::collections::HashMap::new();
     for (project_id, user_id) in users_in(&event) {
-        let account_id = project_account(store, &project_id).await?;
+        let account_id = match accounts.get(&project_id) {
+            Some(a) => String::clone(a),
+            None => {
+                let a = project_account(store, &project_id).await?;
+                accounts.insert(project_id.clone(), a.clone());
+                a
+            }
+        };
         let p = Project { project_id, account_id, kind: KeyKind::Secret };
         processor::process_user(store, &p, &user_id).await.map_err(|e| e.msg)?;
         done += 1;
