@@ -19,7 +19,7 @@ echo "== waymark serve (file store)"
 data="$(mktemp -d)"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 export WM_KEY="wm_sk_bench_key_000000000000000000"
-env -u AWS_ENDPOINT_URL_DYNAMODB WAYMARK_API_KEY="$WM_KEY" RUST_LOG=warn "$bin/waymark" serve --port "$port" --data-dir "$data" >/dev/null &
+env -u AWS_ENDPOINT_URL_DYNAMODB WAYMARK_API_KEY="$WM_KEY" WAYMARK_RATE_LIMIT=0 RUST_LOG=warn "$bin/waymark" serve --port "$port" --data-dir "$data" >/dev/null &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -rf "$data"' EXIT
 for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done

@@ -83,7 +83,8 @@ def throughput(base, users, offset):
 def main():
     rx_port = start_receiver()
     port = free_port()
-    env = dict(os.environ, WAYMARK_WEBHOOK_ALLOW_PRIVATE="1", WAYMARK_API_KEY=KEY, RUST_LOG="warn")
+    env = dict(os.environ, WAYMARK_WEBHOOK_ALLOW_PRIVATE="1", WAYMARK_API_KEY=KEY, RUST_LOG="warn",
+               WAYMARK_RATE_LIMIT="0")
     env.pop("AWS_ENDPOINT_URL_DYNAMODB", None)
     srv = subprocess.Popen([BIN, "serve", "--memory", "--port", str(port)], env=env, stdout=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"

@@ -29,7 +29,7 @@ pub fn service(router: Router<AppState>, state: AppState) -> Router {
 }
 
 /// An error in the envelope of the API generation the path belongs to.
-fn in_envelope(uri: &Uri, e: ApiError) -> Response {
+pub fn in_envelope(uri: &Uri, e: ApiError) -> Response {
     if uri.path().starts_with("/v2/") { V2Error(e).into_response() } else { e.into_response() }
 }
 

@@ -122,6 +122,7 @@ async fn run(cli: Cli) -> Result<(), String> {
 }
 
 async fn serve(port: u16, args: StoreArgs) -> Result<(), String> {
+    let limits = crate::guard::Limits::from_env()?;
     let state = args.open().await?;
     let dir = args.key_file_dir();
     if let Some(d) = &dir {
@@ -139,10 +140,8 @@ async fn serve(port: u16, args: StoreArgs) -> Result<(), String> {
     );
     println!("{}", serde_json::to_string_pretty(&default).map_err(|e| e.to_string())?);
     crate::background(&state)?;
-    axum::serve(listener, crate::app(state))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|e| e.to_string())
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    crate::guard::serve(listener, crate::app(state), limits, shutdown).await
 }

@@ -1,6 +1,7 @@
 //! The `waymark` binary's library: every group's router on one port, and the admin commands.
 
 pub mod cli;
+pub mod guard;
 
 use axum::Router;
 use shared::AppState;
