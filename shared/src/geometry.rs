@@ -64,7 +64,7 @@ impl LngLat {
     /// The geohash cell of `precision` characters that holds this position.
     pub fn geohash(self, precision: usize) -> Result<String, ApiError> {
         geohash::encode(geo::Coord { x: self.lng, y: self.lat }, precision)
-            .map_err(|e| ApiError::bad_request(format!("coordinates: cannot be indexed ({e})")))
+            .map_err(|e| ApiError::field("coordinates", format!("cannot be indexed ({e})")))
     }
 }
 
