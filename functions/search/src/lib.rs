@@ -94,7 +94,7 @@ async fn search_users(
     let page = q.page_number()?.0;
     let found = nearby::users_near(store, &p, at, radius, q.opt("group_id")).await?;
     let items = found.iter().map(nearby::nearby_json).collect();
-    Ok(Envelope::ok("Users found", page_of(items, page, limit, "users")))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, page_of(items, page, limit, "users")))
 }
 
 async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
@@ -124,5 +124,5 @@ async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
         })
         .collect();
     let data = page_of(items, page, limit, "geofences");
-    Ok(Envelope::ok("Geofences found", data))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, data))
 }
