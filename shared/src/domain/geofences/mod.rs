@@ -720,12 +720,6 @@ pub async fn in_cell(store: &dyn Store, p: &Project, cell: &str) -> Result<Vec<G
     Ok(page.items.into_iter().map(from_item).collect::<Result<_, _>>()?)
 }
 
-/// Largest search radius (meters), as Roam allows: the search reads every index cell the circle
-/// covers (about 450 to 800 for 10 km).
-pub const MAX_SEARCH_RADIUS_M: f64 = 10_000.0;
-/// The radius of a search that gives none (meters), as Roam's nearby search defaults.
-pub const DEFAULT_SEARCH_RADIUS_M: f64 = 1000.0;
-
 /// Fences whose shape comes within `radius_m` of `at`, nearest first (ties by id), with their
 /// distances; and how many index items were read.
 pub async fn search(
