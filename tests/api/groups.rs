@@ -81,7 +81,7 @@ both!(a_group_is_created_with_its_first_members, |app| async move {
     let mut members = groups::members(store, &project(&app), &id).await.unwrap();
     members.sort();
     assert_eq!(members, expected);
-    assert_eq!(groups::groups_of(store, &project(&app), &a).await.unwrap(), [id.clone()]);
+    assert_eq!(groups::groups_of(store, &project(&app), &a).await.unwrap(), std::slice::from_ref(&id));
     // Adding users later uses the same id.
     let c = app.create_user(json!({})).await;
     let (status, res) = app.post("/v1/api/group/user/", &json!({"group_id": id, "users": [c]})).await;
