@@ -5,6 +5,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::json;
 
+/// The `msg` Roam answers on success for most operations (its clients may show it).
+pub const SUCCESS: &str = "Success.";
+
 /// v1/v3 success: `{status: true, msg, code, data}`.
 #[derive(Debug)]
 pub struct Envelope<T> {

@@ -12,18 +12,32 @@ use crate::store::StoreError;
 pub struct ApiError {
     pub status: StatusCode,
     pub msg: String,
+    /// The input at fault, for Roam's error object (kept as data: never read back from `msg`).
+    pub field: Option<FieldError>,
+}
+
+/// One entry of Roam's error object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, msg: impl Into<String>) -> Self {
-        Self { status, msg: msg.into() }
+        Self { status, msg: msg.into(), field: None }
     }
     pub fn bad_request(msg: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, msg)
     }
-    /// 400 naming the field: `field: reason`.
+    /// 400 naming the field: `field: reason`, with the field in Roam's error object.
     pub fn field(field: &str, reason: impl std::fmt::Display) -> Self {
-        Self::bad_request(format!("{field}: {reason}"))
+        let message = reason.to_string();
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            msg: format!("{field}: {message}"),
+            field: Some(FieldError { field: field.to_owned(), message }),
+        }
     }
     pub fn unauthorized(msg: impl Into<String>) -> Self {
         Self::new(StatusCode::UNAUTHORIZED, msg)
@@ -43,15 +57,10 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
     }
 
-    /// Roam's error object: `[{field, message}]` for the field the message names (`field: reason`),
-    /// empty when it names none.
+    /// Roam's error object: `[{field, message}]` for the field at fault, empty when none is.
     pub fn field_errors(&self) -> serde_json::Value {
-        let named = self
-            .msg
-            .split_once(": ")
-            .filter(|(f, _)| !f.is_empty() && f.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.[]-".contains(&b)));
-        match named {
-            Some((field, reason)) => json!([{"field": field, "message": reason}]),
+        match &self.field {
+            Some(f) => json!([{"field": f.field, "message": f.message}]),
             None => json!([]),
         }
     }

@@ -35,7 +35,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             })
             .unwrap_or(false);
         if !is_json {
-            return Err(ApiError::bad_request("Content-Type: the body must be sent as application/json"));
+            return Err(ApiError::field("Content-Type", "the body must be sent as application/json"));
         }
         let bytes = Bytes::from_request(req, state).await.map_err(body_rejection)?;
         parse_json_object(&bytes).map(ApiJson)
@@ -47,7 +47,7 @@ pub fn body_rejection(r: axum::extract::rejection::BytesRejection) -> ApiError {
     if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("body: larger than the {MAX_BODY_BYTES} bytes accepted"))
     } else {
-        ApiError::bad_request(format!("body: could not be read ({})", r.body_text()))
+        ApiError::field("body", format!("could not be read ({})", r.body_text()))
     }
 }
 
@@ -56,8 +56,8 @@ pub fn body_rejection(r: axum::extract::rejection::BytesRejection) -> ApiError {
 pub fn parse_json_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => parse_json(bytes),
-        None => Err(ApiError::bad_request("body: is empty; a JSON object is required")),
-        Some(_) => Err(ApiError::bad_request("body: must be a JSON object")),
+        None => Err(ApiError::field("body", "is empty; a JSON object is required")),
+        Some(_) => Err(ApiError::field("body", "must be a JSON object")),
     }
 }
 
@@ -71,10 +71,10 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let reason = inner.to_string();
         let reason = reason.split(" at line ").next().unwrap_or(&reason).to_owned();
         if inner.is_syntax() || inner.is_eof() {
-            ApiError::bad_request(format!("body: malformed JSON ({inner})"))
+            ApiError::field("body", format!("malformed JSON ({inner})"))
         } else if path == "." || path.is_empty() {
             // Missing fields are reported by serde at the enclosing object: the message names them.
-            ApiError::bad_request(format!("body: {reason}"))
+            ApiError::field("body", reason)
         } else {
             ApiError::field(&path, reason)
         }
@@ -90,8 +90,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Params {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let q = parts.uri.query().unwrap_or("");
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q)
-            .map_err(|e| ApiError::bad_request(format!("query: cannot be decoded ({e})")))?;
+        let pairs: Vec<(String, String)> =
+            serde_urlencoded::from_str(q).map_err(|e| ApiError::field("query", format!("cannot be decoded ({e})")))?;
         let mut map = HashMap::new();
         for (k, v) in pairs {
             if map.insert(k.clone(), v).is_some() {

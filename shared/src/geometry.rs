@@ -64,7 +64,7 @@ impl LngLat {
     /// The geohash cell of `precision` characters that holds this position.
     pub fn geohash(self, precision: usize) -> Result<String, ApiError> {
         geohash::encode(geo::Coord { x: self.lng, y: self.lat }, precision)
-            .map_err(|e| ApiError::bad_request(format!("coordinates: cannot be indexed ({e})")))
+            .map_err(|e| ApiError::field("coordinates", format!("cannot be indexed ({e})")))
     }
 }
 
@@ -174,9 +174,52 @@ pub fn decode_time_aware_polyline(s: &str) -> Option<Vec<(LngLat, i64)>> {
     Some(out)
 }
 
+/// The `radius` of a nearby search (geofences or users), in meters: one parser and one set of
+/// bounds for both. Roam documents 1000 m when left out and at most 10,000 m; its users search
+/// also a least of 100 m (a geofence search takes any positive radius).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SearchRadius(pub f64);
+
+impl SearchRadius {
+    pub const DEFAULT_M: f64 = 1000.0;
+    /// The search reads every index cell the circle covers (about 450 to 800 for 10 km).
+    pub const MAX_M: f64 = 10_000.0;
+    /// The least radius of the nearby users search, as Roam documents it.
+    pub const MIN_USERS_M: f64 = 100.0;
+
+    /// The `radius` parameter: the default when absent, else a number from `min` (exclusive
+    /// when 0) to [`Self::MAX_M`]; a 400 naming `radius` otherwise.
+    pub fn parse(s: Option<&str>, min: f64) -> Result<Self, ApiError> {
+        let Some(s) = s else { return Ok(Self(Self::DEFAULT_M)) };
+        let max = Self::MAX_M;
+        let r: f64 = s
+            .trim()
+            .parse()
+            .ok()
+            .filter(|r: &f64| r.is_finite())
+            .ok_or_else(|| ApiError::field("radius", format!("'{s}' is not a number of meters")))?;
+        let ok = r <= max && if min > 0.0 { r >= min } else { r > 0.0 };
+        if !ok {
+            let least = if min > 0.0 { format!("from {min}") } else { "above 0".to_owned() };
+            return Err(ApiError::field("radius", format!("{r} is not {least} to {max} meters")));
+        }
+        Ok(Self(r))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn search_radius_has_one_set_of_bounds() {
+        assert_eq!(SearchRadius::parse(None, 0.0).unwrap().0, 1000.0);
+        assert_eq!(SearchRadius::parse(Some("10000"), SearchRadius::MIN_USERS_M).unwrap().0, 10_000.0);
+        assert_eq!(SearchRadius::parse(Some("20.5"), 0.0).unwrap().0, 20.5);
+        for (s, min) in [("99", 100.0), ("10000.5", 0.0), ("0", 0.0), ("x", 0.0), ("NaN", 0.0), ("-5", 0.0)] {
+            assert!(SearchRadius::parse(Some(s), min).unwrap_err().msg.starts_with("radius:"), "{s}");
+        }
+    }
 
     #[test]
     fn rejects_out_of_range_and_wrong_arity() {

@@ -24,6 +24,7 @@ mod roam_paths;
 mod search;
 mod store;
 mod trace;
+mod trip_events;
 mod trip_gps;
 mod trip_trace;
 mod trips;

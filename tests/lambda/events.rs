@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 use shared::AppState;
 use shared::auth::{KeyKind, Project};
 use shared::domain::projects::{self, ChosenKeys, IssuedProject};
-use shared::domain::trips::{self, Action, Api, NewTrip};
+use shared::domain::trips::{self, Action, Api, NewTrip, WaypointInput, WaypointKind};
+use shared::geometry::LngLat;
 use shared::store::EmbeddedStore;
 use shared::time::Timestamp;
 
@@ -46,6 +47,9 @@ pub(crate) enum Setup {
     /// A trip of the user started before the history, then the history ingested (so the trip's
     /// summary has a route).
     StartedTrip(Api),
+    /// As `StartedTrip(Api::V1)`, with its origin at the history's first fix: ingesting the history
+    /// records a trip event caused by a fix (what events/trips-events-list.json lists, with it).
+    ReachedTrip,
     /// The user in group `drivers-north` (events/groups-add-put.json).
     Group,
     /// A geofence at the end of the history (events/geofences-v1-create-circle.json,
@@ -87,8 +91,8 @@ const fn case(name: &'static str, answer: Answer, setup: Setup) -> Case {
 
 use Answer::{File, Public, V1, V2};
 use Setup::{
-    Fence, Group, History, MovingFence, Nothing, Routine, StartedTrip, Tracked, Trip, TwoFences, Visited, Webhook,
-    WebhookTested,
+    Fence, Group, History, MovingFence, Nothing, ReachedTrip, Routine, StartedTrip, Tracked, Trip, TwoFences, Visited,
+    Webhook, WebhookTested,
 };
 
 const CASES: &[Case] = &[
@@ -102,6 +106,7 @@ const CASES: &[Case] = &[
     case("locations-list-encoded", V1(200), History),
     case("groups-add-put", V1(201), Nothing),
     case("groups-add-post", V1(201), Nothing),
+    case("groups-create", V1(201), Nothing),
     case("trips-v1-create", V1(201), Nothing),
     case("trips-v1-list", V1(200), Trip(Api::V1)),
     case("trips-v1-get", V1(200), Trip(Api::V1)),
@@ -143,6 +148,7 @@ const CASES: &[Case] = &[
     case("search-users", V1(200), Visited),
     case("locations-gpx", File("application/gpx+xml"), History),
     case("trips-v1-gpx", File("application/gpx+xml"), StartedTrip(Api::V1)),
+    case("trips-events-list", V1(200), ReachedTrip),
     case("trips-v3-gpx", File("application/gpx+xml"), StartedTrip(Api::V1)),
     case("moving-geofences-create", V1(201), Nothing),
     case("moving-geofences-update", V1(200), MovingFence),
@@ -356,6 +362,7 @@ impl Fixture {
             }
             Setup::Trip(api) => (api, false),
             Setup::StartedTrip(api) => (api, true),
+            Setup::ReachedTrip => (Api::V1, true),
             Setup::Group => {
                 self.ok("groups-add-put", V1(201)).await;
                 return;
@@ -405,7 +412,20 @@ impl Fixture {
         };
         let store = self.state.store.as_ref();
         let p = self.caller();
-        let new = NewTrip { user_id: Some(self.user_id.clone()), ..NewTrip::default() };
+        let origin = (setup == Setup::ReachedTrip).then(|| WaypointInput {
+            kind: WaypointKind::Origin,
+            coordinates: LngLat { lng: -0.1276, lat: 51.5072 },
+            radius_m: None,
+            name: None,
+            description: None,
+            metadata: None,
+            address: None,
+        });
+        let new = NewTrip {
+            user_id: Some(self.user_id.clone()),
+            waypoints: origin.into_iter().collect(),
+            ..NewTrip::default()
+        };
         let trip = trips::create(store, &p, api, new).await.expect("setup: create trip");
         if started {
             let at: Timestamp = serde_json::from_value(json!(STARTED_AT)).expect("timestamp");
@@ -585,6 +605,16 @@ fn check_data(name: &str, fx: &Fixture, data: &Value) {
         }
         "groups-add-put" | "groups-add-post" => {
             assert!(data.as_str().is_some_and(|s| s.starts_with("1 user")), "{data}")
+        }
+        "groups-create" => {
+            assert!(is_id(&data["group_id"]), "{data}");
+            assert_eq!(data["users"], json!([user]), "{data}");
+        }
+        "trips-events-list" => {
+            let events = data["events"].as_array().expect("events");
+            let reached = events.iter().find(|e| e["event_type"] == "trip:user_reached_origin").expect("reached");
+            assert_eq!(reached["trip_id"], trip, "{data}");
+            assert_eq!(reached["location"]["coordinates"], json!([-0.1276, 51.5072]), "{data}");
         }
 
         // v1 and v3: `data` is a list of one trip, a page of trips, a summary or null.

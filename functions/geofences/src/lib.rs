@@ -67,7 +67,7 @@ async fn create(
 ) -> Result<Envelope<Value>, ApiError> {
     let g = geofences::create(s.store.as_ref(), &p, body).await?;
     let data = if g.scoped { geofences::scoped_created_json(&g) } else { geofence_json(&g, ver.id_key()) };
-    Ok(Envelope::created("Geofence created", data))
+    Ok(Envelope::created("Geofence created successfully.", data))
 }
 
 fn id_text(v: &Value) -> Result<String, ApiError> {
@@ -86,7 +86,7 @@ async fn update(
 ) -> Result<Envelope<Value>, ApiError> {
     let id = id_text(&body.geofence_id)?;
     let g = geofences::update(s.store.as_ref(), &p, &id, body).await?;
-    Ok(Envelope::ok("Geofence updated", geofence_json(&g, ver.id_key())))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, geofence_json(&g, ver.id_key())))
 }
 
 /// Delete one (`geofence_id` in the query, or a string in the body) or many (an array of up to
@@ -112,7 +112,7 @@ async fn delete(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json"));
     if !json_body {
-        return Err(ApiError::bad_request("Content-Type: the body must be sent as application/json"));
+        return Err(ApiError::field("Content-Type", "the body must be sent as application/json"));
     }
     #[derive(Deserialize)]
     struct DeleteBody {
@@ -185,7 +185,7 @@ async fn list(
         let g = geofences::get(store, &p, id).await?;
         let info = shared::paging::PageInfo::new(shared::paging::PageNumber(1), 1);
         return Ok(Envelope::ok(
-            "Geofence found",
+            shared::envelope::SUCCESS,
             envelope_list(&p, info, vec![render(store, &p, &g, ver, count).await?]),
         ));
     }
@@ -206,7 +206,7 @@ async fn list(
     for g in &list {
         out.push(render(store, &p, g, ver, count).await?);
     }
-    Ok(Envelope::ok("Geofences listed", envelope_list(&p, info, out)))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, envelope_list(&p, info, out)))
 }
 
 async fn list_by_metadata(
@@ -220,7 +220,7 @@ async fn list_by_metadata(
         let g = geofences::get(s.store.as_ref(), &p, id).await?;
         let data =
             json!({"next_page": null, "pages": 1, "prev_page": null, "geofences": [geofence_json(&g, "geofence_id")]});
-        return Ok(Envelope::ok("Geofence found", data));
+        return Ok(Envelope::ok(shared::envelope::SUCCESS, data));
     }
     let filter = ListFilter {
         range: q.date_range(None)?,
@@ -234,7 +234,7 @@ async fn list_by_metadata(
         "next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page,
         "geofences": list.iter().map(|g| geofence_json(g, "geofence_id")).collect::<Vec<_>>(),
     });
-    Ok(Envelope::ok("Geofences listed", data))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, data))
 }
 
 async fn list_events(
@@ -252,5 +252,5 @@ async fn list_events(
         "next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page,
         "events": list.iter().map(events::event_json).collect::<Vec<_>>(),
     });
-    Ok(Envelope::ok("Events listed", data))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, data))
 }

@@ -42,5 +42,5 @@ async fn answer(
     let user = users::require(store, &p, "user_id", q.required("user_id")?).await?;
     let list = insights::insights(store, &p, &user.id, kind).await?;
     let data = json!({"user_id": user.id, "app_id": users::app_id(&user), key: list});
-    Ok(Envelope::ok("Insights", data))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, data))
 }

@@ -47,7 +47,7 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
             "app_id": app_id, "user_id": user.id,
             "count": count, "polyline": polyline, "time_aware_polyline": time_aware,
         });
-        return Ok(Envelope::ok("Locations encoded", data));
+        return Ok(Envelope::ok(shared::envelope::SUCCESS, data));
     }
     let (list, info) = locations::list(store, &p, &user.id, range, q.page_number()?).await?;
     let data = json!({
@@ -55,7 +55,7 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
         "app_id": app_id, "user_id": user.id,
         "locations": list.iter().map(|l| location_json(l, tz)).collect::<Vec<_>>(),
     });
-    Ok(Envelope::ok("Locations listed", data))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, data))
 }
 
 async fn ingest(

@@ -48,7 +48,7 @@ async fn update(
         _ => return Err(ApiError::field("geofence_id", "must be a geofence id")),
     };
     let g = moving::update(s.store.as_ref(), &p, &id, b).await?;
-    Ok(Envelope::ok("Moving geofence updated", moving_json(&g)))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, moving_json(&g)))
 }
 
 async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
@@ -82,7 +82,7 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
         "next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page,
         "account_id": p.account_id, "project_id": p.project_id, "users": users, "geofences": fences,
     });
-    Ok(Envelope::ok("Moving geofences listed", data))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, data))
 }
 
 async fn delete(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {

@@ -11,9 +11,9 @@ use axum::extract::State;
 use axum::routing::get;
 use serde_json::{Value, json};
 use shared::auth::SecretKey;
-use shared::domain::geofences::{self, DEFAULT_SEARCH_RADIUS_M, MAX_SEARCH_RADIUS_M, geofence_json};
+use shared::domain::geofences::{self, geofence_json};
 use shared::domain::users;
-use shared::geometry::LngLat;
+use shared::geometry::{LngLat, SearchRadius};
 use shared::http::route;
 use shared::{ApiError, AppState, Envelope, Params};
 
@@ -81,36 +81,19 @@ async fn search_users(
     use shared::domain::nearby;
     let store = s.store.as_ref();
     q.only(&["location", "user_id", "radius", "group_id", "page_number", "page_limit"])?;
-    let radius: f64 = match q.opt("radius") {
-        None => nearby::DEFAULT_RADIUS_M,
-        Some(r) => r
-            .parse()
-            .ok()
-            .filter(|r: &f64| (nearby::MIN_RADIUS_M..=nearby::MAX_RADIUS_M).contains(r))
-            .ok_or_else(|| ApiError::field("radius", "must be a number of meters from 100 to 10000"))?,
-    };
+    let radius = SearchRadius::parse(q.opt("radius"), SearchRadius::MIN_USERS_M)?.0;
     let at = origin(store, &p, &q).await?;
     let limit = page_limit(&q)?;
     let page = q.page_number()?.0;
     let found = nearby::users_near(store, &p, at, radius, q.opt("group_id")).await?;
     let items = found.iter().map(nearby::nearby_json).collect();
-    Ok(Envelope::ok("Users found", page_of(items, page, limit, "users")))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, page_of(items, page, limit, "users")))
 }
 
 async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
     let store = s.store.as_ref();
     q.only(&["location", "user_id", "radius", "page_limit", "page_number"])?;
-    let radius: f64 = match q.opt("radius") {
-        None => DEFAULT_SEARCH_RADIUS_M,
-        Some(r) => r
-            .parse()
-            .ok()
-            .filter(|r: &f64| r.is_finite() && *r > 0.0)
-            .ok_or_else(|| ApiError::field("radius", "must be a positive number of meters"))?,
-    };
-    if radius > MAX_SEARCH_RADIUS_M {
-        return Err(ApiError::field("radius", format!("at most {MAX_SEARCH_RADIUS_M} meters")));
-    }
+    let radius = SearchRadius::parse(q.opt("radius"), 0.0)?.0;
     let at = origin(store, &p, &q).await?;
     let limit = page_limit(&q)?;
     let page = q.page_number()?.0;
@@ -124,5 +107,5 @@ async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
         })
         .collect();
     let data = page_of(items, page, limit, "geofences");
-    Ok(Envelope::ok("Geofences found", data))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, data))
 }

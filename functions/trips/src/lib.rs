@@ -1,5 +1,6 @@
 //! Trips, v1 and v3: `/v{1,3}/api/trips/` (create, list/get, update, delete), `summary/`,
-//! and Waymark's lifecycle operations `controls/` and `quick/`.
+//! and Waymark's lifecycle operations `controls/` and `quick/`; the trip events list
+//! `/v1/api/event/trips/`.
 
 use axum::Router;
 use axum::extract::State;
@@ -42,7 +43,33 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v3/api/trips/gpx/"),
     ("POST", "/v3/api/trips/controls/"),
     ("POST", "/v3/api/trips/quick/"),
+    ("GET", EVENTS_PATH),
 ];
+
+const EVENTS_PATH: &str = "/v1/api/event/trips/";
+
+/// A user's trip events in a date range, newest first (Roam's "Get Trip Events").
+async fn events(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+    q.only(&["user_id", "trip_id", "start_date", "end_date", "page_number"])?;
+    let user_id = q.required("user_id")?;
+    q.required("start_date")?;
+    let range = q.date_range(None)?.ok_or_else(|| ApiError::field("start_date", "is required"))?;
+    let page = q.page_number()?;
+    let store = s.store.as_ref();
+    shared::domain::users::require(store, &p, "user_id", user_id).await?;
+    if let Some(t) = q.opt("trip_id") {
+        // Events of v2 trips are listed too: the trip may be of either generation.
+        if trips::get(store, &p, Api::V2, t).await.is_err() {
+            trips::get(store, &p, Api::V1, t).await?;
+        }
+    }
+    let (list, info) = trips::events::list(store, &p, user_id, q.opt("trip_id"), range, page).await?;
+    let events: Vec<Value> = list.iter().map(trips::events::listed_json).collect();
+    Ok(Envelope::ok(
+        shared::envelope::SUCCESS,
+        json!({"next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page, "events": events}),
+    ))
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ver {
@@ -51,7 +78,7 @@ enum Ver {
 }
 
 pub fn router() -> Router<AppState> {
-    let mut r = Router::new();
+    let mut r = route(Router::new(), EVENTS_PATH, get(events));
     for (ver, base) in [(Ver::V1, "/v1/api/trips/"), (Ver::V3, "/v3/api/trips/")] {
         r = route(r, base, post(create).put(update).get(move |k, s, q| list(ver, k, s, q)).delete(delete));
         r = route(r, &format!("{base}summary/"), get(move |k, s, q| summary(ver, k, s, q)));
@@ -110,7 +137,7 @@ async fn create(
     let mut trip = trips::create(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
     // The creation event is recorded; the response shows the trip as created, events empty.
     trip.events.clear();
-    Ok(Envelope::created("Trip created", json!([render(&s, &trip)])))
+    Ok(Envelope::created(shared::envelope::SUCCESS, json!([render(&s, &trip)])))
 }
 
 async fn list(
@@ -123,7 +150,7 @@ async fn list(
     q.only(&["trip_id", "user_id", "start_date", "end_date", "page_number", "metadata"])?;
     if let Some(id) = q.opt("trip_id") {
         let trip = trips::get(store, &p, Api::V1, id).await?;
-        return Ok(Envelope::ok("Trip found", json!([render(&s, &trip)])));
+        return Ok(Envelope::ok(shared::envelope::SUCCESS, json!([render(&s, &trip)])));
     }
     if ver == Ver::V3 {
         q.required("start_date")?;
@@ -142,7 +169,7 @@ async fn list(
             json!({"next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page, "trips": rendered})
         }
     };
-    Ok(Envelope::ok("Trips listed", data))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, data))
 }
 
 #[derive(Debug, Deserialize)]
@@ -172,7 +199,7 @@ async fn update(
     }
     let up = TripUpdate { user_id: b.user_id, metadata: b.metadata, replace, ..TripUpdate::default() };
     let trip = trips::update(s.store.as_ref(), &p, Api::V1, &b.trip_id, up).await?;
-    Ok(Envelope::created("Trip updated", json!([render(&s, &trip)])))
+    Ok(Envelope::created(shared::envelope::SUCCESS, json!([render(&s, &trip)])))
 }
 
 async fn delete(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
@@ -187,7 +214,7 @@ async fn summary(
     q: Params,
 ) -> Result<Envelope<Value>, ApiError> {
     let sum = trips::summary(s.store.as_ref(), &p, Api::V1, q.required("trip_id")?).await?;
-    Ok(Envelope::ok("Trip summary", summary_json(&sum, ver == Ver::V1)))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, summary_json(&sum, ver == Ver::V1)))
 }
 
 /// A lifecycle move: `action` and, optionally, the time of the move in its own field.
@@ -213,7 +240,7 @@ async fn controls(
     let action = Action::parse(&b.action)?;
     let at = action.pick([b.started_at, b.paused_at, b.resumed_at, b.ended_at]);
     let trip = trips::control(s.store.as_ref(), &p, Api::V1, &b.trip_id, action, at).await?;
-    Ok(Envelope::ok("Trip updated", json!([render(&s, &trip)])))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, json!([render(&s, &trip)])))
 }
 
 async fn quick(

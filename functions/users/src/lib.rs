@@ -24,7 +24,7 @@ async fn create(
     ApiJson(body): ApiJson<CreateUser>,
 ) -> Result<Envelope<Value>, ApiError> {
     let user = users::create(s.store.as_ref(), &p, body).await?;
-    Ok(Envelope::created("User created successfully", created_json(&user)))
+    Ok(Envelope::created(shared::envelope::SUCCESS, created_json(&user)))
 }
 
 /// Parameters that may not be combined with `user_id`.
@@ -39,7 +39,7 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
         let user = users::require(s.store.as_ref(), &p, "user_id", id).await?;
         let data = json!({"next_page": null, "pages": 1, "prev_page": null, "account_id": p.account_id,
             "users": [user_json(&user, None)]});
-        return Ok(Envelope::ok("User found", data));
+        return Ok(Envelope::ok(shared::envelope::SUCCESS, data));
     }
     let tz = q.timezone()?;
     let range = q.date_range(tz)?;
@@ -50,7 +50,7 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
         "account_id": p.account_id,
         "users": list.iter().map(|u| user_json(u, tz)).collect::<Vec<_>>(),
     });
-    Ok(Envelope::ok("Users listed", data))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, data))
 }
 
 async fn update(

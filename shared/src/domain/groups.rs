@@ -1,12 +1,16 @@
 //! Groups of users. Membership is written twice in one transaction so both questions are one
 //! Query: who is in a group (`<project>#G#<group>` → user ids) and which groups a user is in
-//! (`<project>#UG#<user>` → group ids).
+//! (`<project>#UG#<user>` → group ids). A group made by the create operation also has a record
+//! (`<project>#GR`, sort key its id) with its description; a group named by the caller when
+//! adding users has none (Roam's add-users call creates groups on first use).
 
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::Project;
+use crate::domain::check_text;
 use crate::error::ApiError;
+use crate::ids::new_id;
 use crate::store::{Cond, MAX_TRANSACT_OPS, Query, SkRange, Store, Table, WriteOp, to_item};
 use crate::time::Timestamp;
 
@@ -42,14 +46,57 @@ pub fn check_group_id(id: &str) -> Result<(), ApiError> {
     if ok { Ok(()) } else { Err(ApiError::field("group_id", "must be 1 to 128 letters, digits or -_.:")) }
 }
 
-/// Add users (all must be live users of this project) to the group, creating it on first use.
-/// Adding a member again changes nothing.
-pub async fn add_users(store: &dyn Store, p: &Project, input: AddUsers) -> Result<usize, ApiError> {
-    check_group_id(&input.group_id)?;
-    if input.users.is_empty() || input.users.len() > MAX_USERS_PER_CALL {
+/// Create body (Roam documents `description`; `users`, the first members, is Waymark's).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewGroup {
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub users: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Group {
+    pub group_id: String,
+    pub project_id: String,
+    pub description: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+fn groups_pk(project_id: &str) -> String {
+    format!("{project_id}#GR")
+}
+
+/// Create a group with a new id, and its first members when given (all must be users of this
+/// project; nothing is written otherwise). Returns the group and its members.
+pub async fn create(store: &dyn Store, p: &Project, input: NewGroup) -> Result<(Group, Vec<String>), ApiError> {
+    check_text("description", &input.description)?;
+    let members = match &input.users {
+        Some(u) => checked_users(store, p, u).await?,
+        None => Vec::new(),
+    };
+    let now = Timestamp::now();
+    let g = Group {
+        group_id: new_id(),
+        project_id: p.project_id.clone(),
+        description: input.description,
+        created_at: now,
+        updated_at: now,
+    };
+    // The record first: a group with members always has its record, whatever fails after.
+    store.put(Table::Main, to_item(&groups_pk(&p.project_id), &g.group_id, &g)?, Cond::NotExists).await?;
+    write_members(store, p, &g.group_id, &members).await?;
+    Ok((g, members))
+}
+
+/// The ids given (deduplicated, sorted), once every one is a user of this project.
+async fn checked_users(store: &dyn Store, p: &Project, users: &[String]) -> Result<Vec<String>, ApiError> {
+    if users.is_empty() || users.len() > MAX_USERS_PER_CALL {
         return Err(ApiError::field("users", format!("must hold 1 to {MAX_USERS_PER_CALL} user ids")));
     }
-    let mut ids = input.users.clone();
+    let mut ids = users.to_vec();
     ids.sort();
     ids.dedup();
     for id in &ids {
@@ -64,18 +111,31 @@ pub async fn add_users(store: &dyn Store, p: &Project, input: AddUsers) -> Resul
     if !unknown.is_empty() {
         return Err(ApiError::not_found(format!("users: no such user in this project: {}", unknown.join(", "))));
     }
+    Ok(ids)
+}
+
+async fn write_members(store: &dyn Store, p: &Project, group_id: &str, ids: &[String]) -> Result<(), ApiError> {
     let now = Timestamp::now();
     for chunk in ids.chunks(MAX_TRANSACT_OPS / 2) {
         let mut ops = Vec::with_capacity(chunk.len() * 2);
         for uid in chunk {
-            let m = Membership { group_id: input.group_id.clone(), user_id: uid.clone(), added_at: now };
-            let a = to_item(&members_pk(&p.project_id, &input.group_id), uid, &m)?;
-            let b = to_item(&groups_of_pk(&p.project_id, uid), &input.group_id, &m)?;
+            let m = Membership { group_id: group_id.to_owned(), user_id: uid.clone(), added_at: now };
+            let a = to_item(&members_pk(&p.project_id, group_id), uid, &m)?;
+            let b = to_item(&groups_of_pk(&p.project_id, uid), group_id, &m)?;
             ops.push(WriteOp::Put { table: Table::Main, item: a, cond: Cond::None });
             ops.push(WriteOp::Put { table: Table::Main, item: b, cond: Cond::None });
         }
         store.transact(ops).await?;
     }
+    Ok(())
+}
+
+/// Add users (all must be live users of this project) to the group, creating it on first use.
+/// Adding a member again changes nothing.
+pub async fn add_users(store: &dyn Store, p: &Project, input: AddUsers) -> Result<usize, ApiError> {
+    check_group_id(&input.group_id)?;
+    let ids = checked_users(store, p, &input.users).await?;
+    write_members(store, p, &input.group_id, &ids).await?;
     Ok(ids.len())
 }
 
@@ -84,8 +144,11 @@ async fn sort_keys(store: &dyn Store, pk: &str) -> Result<Vec<String>, ApiError>
     Ok(page.items.iter().filter_map(|i| i.get("sk").and_then(|v| v.as_str()).map(str::to_owned)).collect())
 }
 
-/// Whether the group has any member (one item read, not the whole group).
+/// Whether the group was created or has any member (at most two item reads).
 pub async fn exists(store: &dyn Store, p: &Project, group_id: &str) -> Result<bool, ApiError> {
+    if store.get(Table::Main, &groups_pk(&p.project_id), group_id).await?.is_some() {
+        return Ok(true);
+    }
     let q = Query::new(members_pk(&p.project_id, group_id), SkRange::All).limit(1);
     Ok(!store.query(Table::Main, &q).await?.items.is_empty())
 }

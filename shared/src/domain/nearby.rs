@@ -2,6 +2,7 @@
 //! optionally members of one group. Reads the user-position cell index the events processor
 //! keeps current (one item per user, in the precision-6 cell of the user's latest fix).
 
+use futures::{StreamExt, TryStreamExt};
 use serde_json::{Value, json};
 
 use crate::auth::Project;
@@ -10,11 +11,6 @@ use crate::domain::{groups, locations, users};
 use crate::error::ApiError;
 use crate::geometry::LngLat;
 use crate::store::Store;
-
-/// Search radius bounds and default (meters), as Roam documents them.
-pub const MIN_RADIUS_M: f64 = 100.0;
-pub const MAX_RADIUS_M: f64 = 10_000.0;
-pub const DEFAULT_RADIUS_M: f64 = 1000.0;
 
 /// A user found near the point.
 #[derive(Debug, Clone)]
@@ -36,15 +32,21 @@ pub async fn users_near(
         Some(g) => Some(groups::members(store, p, g).await?),
         None => None,
     };
-    let mut out = Vec::new();
-    for (user_id, distance_m) in moving::positions_near(store, p, at, radius_m).await? {
-        if members.as_ref().is_some_and(|m| !m.contains(&user_id)) {
-            continue;
-        }
-        if let Some(user) = users::get(store, p, &user_id).await? {
-            out.push(NearbyUser { user, distance_m });
-        }
-    }
+    let found: Vec<(String, f64)> = moving::near(store, p, at, radius_m)
+        .await?
+        .into_iter()
+        .map(|(pos, d)| (pos.user_id, d))
+        .filter(|(u, _)| members.as_ref().is_none_or(|m| m.contains(u)))
+        .collect();
+    // The user records (latest location, app id) are read together, a bounded number at a time.
+    let mut out: Vec<NearbyUser> = futures::stream::iter(found)
+        .map(|(user_id, distance_m)| async move {
+            Ok::<_, ApiError>(users::get(store, p, &user_id).await?.map(|user| NearbyUser { user, distance_m }))
+        })
+        .buffer_unordered(16)
+        .try_filter_map(|u| async move { Ok(u) })
+        .try_collect()
+        .await?;
     out.sort_by(|a, b| a.distance_m.total_cmp(&b.distance_m).then_with(|| a.user.id.cmp(&b.user.id)));
     Ok(out)
 }

@@ -24,7 +24,7 @@ use crate::geometry::{GeoPoint, GeoPolygon, LngLat};
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
-use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
 use crate::time::{DateRange, Timestamp, parse_ts};
 
 use index::Shape;
@@ -493,8 +493,9 @@ impl UpdateGeofence {
         }
     }
 
-    /// Apply the shape, scope and window changes to a static fence (validated; cells recomputed).
-    async fn apply_static(&self, store: &dyn Store, p: &Project, g: &mut Geofence) -> Result<(), ApiError> {
+    /// Apply the shape, scope and window changes to a static fence (validated, the scope's ids
+    /// checked beforehand by [`update`]; cells recomputed).
+    fn apply_static(&self, g: &mut Geofence) -> Result<(), ApiError> {
         if self.coordinates.is_some() || self.geometry_type.is_some() || self.geometry_radius.is_some() {
             let kind = match (&self.geometry_type, &self.coordinates) {
                 (None, None) => g.geometry_type,
@@ -517,12 +518,6 @@ impl UpdateGeofence {
         if self.user_ids.is_some() || self.group_ids.is_some() {
             let users = dedup(self.user_ids.clone().unwrap_or_else(|| g.user_ids.clone()));
             let groups = dedup(self.group_ids.clone().unwrap_or_else(|| g.group_ids.clone()));
-            for (field, ids) in [("user_ids", &users), ("group_ids", &groups)] {
-                if ids.len() > MAX_SCOPE_IDS {
-                    return Err(ApiError::field(field, format!("at most {MAX_SCOPE_IDS} ids")));
-                }
-            }
-            check_scope(store, p, &users, &groups).await?;
             (g.user_ids, g.group_ids, g.scoped) = (users, groups, true);
         }
         if let Some(Enabled::Window(w)) = &self.is_enabled {
@@ -537,11 +532,17 @@ impl UpdateGeofence {
                 _ => Err(ApiError::field(field, "must be a timestamp or null")),
             }
         };
-        if let Some(v) = &self.enable_at {
-            g.active_from = at("enable_at", v)?;
-        }
-        if let Some(v) = &self.disable_at {
-            g.active_until = at("disable_at", v)?;
+        // Roam takes the window as a pair ("required if disable_at is present" and back) and
+        // answers the fence in its scoped shape, window shown: so does Waymark, never a window
+        // hidden behind a project-wide fence's boolean is_enabled.
+        match (&self.enable_at, &self.disable_at) {
+            (Some(_), None) => return Err(ApiError::field("disable_at", "is required with enable_at")),
+            (None, Some(_)) => return Err(ApiError::field("enable_at", "is required with disable_at")),
+            (Some(a), Some(b)) => {
+                (g.active_from, g.active_until) = (at("enable_at", a)?, at("disable_at", b)?);
+                g.scoped = true;
+            }
+            (None, None) => {}
         }
         if let (Some(a), Some(b)) = (g.active_from, g.active_until)
             && b <= a
@@ -563,6 +564,16 @@ pub struct FenceFields<'a> {
 
 pub async fn update(store: &dyn Store, p: &Project, id: &str, up: UpdateGeofence) -> Result<Geofence, ApiError> {
     up.validate()?;
+    // The new scope is checked once, not on every retry (its users and groups do not change
+    // between attempts; only the fence record races).
+    let (users, groups) =
+        (dedup(up.user_ids.clone().unwrap_or_default()), dedup(up.group_ids.clone().unwrap_or_default()));
+    for (field, ids) in [("user_ids", &users), ("group_ids", &groups)] {
+        if ids.len() > MAX_SCOPE_IDS {
+            return Err(ApiError::field(field, format!("at most {MAX_SCOPE_IDS} ids")));
+        }
+    }
+    check_scope(store, p, &users, &groups).await?;
     for _ in 0..20 {
         let mut g = get(store, p, id).await?;
         let expected = g.version;
@@ -574,7 +585,7 @@ pub async fn update(store: &dyn Store, p: &Project, id: &str, up: UpdateGeofence
             description: &mut g.description,
             is_enabled: &mut g.is_enabled,
         });
-        up.apply_static(store, p, &mut g).await?;
+        up.apply_static(&mut g)?;
         g.version += 1;
         g.updated_at = Timestamp::now();
         let mut ops = write_ops(&g, Cond::Equals("version", expected.into()))?;
@@ -587,7 +598,7 @@ pub async fn update(store: &dyn Store, p: &Project, id: &str, up: UpdateGeofence
                 cond: Cond::None,
             });
         }
-        if ops.len() > 100 {
+        if ops.len() > MAX_TRANSACT_OPS {
             return Err(ApiError::field(
                 "coordinates",
                 "the old and new shapes together cover too many index cells; delete and create instead",
@@ -708,12 +719,6 @@ pub async fn in_cell(store: &dyn Store, p: &Project, cell: &str) -> Result<Vec<G
     let page = store.query(Table::Main, &Query::new(cell_pk(&p.project_id, cell), SkRange::All)).await?;
     Ok(page.items.into_iter().map(from_item).collect::<Result<_, _>>()?)
 }
-
-/// Largest search radius (meters), as Roam allows: the search reads every index cell the circle
-/// covers (about 450 to 800 for 10 km).
-pub const MAX_SEARCH_RADIUS_M: f64 = 10_000.0;
-/// The radius of a search that gives none (meters), as Roam's nearby search defaults.
-pub const DEFAULT_SEARCH_RADIUS_M: f64 = 1000.0;
 
 /// Fences whose shape comes within `radius_m` of `at`, nearest first (ties by id), with their
 /// distances; and how many index items were read.

@@ -12,6 +12,7 @@
 //! `<project>#MS#<fence>`, sort key `<followed>#<other>`. Moving fences are read whole on each
 //! batch (`<project>#MF`): a project is meant to have tens of them, not thousands.
 
+use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -230,8 +231,8 @@ pub fn moving_json(g: &MovingGeofence) -> Value {
 
 /// A user's latest position in the cell index.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Position {
-    user_id: String,
+pub struct Position {
+    pub user_id: String,
     location_id: String,
     coordinates: LngLat,
     recorded_at: Timestamp,
@@ -280,38 +281,28 @@ pub fn reindex_ops(
     Ok(ops)
 }
 
-/// Ids of users whose latest position is within `radius_m` of `at`, with their distances in
-/// meters (from the cell index; nearby users search).
-pub async fn positions_near(
-    store: &dyn Store,
-    p: &Project,
-    at: LngLat,
-    radius_m: f64,
-) -> Result<Vec<(String, f64)>, ApiError> {
-    let cells = index::search_cells(at, radius_m)?;
-    let queries: Vec<Query> = cells.iter().map(|c| Query::new(user_cell_pk(&p.project_id, c), SkRange::All)).collect();
-    let pages = futures::future::try_join_all(queries.iter().map(|q| store.query(Table::Main, q))).await?;
+/// Index cells read at once by [`near`] (a 10 km circle covers several hundred).
+const CELL_READS_IN_FLIGHT: usize = 32;
+
+/// Users whose latest position is within `radius_m` of `at`, with their distances in meters,
+/// from the cell index (moving fences and the nearby users search). The cells are read
+/// concurrently, a bounded number at a time.
+pub async fn near(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -> Result<Vec<(Position, f64)>, ApiError> {
+    let Ok(cells) = index::search_cells(at, radius_m) else { return Ok(Vec::new()) };
+    let pages: Vec<_> =
+        futures::stream::iter(cells)
+            .map(|c| async move {
+                store.query(Table::Main, &Query::new(user_cell_pk(&p.project_id, &c), SkRange::All)).await
+            })
+            .buffer_unordered(CELL_READS_IN_FLIGHT)
+            .try_collect()
+            .await?;
     let mut out = Vec::new();
     for item in pages.into_iter().flat_map(|page| page.items) {
         let pos: Position = from_item(item)?;
         let d = at.distance_m(pos.coordinates);
         if d <= radius_m {
-            out.push((pos.user_id, d));
-        }
-    }
-    Ok(out)
-}
-
-/// Users whose latest position is within `radius_m` of `at` (from the cell index).
-async fn near(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -> Result<Vec<Position>, ApiError> {
-    let Ok(cells) = index::search_cells(at, radius_m) else { return Ok(Vec::new()) };
-    let mut out: Vec<Position> = Vec::new();
-    for c in cells {
-        for item in store.query(Table::Main, &Query::new(user_cell_pk(&p.project_id, &c), SkRange::All)).await?.items {
-            let pos: Position = from_item(item)?;
-            if at.distance_m(pos.coordinates) <= radius_m {
-                out.push(pos);
-            }
+            out.push((pos, d));
         }
     }
     Ok(out)
@@ -356,7 +347,7 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, at: &Location) ->
             }
         }
         if g.users.contains(&user.id) {
-            let nearby = near(store, p, me.coordinates, r).await?;
+            let nearby: Vec<Position> = near(store, p, me.coordinates, r).await?.into_iter().map(|(n, _)| n).collect();
             let pk = pair_pk(&p.project_id, &g.id);
             let prefix = format!("{}#", user.id);
             for item in store.query(Table::Main, &Query::new(&pk, SkRange::Prefix(prefix.clone()))).await?.items {

@@ -95,13 +95,14 @@ fn stop_json(w: &Waypoint) -> Value {
 }
 
 /// The user as v2 expands it. Users have no name field; `metadata.name` is used when it is text.
+/// Both texts are strings, empty when unset, as Roam's v2 answers show them.
 pub fn user_v2_json(u: Option<&User>) -> Value {
     match u {
         None => Value::Null,
         Some(u) => json!({
             "id": u.id,
-            "name": u.metadata.as_ref().and_then(|m| m.get("name")).filter(|n| n.is_string()),
-            "description": u.description,
+            "name": u.metadata.as_ref().and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or_default(),
+            "description": u.description.as_deref().unwrap_or_default(),
             "metadata": u.metadata.clone().unwrap_or_default(),
         }),
     }

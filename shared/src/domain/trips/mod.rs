@@ -12,6 +12,7 @@
 //! controls or updates racing on one trip never lose an event or leave contradictory flags.
 
 mod elevation;
+pub mod events;
 pub mod gps;
 pub mod json;
 mod progress;
@@ -283,17 +284,16 @@ fn events_pk(project_id: &str, trip_id: &str) -> String {
 }
 
 /// Writes of the events pushed onto `trip` since `before` of them were stored, at the positions
-/// after the `stored` ones; advances `trip.event_count`.
+/// after the `stored` ones, and their copies in the user's trip-events list; advances
+/// `trip.event_count`.
 fn event_puts(p: &Project, trip: &mut Trip, before: usize, stored: u64) -> Result<Vec<WriteOp>, ApiError> {
     let pk = events_pk(&p.project_id, &trip.id);
     let new = &trip.events[before.min(trip.events.len())..];
-    let ops = new
-        .iter()
-        .zip(stored..)
-        .map(|(e, n)| {
-            Ok(WriteOp::Put { table: Table::Main, item: to_item(&pk, &format!("{n:06}"), e)?, cond: Cond::None })
-        })
-        .collect::<Result<Vec<_>, ApiError>>()?;
+    let mut ops = Vec::with_capacity(new.len() * 2);
+    for (e, n) in new.iter().zip(stored..) {
+        ops.push(WriteOp::Put { table: Table::Main, item: to_item(&pk, &format!("{n:06}"), e)?, cond: Cond::None });
+        ops.extend(events::index_put(&p.project_id, e)?);
+    }
     trip.event_count = stored + new.len() as u64;
     Ok(ops)
 }
