@@ -268,11 +268,8 @@ impl Worker {
             // Written by a step still under way (or re-run after a crash): wait for it.
             return Ok((Outcome::Wait(Timestamp(Timestamp::now().0 + chrono::Duration::seconds(1))), false));
         };
-        let mut d: Delivery = from_item(d)?;
+        let d: Delivery = from_item(d)?;
         let m: Message = from_item(m)?;
-        // The record is written back only if nobody wrote it meanwhile (a replay, or another
-        // worker attempting the same message): `updated_at` moves on every write.
-        let read_at = serde_json::to_value(d.updated_at).map_err(|e| ApiError::internal(e.to_string()))?;
         if d.status != Status::Pending {
             store.transact(vec![drop_ref]).await?;
             return Ok((Outcome::Final, d.status == Status::Delivered));
@@ -280,13 +277,59 @@ impl Worker {
         let now = Timestamp::now();
         let (attempt, retry_after) = self.send(ep, &m, now).await;
         let success = attempt.status_code.is_some_and(|s| (200..300).contains(&s));
-        d.attempts.push(attempt);
-        if d.attempts.len() > MAX_ATTEMPTS_KEPT {
-            d.attempts.remove(0);
+        // The record is written back only if nobody wrote it meanwhile (`updated_at` moves on
+        // every write). Another worker may have attempted the same message, or a replay may have
+        // come: then the attempt is added to the record as it is now, and decides nothing a
+        // replay asked for after it started.
+        let round = d.round;
+        let mut current = d;
+        for _ in 0..5 {
+            let read_at = serde_json::to_value(current.updated_at).map_err(ApiError::internal)?;
+            let mut d = current.clone();
+            let decides = d.round == round && d.status == Status::Pending;
+            let outcome = if decides {
+                self.apply(&mut d, attempt.clone(), success, retry_after)
+            } else {
+                log_attempt(&mut d, attempt.clone());
+                d.updated_at = super::outbox::later(Timestamp::now(), d.updated_at);
+                // The record decides (delivered elsewhere, or replayed: sent again).
+                Outcome::Wait(Timestamp::now())
+            };
+            let log = WriteOp::Put {
+                table: Table::Main,
+                item: to_item(&lpk, &r.event_id, &d)?,
+                cond: Cond::Equals("updated_at", read_at),
+            };
+            let mut ops = vec![log];
+            if decides {
+                ops.push(match &outcome {
+                    Outcome::Final => drop_ref.clone(),
+                    Outcome::Wait(at) => {
+                        let next = PendingRef { event_id: r.event_id.clone(), next_attempt_at: *at };
+                        WriteOp::Put { table: Table::Main, item: to_item(&ppk, sk, &next)?, cond: Cond::None }
+                    }
+                });
+            }
+            match store.transact(ops).await {
+                Ok(()) => return Ok((outcome, success)),
+                Err(StoreError::ConditionFailed) => {
+                    let Some(item) = store.get(Table::Main, &lpk, &r.event_id).await? else { break };
+                    current = from_item(item)?;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
+        // Written over and over by others: the record as it is decides the next step.
+        Ok((Outcome::Wait(Timestamp::now()), success))
+    }
+
+    /// An attempt's outcome on a pending record of the current round: delivered, failed for
+    /// good, or the next attempt's time.
+    fn apply(&self, d: &mut Delivery, attempt: Attempt, success: bool, retry_after: Option<Duration>) -> Outcome {
+        log_attempt(d, attempt);
         d.round_attempts += 1;
         d.updated_at = super::outbox::later(Timestamp::now(), d.updated_at);
-        let outcome = if success {
+        if success {
             d.status = Status::Delivered;
             d.next_attempt_at = None;
             Outcome::Final
@@ -301,25 +344,6 @@ impl Worker {
                 Timestamp(d.updated_at.0 + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::hours(24)));
             d.next_attempt_at = Some(at);
             Outcome::Wait(at)
-        };
-        let log = WriteOp::Put {
-            table: Table::Main,
-            item: to_item(&lpk, &r.event_id, &d)?,
-            cond: Cond::Equals("updated_at", read_at),
-        };
-        let index = match &outcome {
-            Outcome::Final => drop_ref,
-            Outcome::Wait(at) => {
-                let next = PendingRef { event_id: r.event_id.clone(), next_attempt_at: *at };
-                WriteOp::Put { table: Table::Main, item: to_item(&ppk, sk, &next)?, cond: Cond::None }
-            }
-        };
-        match store.transact(vec![log, index]).await {
-            Ok(()) => Ok((outcome, success)),
-            // Replayed (or attempted by another worker) while this attempt was in flight: its
-            // outcome must not undo that; the record as it is now decides the next step.
-            Err(StoreError::ConditionFailed) => Ok((Outcome::Wait(Timestamp::now()), success)),
-            Err(e) => Err(e.into()),
         }
     }
 
@@ -402,6 +426,14 @@ impl Worker {
             }
         }
         Ok(())
+    }
+}
+
+/// Add an attempt to the log, keeping the newest [`MAX_ATTEMPTS_KEPT`].
+fn log_attempt(d: &mut Delivery, attempt: Attempt) {
+    d.attempts.push(attempt);
+    if d.attempts.len() > MAX_ATTEMPTS_KEPT {
+        d.attempts.remove(0);
     }
 }
 

@@ -81,6 +81,9 @@ pub struct Delivery {
     /// Attempts of the current round (reset by a replay); the retry schedule counts these.
     #[serde(default)]
     pub round_attempts: usize,
+    /// Replays so far: an attempt that started in an earlier round decides nothing.
+    #[serde(default)]
+    pub round: u64,
     pub next_attempt_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -150,6 +153,7 @@ fn new_delivery(wh: &str, m: &Message, now: Timestamp) -> Delivery {
         status: Status::Pending,
         attempts: Vec::new(),
         round_attempts: 0,
+        round: 0,
         next_attempt_at: Some(now),
         created_at: now,
         updated_at: now,
@@ -291,6 +295,7 @@ pub async fn replay(store: &dyn Store, p: &Project, endpoint: &Endpoint, set: Re
         };
         d.status = Status::Pending;
         d.round_attempts = 0;
+        d.round += 1;
         d.next_attempt_at = Some(now);
         d.updated_at = later(now, d.updated_at);
         let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now };
