@@ -9,7 +9,6 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{ApiError, V2Error};
 use crate::state::AppState;
-use crate::store::{Table, from_item};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -58,8 +57,7 @@ async fn resolve(state: &AppState, secret: &str) -> Result<Option<Project>, ApiE
     if secret.is_empty() || secret.len() > 256 {
         return Ok(None);
     }
-    let item = state.store.get(Table::Main, &key_pk(&hash_secret(secret)), KEY_SK).await?;
-    Ok(item.map(from_item::<Project>).transpose()?)
+    crate::domain::keys::authenticate(state.store.as_ref(), secret).await
 }
 
 fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {

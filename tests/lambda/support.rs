@@ -132,6 +132,14 @@ pub const FUNCTIONS: &[Function] = &[
         routes: webhooks::ROUTES,
         router: webhooks::router,
     },
+    Function {
+        id: "KeysFunction",
+        binary: "keys",
+        event_prefix: "keys-",
+        auth: Auth::ApiKey,
+        routes: keys::ROUTES,
+        router: keys::router,
+    },
 ];
 
 /// A function of template.yaml that is not behind the HTTP API: a DynamoDB stream feeds it, and a
@@ -430,6 +438,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "REPLACE_WEBHOOK_ID",
     "REPLACE_EVENT_ID",
     "REPLACE_PROJECT_ID",
+    "REPLACE_KEY_ID",
 ];
 
 /// The event with its placeholders filled in from `values` (placeholder, value); every

@@ -1,4 +1,4 @@
-//! Command line: `waymark serve` and `waymark project create`.
+//! Command line: `waymark serve`, `waymark project create` and `waymark project keys`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use shared::AppState;
+use shared::domain::keys;
 use shared::domain::projects::{self, ChosenKeys};
 use shared::store::{DynamoStore, EmbeddedStore, TableNames};
 
@@ -38,6 +39,43 @@ enum ProjectCommand {
     Create {
         #[arg(long)]
         name: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// List, create or revoke a project's keys (as `/v1/api/keys/` does).
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Print the project's keys as JSON (never the keys themselves).
+    List {
+        #[arg(long)]
+        project_id: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Issue a key and print it as JSON (it is shown only this once).
+    Create {
+        #[arg(long)]
+        project_id: String,
+        /// secret, publishable or access.
+        #[arg(long)]
+        kind: String,
+        #[arg(long, default_value = "")]
+        label: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Revoke a key at once and for good (a project's last secret key cannot be revoked).
+    Revoke {
+        #[arg(long)]
+        project_id: String,
+        #[arg(long)]
+        key_id: String,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -117,8 +155,36 @@ async fn run(cli: Cli) -> Result<(), String> {
             println!("{}", serde_json::to_string_pretty(&issued).map_err(|e| e.to_string())?);
             Ok(())
         }
+        Command::Project { command: ProjectCommand::Keys { command } } => keys_command(command).await,
         Command::Serve { port, store } => serve(port, store).await,
     }
+}
+
+async fn keys_command(command: KeysCommand) -> Result<(), String> {
+    let out = match command {
+        KeysCommand::List { project_id, store } => {
+            let state = store.open().await?;
+            projects::account_of(state.store.as_ref(), &project_id).await.map_err(|e| e.msg)?;
+            serde_json::json!({"keys": keys::list(state.store.as_ref(), &project_id).await.map_err(|e| e.msg)?})
+        }
+        KeysCommand::Create { project_id, kind, label, store } => {
+            let state = store.open().await?;
+            let account = projects::account_of(state.store.as_ref(), &project_id).await.map_err(|e| e.msg)?;
+            let kind = keys::parse_kind("--kind", &kind).map_err(|e| e.msg)?;
+            let label = keys::parse_label(Some(&label)).map_err(|e| e.msg)?;
+            let (mut entry, secret) =
+                keys::create(state.store.as_ref(), &project_id, &account, kind, &label).await.map_err(|e| e.msg)?;
+            entry["key"] = secret.into();
+            entry
+        }
+        KeysCommand::Revoke { project_id, key_id, store } => {
+            let state = store.open().await?;
+            projects::account_of(state.store.as_ref(), &project_id).await.map_err(|e| e.msg)?;
+            keys::revoke(state.store.as_ref(), &project_id, &key_id).await.map_err(|e| e.msg)?
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
+    Ok(())
 }
 
 async fn serve(port: u16, args: StoreArgs) -> Result<(), String> {

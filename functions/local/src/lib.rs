@@ -19,6 +19,7 @@ pub fn routes() -> Router<AppState> {
         .merge(moving_geofences::router())
         .merge(insights::router())
         .merge(webhooks::router())
+        .merge(keys::router())
         .merge(tracking::router())
 }
 
@@ -36,6 +37,7 @@ pub fn all_routes() -> Vec<(&'static str, &'static str)> {
         .chain(moving_geofences::ROUTES)
         .chain(insights::ROUTES)
         .chain(webhooks::ROUTES)
+        .chain(keys::ROUTES)
         .copied()
         .collect()
 }

@@ -102,3 +102,54 @@ fn serve_on_dynamodb_creates_its_tables_and_serves() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Run a `waymark project …` command on the file store in `dir`: (success, stdout, stderr).
+fn project_cmd(dir: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_waymark"))
+        .arg("project")
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+        .output()
+        .unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn project_keys_are_listed_created_and_revoked_by_command() {
+    let dir = std::env::temp_dir().join(format!("waymark-cli-keys-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (ok, out, err) = project_cmd(&dir, &["create", "--name", "Keys"]);
+    assert!(ok, "{err}");
+    let p: Value = serde_json::from_str(&out).unwrap();
+    let pid = p["project_id"].as_str().unwrap();
+    let (ok, out, err) =
+        project_cmd(&dir, &["keys", "create", "--project-id", pid, "--kind", "secret", "--label", "ci"]);
+    assert!(ok, "{err}");
+    let made: Value = serde_json::from_str(&out).unwrap();
+    assert!(made["key"].as_str().unwrap().starts_with("wm_sk_"), "{made}");
+    let (ok, out, _) = project_cmd(&dir, &["keys", "list", "--project-id", pid]);
+    assert!(ok);
+    let list: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(list["keys"].as_array().unwrap().len(), 4, "{list}");
+    assert!(!out.contains(made["key"].as_str().unwrap()), "never the key itself");
+    // The first secret key goes; then the new one is the last and stays.
+    let first = list["keys"].as_array().unwrap().iter().find(|k| k["kind"] == "secret" && k["label"] != "ci").unwrap();
+    let (ok, _, err) =
+        project_cmd(&dir, &["keys", "revoke", "--project-id", pid, "--key-id", first["key_id"].as_str().unwrap()]);
+    assert!(ok, "{err}");
+    let (ok, _, err) =
+        project_cmd(&dir, &["keys", "revoke", "--project-id", pid, "--key-id", made["key_id"].as_str().unwrap()]);
+    assert!(!ok && err.contains("last secret key"), "{err}");
+    // The revoked key no longer works, the new one does.
+    let (server, _) = serve(&dir, &[]);
+    assert_eq!(http(server.port, "GET", "/v1/api/user/", p["api_key"].as_str().unwrap(), None).0, 401);
+    assert_eq!(http(server.port, "GET", "/v1/api/user/", made["key"].as_str().unwrap(), None).0, 200);
+    drop(server);
+    let (ok, _, err) = project_cmd(&dir, &["keys", "list", "--project-id", "0123456789abcdef01234567"]);
+    assert!(!ok && err.contains("project_id"), "{err}");
+    let (ok, _, err) = project_cmd(&dir, &["keys", "create", "--project-id", pid, "--kind", "root"]);
+    assert!(!ok && err.contains("--kind"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -6,6 +6,7 @@ pub mod geofences;
 pub mod groups;
 pub mod ingest;
 pub mod insights;
+pub mod keys;
 pub mod locations;
 pub mod nearby;
 pub mod processor;

@@ -4,7 +4,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::auth::{KEY_SK, KeyKind, Project, generate_key, hash_secret, key_pk};
+use super::keys;
+use crate::auth::{KeyKind, Project, generate_key};
 use crate::error::ApiError;
 use crate::ids::new_id;
 use crate::store::{Cond, Store, StoreError, Table, WriteOp, from_item, to_item};
@@ -50,11 +51,6 @@ pub async fn account_of(store: &dyn Store, project_id: &str) -> Result<String, A
     Ok(crate::store::from_item::<ProjectRecord>(item)?.account_id)
 }
 
-fn key_op(p: &Project, secret: &str) -> Result<WriteOp, StoreError> {
-    let item = to_item(&key_pk(&hash_secret(secret)), KEY_SK, p)?;
-    Ok(WriteOp::Put { table: Table::Main, item, cond: Cond::NotExists })
-}
-
 fn pick(chosen: &Option<String>, kind: KeyKind) -> Result<String, ApiError> {
     match chosen {
         Some(k) if k.len() < 16 || k.len() > 256 => {
@@ -85,16 +81,20 @@ pub async fn create(store: &dyn Store, name: &str, keys: &ChosenKeys) -> Result<
         created_at: Timestamp::now(),
     };
     let as_kind = |kind| Project { project_id: issued.project_id.clone(), account_id: issued.account_id.clone(), kind };
-    let ops = vec![
-        WriteOp::Put {
-            table: Table::Main,
-            item: to_item(&project_pk(&record.id), "PROJECT", &record)?,
-            cond: Cond::NotExists,
-        },
-        key_op(&as_kind(KeyKind::Secret), &issued.api_key)?,
-        key_op(&as_kind(KeyKind::Publishable), &issued.publishable_key)?,
-        key_op(&as_kind(KeyKind::Access), &issued.access_token)?,
-    ];
+    let now = Some(record.created_at);
+    let mut ops = vec![WriteOp::Put {
+        table: Table::Main,
+        item: to_item(&project_pk(&record.id), "PROJECT", &record)?,
+        cond: Cond::NotExists,
+    }];
+    ops.extend(keys::register_ops(&as_kind(KeyKind::Secret), &issued.api_key, "issued with the project", now)?);
+    ops.extend(keys::register_ops(
+        &as_kind(KeyKind::Publishable),
+        &issued.publishable_key,
+        "issued with the project",
+        now,
+    )?);
+    ops.extend(keys::register_ops(&as_kind(KeyKind::Access), &issued.access_token, "issued with the project", now)?);
     match store.transact(ops).await {
         Ok(()) => Ok(issued),
         Err(StoreError::ConditionFailed) => Err(ApiError::conflict("a chosen key is already in use by a project")),
@@ -102,21 +102,20 @@ pub async fn create(store: &dyn Store, name: &str, keys: &ChosenKeys) -> Result<
     }
 }
 
-/// Register `secret` as a key of kind `kind` for the project; a no-op when it already is.
-async fn register_key(store: &dyn Store, project: &Project, secret: &str) -> Result<(), ApiError> {
-    match store.transact(vec![key_op(project, secret)?]).await {
-        Ok(()) => Ok(()),
-        Err(StoreError::ConditionFailed) => {
-            let current = store.get(Table::Main, &key_pk(&hash_secret(secret)), KEY_SK).await?;
-            match current.map(from_item::<Project>).transpose()? {
-                Some(p) if p == *project => Ok(()),
-                _ => Err(ApiError::conflict(format!(
-                    "the {:?} key given is already used by another project",
-                    project.kind
-                ))),
-            }
-        }
-        Err(e) => Err(e.into()),
+/// Register `secret` as a key of the project; a no-op when it already is. Returns false when the
+/// key was revoked (it can never be registered again).
+async fn register_key(store: &dyn Store, project: &Project, secret: &str) -> Result<bool, ApiError> {
+    match keys::registered(store, project, secret).await? {
+        Some(live) => Ok(live),
+        None => match store
+            .transact(keys::register_ops(project, secret, "default project", Some(Timestamp::now()))?)
+            .await
+        {
+            Ok(()) => Ok(true),
+            // Registered meanwhile (another process starting): as that one says.
+            Err(StoreError::ConditionFailed) => Ok(keys::registered(store, project, secret).await?.unwrap_or(false)),
+            Err(e) => Err(e.into()),
+        },
     }
 }
 
@@ -157,7 +156,7 @@ pub async fn ensure_default(
             let choose = |c: &Option<String>, s: Option<&String>, kind| {
                 c.clone().or_else(|| s.cloned()).unwrap_or_else(|| generate_key(kind))
             };
-            let issued = IssuedProject {
+            let mut issued = IssuedProject {
                 project_id: m.project_id.clone(),
                 account_id: m.account_id.clone(),
                 api_key: choose(&chosen.api_key, saved.as_ref().map(|s| &s.api_key), KeyKind::Secret),
@@ -168,13 +167,25 @@ pub async fn ensure_default(
                 ),
                 access_token: choose(&chosen.access_token, saved.as_ref().map(|s| &s.access_token), KeyKind::Access),
             };
-            for (secret, kind) in [
-                (&issued.api_key, KeyKind::Secret),
-                (&issued.publishable_key, KeyKind::Publishable),
-                (&issued.access_token, KeyKind::Access),
+            for (secret, from_env, kind, var) in [
+                (&mut issued.api_key, chosen.api_key.is_some(), KeyKind::Secret, "WAYMARK_API_KEY"),
+                (
+                    &mut issued.publishable_key,
+                    chosen.publishable_key.is_some(),
+                    KeyKind::Publishable,
+                    "WAYMARK_PUBLISHABLE_KEY",
+                ),
+                (&mut issued.access_token, chosen.access_token.is_some(), KeyKind::Access, "WAYMARK_ACCESS_TOKEN"),
             ] {
                 let p = Project { project_id: m.project_id.clone(), account_id: m.account_id.clone(), kind };
-                register_key(store, &p, secret).await?;
+                if !register_key(store, &p, secret).await? {
+                    // A saved key that was revoked is replaced; a chosen one is the operator's to change.
+                    if from_env {
+                        return Err(ApiError::conflict(format!("{var}: this key was revoked; set another")));
+                    }
+                    *secret = generate_key(kind);
+                    register_key(store, &p, secret).await?;
+                }
             }
             issued
         }

@@ -1,0 +1,300 @@
+//! A project's keys: several of each kind, listed without the key itself, created (shown once)
+//! and revoked. A key is stored as its hash (`KEY#<sha256>`, what every request reads to
+//! authenticate) and listed in the project's key index (`<project>#KEYS`, `K#<key_id>`). The
+//! `key_id` is derived from the hash, so a key issued before the index existed gets the same id
+//! whoever lists it first (it is listed from its first use on). A revoked key's item becomes a
+//! tombstone: it never authenticates again, and the same key cannot be registered again.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::auth::{KEY_SK, KeyKind, Project, generate_key, hash_secret, key_pk};
+use crate::error::ApiError;
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::time::Timestamp;
+
+/// `last_used_at` is written at most this often per key (seconds): one write an hour, not one per
+/// request.
+pub const LAST_USED_GRANULARITY_SECONDS: i64 = 3600;
+/// Longest label.
+pub const MAX_LABEL_CHARS: usize = 200;
+/// Most keys a project holds.
+pub const MAX_KEYS: usize = 100;
+
+/// What `KEY#<hash>` holds: the project a key acts for and what the index needs. Items written
+/// before key management hold only `project_id`, `account_id` and `kind`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KeyRecord {
+    pub project_id: String,
+    pub account_id: String,
+    pub kind: KeyKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used_at: Option<Timestamp>,
+    /// Whether the project's key index lists it (false again once revoked).
+    #[serde(default)]
+    pub listed: bool,
+    /// Set when revoked: the key authenticates nothing any more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<Timestamp>,
+}
+
+impl KeyRecord {
+    fn project(&self) -> Project {
+        Project { project_id: self.project_id.clone(), account_id: self.account_id.clone(), kind: self.kind }
+    }
+}
+
+/// An entry of the project's key index.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KeyEntry {
+    pub key_id: String,
+    pub kind: KeyKind,
+    pub label: String,
+    /// Unknown for keys issued before key management.
+    pub created_at: Option<Timestamp>,
+    /// The key's prefix and last four characters, so people can tell keys apart.
+    pub hint: String,
+    hash: String,
+}
+
+fn index_pk(project_id: &str) -> String {
+    format!("{project_id}#KEYS")
+}
+fn entry_sk(key_id: &str) -> String {
+    format!("K#{key_id}")
+}
+
+/// The public id of the key with hash `hash`.
+pub fn key_id(hash: &str) -> String {
+    hex::encode(&Sha256::digest(format!("key-id#{hash}").as_bytes())[..12])
+}
+
+fn hint(secret: &str) -> String {
+    let tail: String = secret.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+    let prefix = [KeyKind::Secret, KeyKind::Publishable, KeyKind::Access]
+        .iter()
+        .map(|k| k.prefix())
+        .find(|p| secret.starts_with(p))
+        .unwrap_or("");
+    format!("{prefix}…{tail}")
+}
+
+fn kind_name(kind: KeyKind) -> &'static str {
+    match kind {
+        KeyKind::Secret => "secret",
+        KeyKind::Publishable => "publishable",
+        KeyKind::Access => "access",
+    }
+}
+
+impl KeyEntry {
+    pub fn json(&self, last_used_at: Option<Timestamp>) -> Value {
+        json!({
+            "key_id": self.key_id, "kind": kind_name(self.kind), "label": self.label,
+            "hint": self.hint,
+            "created_at": self.created_at.map(|t| t.format(None)),
+            "last_used_at": last_used_at.map(|t| t.format(None)),
+        })
+    }
+}
+
+/// The writes that register `secret` for the project: its key item (only where no item is,
+/// revoked ones included) and its index entry.
+pub fn register_ops(
+    p: &Project,
+    secret: &str,
+    label: &str,
+    now: Option<Timestamp>,
+) -> Result<Vec<WriteOp>, StoreError> {
+    let hash = hash_secret(secret);
+    let record = KeyRecord {
+        project_id: p.project_id.clone(),
+        account_id: p.account_id.clone(),
+        kind: p.kind,
+        last_used_at: None,
+        listed: true,
+        revoked_at: None,
+    };
+    let entry = KeyEntry {
+        key_id: key_id(&hash),
+        kind: p.kind,
+        label: label.to_owned(),
+        created_at: now,
+        hint: hint(secret),
+        hash: hash.clone(),
+    };
+    Ok(vec![
+        WriteOp::Put { table: Table::Main, item: to_item(&key_pk(&hash), KEY_SK, &record)?, cond: Cond::NotExists },
+        WriteOp::Put {
+            table: Table::Main,
+            item: to_item(&index_pk(&p.project_id), &entry_sk(&entry.key_id), &entry)?,
+            cond: Cond::None,
+        },
+    ])
+}
+
+/// The project a key acts for, or None for an unknown or revoked key. Keeps `last_used_at`
+/// (hourly) and lists keys issued before the index existed.
+pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Project>, ApiError> {
+    let hash = hash_secret(secret);
+    let pk = key_pk(&hash);
+    let Some(item) = store.get(Table::Main, &pk, KEY_SK).await? else { return Ok(None) };
+    let mut record: KeyRecord = from_item(item)?;
+    if record.revoked_at.is_some() {
+        return Ok(None);
+    }
+    let now = Timestamp::now();
+    let stale = record.last_used_at.is_none_or(|t| (now.0 - t.0).num_seconds() >= LAST_USED_GRANULARITY_SECONDS);
+    if stale || !record.listed {
+        let was_listed = record.listed;
+        if !record.listed {
+            let entry = KeyEntry {
+                key_id: key_id(&hash),
+                kind: record.kind,
+                label: String::new(),
+                created_at: None,
+                hint: hint(secret),
+                hash: hash.clone(),
+            };
+            let item = to_item(&index_pk(&record.project_id), &entry_sk(&entry.key_id), &entry)?;
+            if let Err(e) = store.put_new(Table::Main, vec![item]).await {
+                // Bookkeeping never fails a request: the next use lists it.
+                tracing::warn!(error = %e, "could not list a key issued before key management");
+                return Ok(Some(record.project()));
+            }
+            record.listed = true;
+        }
+        record.last_used_at = Some(now);
+        // Never over a revocation made meanwhile (a tombstone is not `listed`). A key not listed
+        // until now could not have been revoked: revoking needs its index entry.
+        let cond = if was_listed { Cond::Equals("listed", true.into()) } else { Cond::Exists };
+        match store.put(Table::Main, to_item(&pk, KEY_SK, &record)?, cond).await {
+            Ok(()) | Err(StoreError::ConditionFailed) => {}
+            Err(e) => tracing::warn!(error = %e, "could not note a key's last use"),
+        }
+    }
+    Ok(Some(record.project()))
+}
+
+async fn entries(store: &dyn Store, project_id: &str) -> Result<Vec<KeyEntry>, ApiError> {
+    let q = Query::new(index_pk(project_id), SkRange::Prefix("K#".into()));
+    let items = store.query(Table::Main, &q).await?.items;
+    Ok(items.into_iter().map(from_item).collect::<Result<_, _>>()?)
+}
+
+/// Every listed key of the project with its `last_used_at`, oldest first.
+pub async fn list(store: &dyn Store, project_id: &str) -> Result<Vec<Value>, ApiError> {
+    let mut out = Vec::new();
+    let mut all = entries(store, project_id).await?;
+    all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.key_id.cmp(&b.key_id)));
+    for e in all {
+        let record = store.get(Table::Main, &key_pk(&e.hash), KEY_SK).await?.map(from_item::<KeyRecord>).transpose()?;
+        out.push(e.json(record.and_then(|r| r.last_used_at)));
+    }
+    Ok(out)
+}
+
+/// Parse a key kind as the API and the command take it.
+pub fn parse_kind(field: &str, s: &str) -> Result<KeyKind, ApiError> {
+    match s {
+        "secret" => Ok(KeyKind::Secret),
+        "publishable" => Ok(KeyKind::Publishable),
+        "access" => Ok(KeyKind::Access),
+        other => Err(ApiError::field(field, format!("must be secret, publishable or access, not '{other}'"))),
+    }
+}
+
+/// Check a label: at most [`MAX_LABEL_CHARS`] characters, trimmed.
+pub fn parse_label(s: Option<&str>) -> Result<String, ApiError> {
+    let s = s.unwrap_or("").trim();
+    if s.chars().count() > MAX_LABEL_CHARS {
+        return Err(ApiError::field("label", format!("at most {MAX_LABEL_CHARS} characters")));
+    }
+    Ok(s.to_owned())
+}
+
+/// Issue a new key of `kind` for the project; returns its entry (as listed) and the key, which is
+/// shown only now.
+pub async fn create(
+    store: &dyn Store,
+    project_id: &str,
+    account_id: &str,
+    kind: KeyKind,
+    label: &str,
+) -> Result<(Value, String), ApiError> {
+    if entries(store, project_id).await?.len() >= MAX_KEYS {
+        return Err(ApiError::conflict(format!("key_id: a project holds at most {MAX_KEYS} keys; revoke some first")));
+    }
+    let p = Project { project_id: project_id.to_owned(), account_id: account_id.to_owned(), kind };
+    let secret = generate_key(kind);
+    let now = Timestamp::now();
+    store.transact(register_ops(&p, &secret, label, Some(now))?).await?;
+    let hash = hash_secret(&secret);
+    let entry = KeyEntry {
+        key_id: key_id(&hash),
+        kind,
+        label: label.to_owned(),
+        created_at: Some(now),
+        hint: hint(&secret),
+        hash,
+    };
+    Ok((entry.json(None), secret))
+}
+
+/// Revoke the key `key_id` of the project: at once, for good. A project's last secret key cannot
+/// be revoked (409): nothing could manage the project any more.
+pub async fn revoke(store: &dyn Store, project_id: &str, key_id: &str) -> Result<Value, ApiError> {
+    for _ in 0..10 {
+        let all = entries(store, project_id).await?;
+        let Some(entry) = all.iter().find(|e| e.key_id == key_id) else {
+            return Err(ApiError::not_found(format!("key_id: no key '{key_id}' in this project")));
+        };
+        if entry.kind == KeyKind::Secret && all.iter().filter(|e| e.kind == KeyKind::Secret).count() <= 1 {
+            return Err(ApiError::conflict(
+                "key_id: this is the project's last secret key; create another before revoking it",
+            ));
+        }
+        let pk = key_pk(&entry.hash);
+        let Some(item) = store.get(Table::Main, &pk, KEY_SK).await? else {
+            return Err(ApiError::not_found(format!("key_id: no key '{key_id}' in this project")));
+        };
+        let mut record: KeyRecord = from_item(item)?;
+        record.revoked_at = Some(Timestamp::now());
+        record.listed = false;
+        // The other secret keys counted above must still be there: each is checked unchanged
+        // (two revocations at once cannot take the last two).
+        let mut ops = vec![
+            WriteOp::Put { table: Table::Main, item: to_item(&pk, KEY_SK, &record)?, cond: Cond::Exists },
+            WriteOp::Delete { table: Table::Main, pk: index_pk(project_id), sk: entry_sk(key_id), cond: Cond::Exists },
+        ];
+        if entry.kind == KeyKind::Secret {
+            for other in all.iter().filter(|e| e.kind == KeyKind::Secret && e.key_id != key_id).take(1) {
+                ops.push(WriteOp::Put {
+                    table: Table::Main,
+                    item: to_item(&index_pk(project_id), &entry_sk(&other.key_id), other)?,
+                    cond: Cond::Exists,
+                });
+            }
+        }
+        match store.transact(ops).await {
+            Ok(()) => return Ok(entry.json(record.last_used_at)),
+            Err(StoreError::ConditionFailed) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::conflict("key_id: the project's keys are being changed by other requests; retry"))
+}
+
+/// Whether `secret` is registered for `project` (Some(true)), revoked (Some(false)) or unknown
+/// (None); an error when it belongs to another project.
+pub async fn registered(store: &dyn Store, project: &Project, secret: &str) -> Result<Option<bool>, ApiError> {
+    let item = store.get(Table::Main, &key_pk(&hash_secret(secret)), KEY_SK).await?;
+    match item.map(from_item::<KeyRecord>).transpose()? {
+        None => Ok(None),
+        Some(r) if r.project_id == project.project_id && r.kind == project.kind => Ok(Some(r.revoked_at.is_none())),
+        Some(_) => {
+            Err(ApiError::conflict(format!("the {:?} key given is already used by another project", project.kind)))
+        }
+    }
+}
