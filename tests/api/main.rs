@@ -22,6 +22,7 @@ mod receiver;
 mod roam_params;
 mod roam_paths;
 mod search;
+mod sharing;
 mod store;
 mod trace;
 mod trip_gps;

@@ -18,6 +18,7 @@ pub fn routes() -> Router<AppState> {
         .merge(moving_geofences::router())
         .merge(insights::router())
         .merge(webhooks::router())
+        .merge(settings::router())
         .merge(tracking::router())
 }
 
@@ -35,6 +36,7 @@ pub fn all_routes() -> Vec<(&'static str, &'static str)> {
         .chain(moving_geofences::ROUTES)
         .chain(insights::ROUTES)
         .chain(webhooks::ROUTES)
+        .chain(settings::ROUTES)
         .copied()
         .collect()
 }

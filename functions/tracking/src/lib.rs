@@ -127,10 +127,11 @@ fn not_found_page(csp: &str) -> Response {
     secure(res.into_response(), csp, NO_STORE)
 }
 
-/// The live trip of a token: None for a malformed, unknown or deleted one (all look the same).
+/// The live trip of a token: None for a malformed, unknown, revoked, expired or deleted one (all
+/// look the same).
 async fn live_trip(s: &AppState, token: &str) -> Result<Option<Trip>, Response> {
-    match trips::by_token(s.store.as_ref(), token).await {
-        Ok(t) => Ok(t.filter(|t| !t.is_deleted && t.tracking_token == token)),
+    match trips::link::live_by_token(s.store.as_ref(), token, Timestamp::now()).await {
+        Ok(t) => Ok(t),
         Err(e) => {
             tracing::error!("tracking lookup failed: {}", e.msg);
             Err(StatusCode::SERVICE_UNAVAILABLE.into_response())
