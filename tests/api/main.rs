@@ -10,6 +10,7 @@ mod auth;
 mod capacity;
 mod conformance;
 mod errors;
+mod eta_eval;
 mod geofence_events;
 mod geofences;
 mod gps_truth;
