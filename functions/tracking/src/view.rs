@@ -122,7 +122,7 @@ pub fn first_view(d: &Value, now: DateTime<Utc>) -> FirstView {
     let refresh = if d["active"] == true {
         format!(" · refreshes every {} s", d["refresh_seconds"])
     } else {
-        " · trip ended, no longer refreshing".into()
+        " · trip ended, final figures".into()
     };
     let pairs = vec![
         ("state", escape_html(state)),

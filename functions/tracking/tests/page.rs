@@ -253,11 +253,11 @@ async fn scenario(app: App) {
         assert!(!text.contains(hidden.as_str()), "data shows {hidden}");
     }
 
-    // Ended: no more polling.
+    // Ended: not active (the page checks its link ten times less often).
     app.ok("POST", &format!("/v2/trips/{id}/controls"), app.bearer(), json!({"action": "end"})).await;
     let d = app.get(&format!("/track/{token}/data")).await.json();
     assert_eq!((d["state"].as_str(), d["active"].as_bool()), (Some("ended"), Some(false)), "{d}");
-    assert!(d["refresh_seconds"].is_null() && d["ended_at"].is_string());
+    assert!(d["refresh_seconds"] == 15 && d["ended_at"].is_string(), "{d}");
 
     // Unknown, malformed and look-alike tokens: the same plain 404 page.
     let mut wrong = token.clone();
