@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Install (once) what the browser test needs: Debian's Chromium (/usr/bin/chromium) and
-# playwright-core (drives it; no browser download) into .tools/playwright. Prints the path of
-# playwright-core's package folder. Idempotent and quiet when everything is already there.
+# Install (once) what the browser test needs: Debian's Chromium (/usr/bin/chromium),
+# playwright-core (drives it; no browser download) and axe-core (the accessibility check run in
+# the page) into .tools/playwright. Prints the path of playwright-core's package folder (axe-core
+# is beside it). Idempotent and quiet when everything is already there.
 set -euo pipefail
 
 PLAYWRIGHT_VERSION="${PLAYWRIGHT_VERSION:-1.65.1}"
+AXE_VERSION="${AXE_VERSION:-4.14.1}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="$root/.tools/playwright"
 
@@ -27,5 +29,10 @@ if [ ! -f "$tools/node_modules/playwright-core/package.json" ] ||
   echo "installing playwright-core@$PLAYWRIGHT_VERSION into .tools/playwright" >&2
   mkdir -p "$tools"
   npm install --prefix "$tools" --no-audit --no-fund --loglevel=error "playwright-core@$PLAYWRIGHT_VERSION" >&2
+fi
+if [ ! -f "$tools/node_modules/axe-core/package.json" ] ||
+   ! grep -q "\"version\": \"$AXE_VERSION\"" "$tools/node_modules/axe-core/package.json"; then
+  echo "installing axe-core@$AXE_VERSION into .tools/playwright" >&2
+  npm install --prefix "$tools" --no-audit --no-fund --loglevel=error "axe-core@$AXE_VERSION" >&2
 fi
 echo "$tools/node_modules/playwright-core"

@@ -13,7 +13,7 @@ const VERSIONS: [&str; 2] = ["v1", "v3"];
 
 /// Every field of the v1/v3 Trip (without `metadata`, which is returned only when set, and
 /// `distance_covered`/`duration`, which ended trips carry).
-const TRIP_FIELDS: [&str; 15] = [
+const TRIP_FIELDS: [&str; 16] = [
     "id",
     "project_id",
     "user_id",
@@ -29,6 +29,7 @@ const TRIP_FIELDS: [&str; 15] = [
     "created_at",
     "updated_at",
     "trip_tracking_url",
+    "eta",
 ];
 
 const UNKNOWN_ID: &str = "0123456789abcdef01234567";

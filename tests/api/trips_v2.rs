@@ -14,7 +14,7 @@ use crate::trips::{create, get_trip, ingest, is_ts, ts};
 
 const UNKNOWN_ID: &str = "0123456789abcdef01234567";
 
-const TRIP_FIELDS: [&str; 17] = [
+const TRIP_FIELDS: [&str; 19] = [
     "id",
     "name",
     "description",
@@ -32,6 +32,8 @@ const TRIP_FIELDS: [&str; 17] = [
     "updated_at",
     "events",
     "stops",
+    "trip_tracking_url",
+    "eta",
 ];
 
 const STOP_FIELDS: [&str; 11] = [

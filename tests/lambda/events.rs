@@ -123,6 +123,9 @@ const CASES: &[Case] = &[
     case("trips-v3-summary", V1(200), StartedTrip(Api::V1)),
     case("trips-v3-controls", V1(200), Trip(Api::V1)),
     case("trips-v3-quick", V1(201), Nothing),
+    case("trips-v1-revoke-link", V1(200), Trip(Api::V2)),
+    case("settings-get", V1(200), Nothing),
+    case("settings-update", V1(200), Nothing),
     case("trips-v2-create", V2(201, "trip_created"), Nothing),
     case("trips-v2-list", V2(200, "trip_list_success"), Trip(Api::V2)),
     case("trips-v2-get", V2(200, "trip_object"), Trip(Api::V2)),
@@ -664,6 +667,13 @@ fn check_data(name: &str, fx: &Fixture, data: &Value) {
             assert_eq!(data[0]["is_started"], true, "{data}");
             assert!(data[0]["trip_started_at"].is_string(), "{data}");
         }
+        "trips-v1-revoke-link" => {
+            assert_eq!(data["trip_id"], trip, "{data}");
+            let base = format!("{}/", fx.state.config.tracking_base_url.trim_end_matches('/'));
+            assert!(data["trip_tracking_url"].as_str().is_some_and(|u| u.starts_with(&base)), "{data}");
+        }
+        "settings-get" => assert_eq!(data, &json!({"tracking_link_ttl_hours": 24}), "{data}"),
+        "settings-update" => assert_eq!(data, &json!({"tracking_link_ttl_hours": 48}), "{data}"),
         "trips-v1-quick" | "trips-v3-quick" => {
             assert!(is_id(&data[0]["id"]), "{data}");
             assert_eq!(data[0]["user_id"], user, "{data}");

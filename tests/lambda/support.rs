@@ -140,6 +140,14 @@ pub const FUNCTIONS: &[Function] = &[
         routes: keys::ROUTES,
         router: keys::router,
     },
+    Function {
+        id: "SettingsFunction",
+        binary: "settings",
+        event_prefix: "settings-",
+        auth: Auth::ApiKey,
+        routes: settings::ROUTES,
+        router: settings::router,
+    },
 ];
 
 /// A function of template.yaml that is not behind the HTTP API: a DynamoDB stream feeds it, and a

@@ -20,6 +20,7 @@ pub fn routes() -> Router<AppState> {
         .merge(insights::router())
         .merge(webhooks::router())
         .merge(keys::router())
+        .merge(settings::router())
         .merge(tracking::router())
 }
 
@@ -38,6 +39,7 @@ pub fn all_routes() -> Vec<(&'static str, &'static str)> {
         .chain(insights::ROUTES)
         .chain(webhooks::ROUTES)
         .chain(keys::ROUTES)
+        .chain(settings::ROUTES)
         .copied()
         .collect()
 }

@@ -1,7 +1,9 @@
 //! The trip tracking page in a real browser: `waymark serve --memory` on a free port, then
 //! functions/tracking/tests/browser/track.cjs drives headless Debian Chromium with playwright-core
 //! (both installed, once, by scripts/browser-tools.sh): a user, a trip started and driven, the link
-//! opened at 375 px and at desktop width, a second batch seen arriving, the end, 404s and headers.
+//! opened at 375 px and at desktop width (and with scripts off), the ETA, numbered places, a second
+//! batch seen arriving, the end's final figures, a deleted trip's open page, a revoked link, 404s,
+//! headers, axe-core's accessibility check (0 violations) and the first load's weight and paint time.
 //! Screenshots and logs go to target/test-artifacts/tracking/. `WAYMARK_SKIP_BROWSER=1` skips it.
 
 use std::fs::File;
@@ -103,7 +105,16 @@ fn tracking_page_in_headless_chromium() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert!(status.success(), "browser checks failed ({status}); log {}:\n{}", log.display(), tail(&log));
-    for shot in ["tracking-phone.png", "tracking-desktop.png", "tracking-phone-updated.png", "tracking-404.png"] {
+    for shot in [
+        "tracking-phone.png",
+        "tracking-desktop.png",
+        "tracking-phone-noscript.png",
+        "tracking-phone-updated.png",
+        "tracking-desktop-ended.png",
+        "tracking-phone-gone.png",
+        "tracking-desktop-gone.png",
+        "tracking-404.png",
+    ] {
         assert!(artifacts.join(shot).is_file(), "screenshot {shot} missing");
     }
     eprintln!("browser checks passed; screenshots in {}", artifacts.display());

@@ -26,6 +26,7 @@
   var updates = 0;
   var timer = null;
   var failures = 0;
+  var gone = false;
 
   var Recenter = L.Control.extend({
     options: { position: 'topright' },
@@ -73,8 +74,30 @@
   }
   var labels = { origin: 'Origin', destination: 'Destination', stop: 'Stop' };
   var stateText = {
-    created: 'Not started', started: 'On the way', resumed: 'On the way', paused: 'Paused', ended: 'Ended'
+    created: 'Not started', started: 'On the way', resumed: 'On the way', paused: 'Paused', ended: 'Ended',
+    gone: 'Unavailable'
   };
+  function etaLine(e) {
+    if (!e) return ['', ''];
+    var place = e.name ? ' at ' + e.name : '';
+    if (e.arrived) return ['arrived', 'Arrived' + place];
+    if (new Date(e.arrival_at).getTime() - Date.now() < 60000) return ['now', 'Arriving now' + place];
+    var t = new Date(e.arrival_at).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+    return ['around', 'Arriving around ' + t + place];
+  }
+  // Relative times ("5 min ago", "ended 2 h ago", "Arriving now") move on without new data, so
+  // a page left open after the end, or between polls, never shows a frozen age.
+  function relative(d) {
+    if (!d) return;
+    $('last-seen').textContent = d.latest
+      ? fmtTime(d.latest.recorded_at) + ' (' + ago(d.latest.recorded_at) + ')' : 'No position yet';
+    $('ended').textContent = d.ended_at ? fmtTime(d.ended_at) + ' (ended ' + ago(d.ended_at) + ')' : '–';
+    var e = etaLine(d.eta), el = $('eta');
+    el.hidden = !e[0];
+    el.textContent = e[1];
+    el.setAttribute('data-eta', e[0]);
+  }
+  setInterval(function () { if (!gone) relative(lastData); }, 30000);
 
   var lastData = null;
   function fit(d) {
@@ -94,44 +117,48 @@
     st.setAttribute('data-state', d.state);
     $('distance').textContent = fmtDistance(d.distance_m);
     $('duration').textContent = d.started_at ? fmtDuration(d.duration_s) : '–';
-    $('last-seen').textContent = d.latest
-      ? fmtTime(d.latest.recorded_at) + ' (' + ago(d.latest.recorded_at) + ')' : 'No position yet';
     $('started').textContent = d.started_at ? fmtTime(d.started_at) : 'Not yet';
     $('ended-row').hidden = !d.ended_at;
-    $('ended').textContent = fmtTime(d.ended_at);
+    relative(d);
     $('updated').textContent = fmtTime(d.generated_at);
     $('refresh-note').textContent = d.active
-      ? ' · refreshes every ' + d.refresh_seconds + ' s' : ' · trip ended, no longer refreshing';
+      ? ' · refreshes every ' + d.refresh_seconds + ' s' : ' · trip ended, final figures';
 
     routeLine.setLatLngs(d.route.map(ll));
     wpLayer.clearLayers();
     var list = $('waypoints');
     list.textContent = '';
-    var counts = {};
-    d.waypoints.forEach(function (w) { counts[w.kind] = (counts[w.kind] || 0) + 1; });
-    var seen = {};
-    d.waypoints.forEach(function (w) {
-      seen[w.kind] = (seen[w.kind] || 0) + 1;
-      var label = labels[w.kind] + (counts[w.kind] > 1 ? ' ' + seen[w.kind] : '');
+    // Pins carry the number of the place in the list, its name and whether it is reached; names
+    // stay on screen on wide screens when there are few places.
+    var permanent = d.waypoints.length <= 10 && window.innerWidth >= 760;
+    d.waypoints.forEach(function (w, i) {
+      var n = i + 1;
+      var state = w.reached_at ? (w.left_at ? 'departed' : 'arrived') : 'not reached yet';
+      var label = labels[w.kind];
       var cls = 'wm-wp wm-wp-' + w.kind + (w.reached_at ? ' wm-wp-reached' : '');
       L.circle(ll(w.coordinates), { radius: w.radius_m, className: 'wm-radius wm-wp-' + w.kind, interactive: false })
         .addTo(wpLayer);
       var tip = document.createElement('span');
-      tip.textContent = label + (w.name ? ': ' + w.name : '');
-      L.circleMarker(ll(w.coordinates), { radius: 8, weight: 3, className: cls }).bindTooltip(tip).addTo(wpLayer);
-
+      tip.textContent = n + '. ' + (w.name || label) + ' (' + state + ')';
+      L.circleMarker(ll(w.coordinates), { radius: 10, weight: 3, className: cls })
+        .bindTooltip(tip, { permanent: permanent, direction: 'auto', offset: [10, 0], className: 'wm-tip' })
+        .addTo(wpLayer);
+      L.marker(ll(w.coordinates), {
+        interactive: false, keyboard: false,
+        icon: L.divIcon({ className: 'wm-num' + (w.reached_at ? ' reached' : ''), html: String(n), iconSize: [20, 20] })
+      }).addTo(wpLayer);
       var li = document.createElement('li');
       li.className = w.kind;
-      var n = document.createElement('div');
-      n.className = 'wp-name';
-      n.textContent = w.name ? label + ' · ' + w.name : label;
+      var nm = document.createElement('div');
+      nm.className = 'wp-name';
+      nm.textContent = w.name ? label + ' · ' + w.name : label;
       var t = document.createElement('div');
       t.className = 'wp-times';
       var parts = [];
       parts.push(w.reached_at ? 'Arrived ' + fmtTime(w.reached_at) : 'Not reached yet');
       if (w.left_at) parts.push('departed ' + fmtTime(w.left_at));
       t.textContent = parts.join(', ');
-      li.appendChild(n);
+      li.appendChild(nm);
       li.appendChild(t);
       li.setAttribute('data-kind', w.kind);
       li.setAttribute('data-reached', w.reached_at ? 'true' : 'false');
@@ -159,6 +186,25 @@
     if (follow || !fitted) { fit(d); fitted = true; }
   }
 
+  // Deleted, revoked or expired: say so, and drop the route, places and figures at once.
+  function goneNow() {
+    gone = true;
+    clearTimeout(timer);
+    notice('This trip is no longer available');
+    app.setAttribute('data-gone', 'true');
+    var st = $('state');
+    st.textContent = stateText.gone;
+    st.setAttribute('data-state', 'gone');
+    routeLine.setLatLngs([]);
+    wpLayer.clearLayers();
+    if (latestMarker) { map.removeLayer(latestMarker); latestMarker = null; }
+    ['distance', 'duration', 'last-seen', 'started', 'ended'].forEach(function (id) { $(id).textContent = '–'; });
+    $('eta').hidden = true;
+    $('waypoints').textContent = '';
+    $('refresh-note').textContent = ' · no longer refreshing';
+    lastData = null;
+  }
+
   function notice(text) {
     var n = $('notice');
     n.hidden = !text;
@@ -174,8 +220,7 @@
     fetch(dataUrl, { cache: 'no-store', credentials: 'omit', headers: { Accept: 'application/json' } })
       .then(function (res) {
         if (res.status === 404) {
-          notice('This trip is no longer shared.');
-          app.setAttribute('data-gone', 'true');
+          goneNow();
           return null;
         }
         if (!res.ok) throw new Error('HTTP ' + res.status);
@@ -186,7 +231,7 @@
         failures = 0;
         notice('');
         render(d);
-        if (d.active) schedule(d.refresh_seconds);
+        schedule(next(d));
       })
       .catch(function () {
         failures += 1;
@@ -196,10 +241,14 @@
       });
   }
 
+  // An ended trip's figures no longer change, but its link can still be revoked, deleted or
+  // expire: it is checked ten times less often.
+  function next(d) { return d.active ? d.refresh_seconds : d.refresh_seconds * 10; }
+
   var initial = JSON.parse($('initial').textContent);
   render(initial);
-  if (initial.active) schedule(initial.refresh_seconds);
+  schedule(next(initial));
   document.addEventListener('visibilitychange', function () {
-    if (!document.hidden && lastData && lastData.active) poll();
+    if (!document.hidden && lastData) poll();
   });
 })();

@@ -18,9 +18,11 @@ use chrono::SecondsFormat;
 use serde_json::{Value, json};
 use shared::AppState;
 use shared::auth::{KeyKind, Project};
-use shared::domain::trips::{self, Trip, WaypointKind, route};
+use shared::domain::trips::{self, Trip, WaypointKind, eta, route};
 use shared::http::route as add_route;
 use shared::time::Timestamp;
+
+mod view;
 
 /// Every operation this function serves: (HTTP method, path). Public: no key.
 pub const ROUTES: &[(&str, &str)] =
@@ -127,10 +129,11 @@ fn not_found_page(csp: &str) -> Response {
     secure(res.into_response(), csp, NO_STORE)
 }
 
-/// The live trip of a token: None for a malformed, unknown or deleted one (all look the same).
+/// The live trip of a token: None for a malformed, unknown, revoked, expired or deleted one (all
+/// look the same).
 async fn live_trip(s: &AppState, token: &str) -> Result<Option<Trip>, Response> {
-    match trips::by_token(s.store.as_ref(), token).await {
-        Ok(t) => Ok(t.filter(|t| !t.is_deleted && t.tracking_token == token)),
+    match trips::link::live_by_token(s.store.as_ref(), token, Timestamp::now()).await {
+        Ok(t) => Ok(t),
         Err(e) => {
             tracing::error!("tracking lookup failed: {}", e.msg);
             Err(StatusCode::SERVICE_UNAVAILABLE.into_response())
@@ -155,12 +158,15 @@ async fn page(cfg: PageConfig, State(s): State<AppState>, Path(token): Path<Stri
     } else {
         ("assets/", format!("{token}/data"))
     };
-    let html = PAGE_HTML
-        .replace("{{assets}}", assets)
-        .replace("{{data_url}}", &escape_html(&data_url))
-        .replace("{{tile_url}}", &escape_html(cfg.tile_url.as_deref().unwrap_or("")))
-        .replace("{{tile_attribution}}", &escape_html(&cfg.tile_attribution))
-        .replace("{{initial}}", &script_json(&initial));
+    let mut values = view::first_view(&initial, chrono::Utc::now()).pairs;
+    values.extend([
+        ("assets", assets.to_owned()),
+        ("data_url", escape_html(&data_url)),
+        ("tile_url", escape_html(cfg.tile_url.as_deref().unwrap_or(""))),
+        ("tile_attribution", escape_html(&cfg.tile_attribution)),
+        ("initial", script_json(&initial)),
+    ]);
+    let html = fill(PAGE_HTML, &values);
     let res = ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
     secure(res, &csp, NO_STORE)
 }
@@ -235,10 +241,20 @@ async fn trip_data(s: &AppState, trip: &Trip, cfg: &PageConfig) -> Result<Value,
         })
         .collect();
     let ended = trip.state == trips::TripState::Ended;
+    let eta = eta::estimate(trip, &locs, now).map(|e| {
+        json!({
+            "target": if e.target == WaypointKind::Stop { "stop" } else { "destination" },
+            "name": e.name,
+            "arrival_at": ts(e.arrival_at),
+            "distance_m": e.distance_m.round(),
+            "arrived": e.arrived,
+        })
+    });
     Ok(json!({
         "state": trip.state.as_str(),
         "active": !ended,
-        "refresh_seconds": if ended { Value::Null } else { json!(cfg.refresh_seconds) },
+        // Ended trips are polled ten times less often, only to see the link withdrawn.
+        "refresh_seconds": cfg.refresh_seconds,
         "started_at": trip.started_at.map(ts),
         "ended_at": trip.ended_at.map(ts),
         "distance_m": (analysed.distance_m * 10.0).round() / 10.0,
@@ -246,6 +262,7 @@ async fn trip_data(s: &AppState, trip: &Trip, cfg: &PageConfig) -> Result<Value,
         "latest": latest,
         "route": thin(points, MAX_ROUTE_POINTS),
         "waypoints": waypoints,
+        "eta": eta,
         "generated_at": ts(now),
     }))
 }
@@ -259,7 +276,7 @@ pub fn thin<T: Copy>(points: Vec<T>, max: usize) -> Vec<T> {
     (0..max).map(|i| points[i * (n - 1) / (max - 1)]).collect()
 }
 
-fn escape_html(s: &str) -> String {
+pub(crate) fn escape_html(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -271,6 +288,29 @@ fn escape_html(s: &str) -> String {
             c => out.push(c),
         }
     }
+    out
+}
+
+/// `template` with each `{{name}}` replaced by its value, in one pass: a value is never searched
+/// for placeholders again (a stop named `{{initial}}` stays text).
+fn fill(template: &str, values: &[(&str, String)]) -> String {
+    let mut out = String::with_capacity(template.len() * 2);
+    let mut rest = template;
+    while let Some(i) = rest.find("{{") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        match after.find("}}").and_then(|j| values.iter().find(|(k, _)| *k == &after[..j]).map(|(_, v)| (j, v))) {
+            Some((j, v)) => {
+                out.push_str(v);
+                rest = &after[j + 2..];
+            }
+            None => {
+                out.push_str("{{");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
     out
 }
 
@@ -303,6 +343,12 @@ mod tests {
         assert_eq!(t.len(), 100);
         assert_eq!((t[0], t[99]), (0, 9_999));
         assert_eq!(thin(vec![1, 2, 3], 100), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn fill_is_one_pass() {
+        let v = [("a", "{{b}}".to_owned()), ("b", "B".to_owned())];
+        assert_eq!(fill("x{{a}}y{{b}}z{{c}}{{", &v), "x{{b}}yBz{{c}}{{");
     }
 
     #[test]

@@ -185,6 +185,17 @@ async fn scenario(app: App) {
     for hidden in [user.as_str(), &id, &app.project.project_id, "Secret name", "hidden-42", "hidden description"] {
         assert!(!page.body.contains(hidden), "page shows {hidden}");
     }
+    // The first view is rendered by the server: state, ETA, figures and places without a script.
+    for text in [
+        "data-state=\"started\">On the way</span>",
+        "data-eta=\"arrived\">Arrived at &lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;</p>",
+        "<div class=\"wp-name\">Stop · Depot</div><div class=\"wp-times\">Arrived ",
+        " km</dd>",
+        " ago)</dd>",
+    ] {
+        assert!(page.body.contains(text), "first view lacks {text}: {}", page.body);
+    }
+    assert!(!page.body.contains("{{"), "every placeholder filled");
     let start = page.body.find("<script type=\"application/json\" id=\"initial\">").unwrap();
     let end = start + page.body[start..].find("</script>").unwrap();
     let initial: Value = serde_json::from_str(&page.body[start + 45..end]).expect("initial JSON");
@@ -208,6 +219,7 @@ async fn scenario(app: App) {
             "distance_m",
             "duration_s",
             "ended_at",
+            "eta",
             "generated_at",
             "latest",
             "refresh_seconds",
@@ -225,6 +237,9 @@ async fn scenario(app: App) {
     let last = locs.last().unwrap();
     assert_eq!(d["latest"]["coordinates"], last["coordinates"], "{d}");
     assert!(d["latest"]["recorded_at"].as_str().unwrap().ends_with('Z'));
+    // Every stop is reached: the ETA says arrived, at the last one.
+    assert_eq!((&d["eta"]["arrived"], &d["eta"]["target"]), (&json!(true), &json!("stop")), "{d}");
+    assert_eq!(d["eta"]["name"], evil);
     let depot = &d["waypoints"][0];
     assert_eq!(depot["kind"], "stop");
     assert_eq!(depot["name"], "Depot");
@@ -238,11 +253,11 @@ async fn scenario(app: App) {
         assert!(!text.contains(hidden.as_str()), "data shows {hidden}");
     }
 
-    // Ended: no more polling.
+    // Ended: not active (the page checks its link ten times less often).
     app.ok("POST", &format!("/v2/trips/{id}/controls"), app.bearer(), json!({"action": "end"})).await;
     let d = app.get(&format!("/track/{token}/data")).await.json();
     assert_eq!((d["state"].as_str(), d["active"].as_bool()), (Some("ended"), Some(false)), "{d}");
-    assert!(d["refresh_seconds"].is_null() && d["ended_at"].is_string());
+    assert!(d["refresh_seconds"] == 15 && d["ended_at"].is_string(), "{d}");
 
     // Unknown, malformed and look-alike tokens: the same plain 404 page.
     let mut wrong = token.clone();
@@ -251,7 +266,7 @@ async fn scenario(app: App) {
     {
         let res = app.get(&format!("/track/{bad}")).await;
         assert_eq!(res.status, StatusCode::NOT_FOUND, "{bad}");
-        assert!(res.body.contains("Tracking link not found") && !res.body.contains("<script"), "{bad}");
+        assert!(res.body.contains("This trip is no longer available") && !res.body.contains("<script"), "{bad}");
         security_headers(&res, "404");
         assert_eq!(res.header("cache-control"), "no-store");
         let res = app.get(&format!("/track/{bad}/data")).await;

@@ -8,6 +8,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use shared::auth::{Bearer, Project};
+use shared::domain::trips::eta;
 use shared::domain::trips::json::{summary_json, trip_v2_json};
 use shared::domain::trips::{self, Action, Api, NewTrip, Trip, TripState, TripUpdate, WaypointInput, WaypointKind};
 use shared::domain::users;
@@ -107,7 +108,8 @@ async fn render(s: &AppState, p: &Project, t: &Trip) -> Result<Value, ApiError> 
         Some(u) => users::get(s.store.as_ref(), p, u).await?,
         None => None,
     };
-    Ok(trip_v2_json(t, user.as_ref()))
+    let eta = eta::for_trip(s.store.as_ref(), p, t, Timestamp::now()).await?;
+    Ok(trip_v2_json(t, user.as_ref(), &s.config.tracking_base_url, eta.as_ref()))
 }
 
 async fn create(

@@ -7,9 +7,10 @@ use axum::extract::State;
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use shared::auth::SecretKey;
-use shared::domain::trips::json::{summary_json, trip_v1_json};
+use shared::auth::{Project, SecretKey};
+use shared::domain::trips::json::{summary_json, tracking_url, trip_v1_json};
 use shared::domain::trips::{self, Action, Api, ListFilter, NewTrip, Trip, TripUpdate, WaypointInput, WaypointKind};
+use shared::domain::trips::{eta, link};
 use shared::geometry::LngLat;
 use shared::http::route;
 use shared::time::Timestamp;
@@ -35,6 +36,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/api/trips/gpx/"),
     ("POST", "/v1/api/trips/controls/"),
     ("POST", "/v1/api/trips/quick/"),
+    ("POST", "/v1/api/trips/revoke-link/"),
     ("POST", "/v3/api/trips/"),
     ("GET", "/v3/api/trips/"),
     ("PUT", "/v3/api/trips/"),
@@ -86,7 +88,7 @@ pub fn router() -> Router<AppState> {
         r = route(r, &format!("{base}controls/"), post(controls));
         r = route(r, &format!("{base}quick/"), post(quick));
     }
-    r
+    route(r, "/v1/api/trips/revoke-link/", post(revoke_link))
 }
 
 /// Create body (also the quick trip's): every field optional.
@@ -125,8 +127,10 @@ impl CreateBody {
     }
 }
 
-fn render(s: &AppState, t: &Trip) -> Value {
-    trip_v1_json(t, &s.config.tracking_base_url)
+/// A trip in the v1/v3 shape, with its ETA now (read from its latest fixes while under way).
+async fn render(s: &AppState, p: &Project, t: &Trip) -> Result<Value, ApiError> {
+    let eta = eta::for_trip(s.store.as_ref(), p, t, Timestamp::now()).await?;
+    Ok(trip_v1_json(t, &s.config.tracking_base_url, eta.as_ref()))
 }
 
 async fn create(
@@ -137,7 +141,7 @@ async fn create(
     let mut trip = trips::create(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
     // The creation event is recorded; the response shows the trip as created, events empty.
     trip.events.clear();
-    Ok(Envelope::created(shared::envelope::SUCCESS, json!([render(&s, &trip)])))
+    Ok(Envelope::created(shared::envelope::SUCCESS, json!([render(&s, &p, &trip).await?])))
 }
 
 async fn list(
@@ -150,7 +154,7 @@ async fn list(
     q.only(&["trip_id", "user_id", "start_date", "end_date", "page_number", "metadata"])?;
     if let Some(id) = q.opt("trip_id") {
         let trip = trips::get(store, &p, Api::V1, id).await?;
-        return Ok(Envelope::ok(shared::envelope::SUCCESS, json!([render(&s, &trip)])));
+        return Ok(Envelope::ok(shared::envelope::SUCCESS, json!([render(&s, &p, &trip).await?])));
     }
     if ver == Ver::V3 {
         q.required("start_date")?;
@@ -162,7 +166,10 @@ async fn list(
         metadata: q.metadata_filter()?,
     };
     let (list, info) = trips::list_v1(store, &p, &filter, q.page_number()?).await?;
-    let rendered: Vec<Value> = list.iter().map(|t| render(&s, t)).collect();
+    let mut rendered = Vec::with_capacity(list.len());
+    for t in &list {
+        rendered.push(render(&s, &p, t).await?);
+    }
     let data = match ver {
         Ver::V3 => json!(rendered),
         Ver::V1 => {
@@ -199,7 +206,7 @@ async fn update(
     }
     let up = TripUpdate { user_id: b.user_id, metadata: b.metadata, replace, ..TripUpdate::default() };
     let trip = trips::update(s.store.as_ref(), &p, Api::V1, &b.trip_id, up).await?;
-    Ok(Envelope::created(shared::envelope::SUCCESS, json!([render(&s, &trip)])))
+    Ok(Envelope::created("Trip updated", json!([render(&s, &p, &trip).await?])))
 }
 
 async fn delete(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
@@ -240,7 +247,7 @@ async fn controls(
     let action = Action::parse(&b.action)?;
     let at = action.pick([b.started_at, b.paused_at, b.resumed_at, b.ended_at]);
     let trip = trips::control(s.store.as_ref(), &p, Api::V1, &b.trip_id, action, at).await?;
-    Ok(Envelope::ok(shared::envelope::SUCCESS, json!([render(&s, &trip)])))
+    Ok(Envelope::ok("Trip updated", json!([render(&s, &p, &trip).await?])))
 }
 
 async fn quick(
@@ -249,5 +256,24 @@ async fn quick(
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Result<Envelope<Value>, ApiError> {
     let trip = trips::quick(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
-    Ok(Envelope::created("Trip created and started", json!([render(&s, &trip)])))
+    Ok(Envelope::created("Trip created and started", json!([render(&s, &p, &trip).await?])))
+}
+
+#[derive(Debug, Deserialize)]
+struct RevokeBody {
+    trip_id: String,
+}
+
+/// A new tracking link for a trip of any version (v1/v3 or v2); the old link is a 404 at once.
+async fn revoke_link(
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    ApiJson(b): ApiJson<RevokeBody>,
+) -> Result<Envelope<Value>, ApiError> {
+    let trip = link::revoke(s.store.as_ref(), &p, &b.trip_id).await?;
+    let url = tracking_url(&s.config.tracking_base_url, &trip);
+    Ok(Envelope::ok(
+        "Tracking link revoked; a new one is issued",
+        json!({"trip_id": trip.id, "trip_tracking_url": url}),
+    ))
 }

@@ -6,6 +6,7 @@
 const fs = require('fs');
 const path = require('path');
 const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+const AXE = fs.readFileSync(path.join(process.env.PLAYWRIGHT_CORE, '..', 'axe-core', 'axe.min.js'), 'utf8');
 
 const BASE = process.env.WAYMARK_BASE;
 const ART = process.env.ARTIFACTS;
@@ -68,7 +69,8 @@ async function ingest(user, fixes) {
 
 async function main() {
   fs.mkdirSync(ART, { recursive: true });
-  const t0 = Date.now() - 60 * 60 * 1000;
+  // Recent enough that the latest fix is fresh (an ETA needs a fix under 10 minutes old).
+  const t0 = Date.now() - 12 * 60 * 1000;
   const batch1 = [];
   let t = stay(batch1, depot, 60, 10, t0);
   t = drive(batch1, depot, customer, 10, 10, t);
@@ -98,9 +100,9 @@ async function main() {
   });
   const problems = [];
   const dataRequests = [];
-  async function open(width, height, mobile) {
-    const ctx = await browser.newContext({ viewport: { width, height }, isMobile: mobile, hasTouch: mobile,
-      deviceScaleFactor: mobile ? 2 : 1 });
+  async function open(width, height, mobile, extra) {
+    const ctx = await browser.newContext(Object.assign({ viewport: { width, height }, isMobile: mobile, hasTouch: mobile,
+      deviceScaleFactor: mobile ? 2 : 1 }, extra || {}));
     const page = await ctx.newPage();
     page.on('console', (m) => { if (m.type() === 'error') problems.push(`console (${width}px): ${m.text()}`); });
     page.on('pageerror', (e) => problems.push(`page error (${width}px): ${e.message}`));
@@ -110,6 +112,33 @@ async function main() {
     });
     const res = await page.goto(url, { waitUntil: 'load' });
     return { ctx, page, res };
+  }
+
+  // axe-core in the page (evaluated over the DevTools protocol, which the page's CSP does not
+  // govern): every rule axe runs by default, WCAG 2.x A/AA and best practices.
+  async function axe(page, name) {
+    await page.evaluate(AXE);
+    const r = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
+    const v = r.violations.map((x) => `${x.id} (${x.impact}): ${x.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+    fs.writeFileSync(path.join(ART, `axe-${name}.json`), JSON.stringify(r.violations, null, 2));
+    console.log(`axe ${name}: ${r.violations.length} violations, ${r.passes.length} rules passed`);
+    check(r.violations.length === 0, `${name}: axe-core reports no violations: ${v.join('; ')}`);
+  }
+
+  // Bytes transferred on the first load (cache empty: a fresh context) and time to first render.
+  async function weight(page) {
+    return page.evaluate(() => {
+      const nav = performance.getEntriesByType('navigation')[0];
+      const res = performance.getEntriesByType('resource');
+      const fcp = performance.getEntriesByName('first-contentful-paint')[0];
+      return {
+        bytes: nav.transferSize + res.reduce((a, r) => a + r.transferSize, 0),
+        requests: 1 + res.length,
+        first_contentful_paint_ms: fcp ? Math.round(fcp.startTime) : null,
+        dom_content_loaded_ms: Math.round(nav.domContentLoadedEventEnd),
+        load_ms: Math.round(nav.loadEventEnd),
+      };
+    });
   }
 
   async function figures(page) {
@@ -135,6 +164,10 @@ async function main() {
         return { x: e.x, y: e.y };
       })(),
       reachedMarkers: document.querySelectorAll('path.wm-wp-reached.wm-wp').length,
+      pins: Array.from(document.querySelectorAll('.wm-num')).map((p) => ({ n: p.textContent, reached: p.classList.contains('reached') })),
+      tips: Array.from(document.querySelectorAll('.wm-tip')).map((t) => t.textContent),
+      eta: document.getElementById('eta').hidden ? '' : document.getElementById('eta').textContent,
+      ended: document.getElementById('ended').textContent,
       scale: !!document.querySelector('.leaflet-control-scale-line'),
       items: Array.from(document.querySelectorAll('#waypoints li')).map((li) => ({
         text: li.textContent, reached: li.getAttribute('data-reached'), left: li.getAttribute('data-left') })),
@@ -150,6 +183,19 @@ async function main() {
   const points = (d) => (d.match(/[ML]/g) || []).length;
 
   const phone = await open(375, 812, true);
+  const w = await weight(phone.page);
+  console.log(`first load (phone, empty cache): ${w.bytes} bytes in ${w.requests} requests; first contentful paint ${w.first_contentful_paint_ms} ms; DOMContentLoaded ${w.dom_content_loaded_ms} ms; load ${w.load_ms} ms`);
+  fs.writeFileSync(path.join(ART, 'first-load.json'), JSON.stringify(w, null, 2));
+  check(w.bytes > 0 && w.bytes < 400000, `first load under 400 kB (${w.bytes} bytes)`);
+
+  // Scripts off: the server's first view alone tells the state, the ETA and the places.
+  const still = await open(375, 812, true, { javaScriptEnabled: false });
+  const plain = await still.page.evaluate(() => document.body.innerText);
+  check(/On the way/.test(plain) && /Arriving (around \d\d:\d\d UTC|now)/.test(plain) && /Distance so far\s+\d/.test(plain) &&
+    /Origin\s+Arrived \d\d:\d\d UTC, departed/.test(plain) && /Not reached yet/.test(plain),
+    'scripts off: state, ETA, figures and places are on the page: ' + plain.replace(/\s+/g, ' '));
+  await still.page.screenshot({ path: path.join(ART, 'tracking-phone-noscript.png'), fullPage: true });
+  await still.ctx.close();
   const desk = await open(1280, 800, false);
   for (const [name, v, width] of [['phone', phone, 375], ['desktop', desk, 1280]]) {
     const h = v.res.headers();
@@ -168,6 +214,13 @@ async function main() {
     check(f.markers === 3, `${name}: origin and destination markers (${f.markers})`);
     check(f.reachedMarkers === 2, `${name}: two places reached on the map (${f.reachedMarkers})`);
     check(f.scale, `${name}: scale bar`);
+    check(f.pins.map((p) => p.n).join() === '1,2,3' && f.pins.filter((p) => p.reached).length === 2,
+      `${name}: pins numbered 1-3 as the list, two reached: ${JSON.stringify(f.pins)}`);
+    check(/^Arriving (around \d|now)/.test(f.eta), `${name}: ETA ${f.eta}`);
+    if (name === 'desktop') {
+      check(f.tips.length === 3 && /^1\. Origin \(departed\)$/.test(f.tips[0]) && /^3\. Destination \(not reached yet\)$/.test(f.tips[2]),
+        `desktop: places named on the map with their state: ${JSON.stringify(f.tips)}`);
+    }
     check(/^\d+(\.\d+)? k?m$/.test(f.distance) && f.distance !== '0 m', `${name}: distance ${f.distance}`);
     check(/min|h/.test(f.duration), `${name}: duration ${f.duration}`);
     check(/ago|just now/.test(f.lastSeen), `${name}: last position ${f.lastSeen}`);
@@ -185,6 +238,7 @@ async function main() {
       check(f.panel.left >= f.map.right - 1 && f.map.width > 800, 'desktop: figures panel beside the map');
     }
     await v.page.screenshot({ path: path.join(ART, `tracking-${name}.png`), fullPage: name === 'phone' });
+    await axe(v.page, name);
     v.before = f;
   }
   const html = await (await fetch(url)).text();
@@ -205,6 +259,8 @@ async function main() {
       parseFloat(v.before.distance) * (v.before.distance.endsWith('km') ? 1000 : 1), `${name}: distance grew (${v.before.distance} -> ${f.distance})`);
     check(f.latestD !== v.before.latestD, `${name}: latest position moved`);
     check(/Arrived/.test(f.items[2].text), `${name}: drop-off arrived: ${f.items[2].text}`);
+    check(f.eta === 'Arrived', `${name}: ETA says arrived (${f.eta})`);
+    check(f.pins.every((p) => p.reached), `${name}: every pin reached`);
     await v.page.screenshot({ path: path.join(ART, `tracking-${name}-updated.png`), fullPage: name === 'phone' });
   }
 
@@ -212,30 +268,66 @@ async function main() {
   await control({ action: 'end' });
   for (const [name, v] of [['phone', phone], ['desktop', desk]]) {
     await v.page.waitForFunction(() => document.getElementById('state').getAttribute('data-state') === 'ended', null, { timeout: 20000 });
-    check(/no longer refreshing/.test(await v.page.textContent('.updated')), `${name}: ended, no longer refreshing`);
+    check(/trip ended, final figures/.test(await v.page.textContent('.updated')), `${name}: ended, final figures`);
+    const f = await figures(v.page);
+    check(/\(ended (just now|\d+ min ago)\)$/.test(f.ended) && f.distance !== '–' && /min|s$/.test(f.duration),
+      `${name}: final figures and "ended x ago": ${f.ended}, ${f.distance}, ${f.duration}`);
+    check(f.eta === '', `${name}: no ETA once ended`);
   }
   const settled = dataRequests.length;
   await new Promise((r) => setTimeout(r, 3500));
-  check(dataRequests.length === settled, `no polling after the end (${dataRequests.length - settled} requests in 3.5 s)`);
+  check(dataRequests.length - settled <= 2, `ended: the link is only checked now and then (${dataRequests.length - settled} requests in 3.5 s)`);
   await desk.page.screenshot({ path: path.join(ART, 'tracking-desktop-ended.png') });
 
   check(problems.length === 0, 'no console errors, CSP violations or requests off the server: ' + JSON.stringify(problems));
+
+  // A second trip under way, its page open at both sizes; the trip is deleted: within one
+  // refresh the pages say so and the route and places are gone.
+  const second = (await api('POST', '/v2/trips/', { user_id: user, name: 'Second', stops: [
+    { name: 'Depot', geometry: { type: 'Point', coordinates: depot }, geometry_radius: 50 },
+    { name: 'Drop-off', geometry: { type: 'Point', coordinates: dropoff }, geometry_radius: 50 }] },
+    { Authorization: 'Bearer ' + process.env.WAYMARK_ACCESS_TOKEN })).trip;
+  check(/\/track\/[0-9a-f]{32}$/.test(second.trip_tracking_url), 'v2 trip has a trip_tracking_url: ' + second.trip_tracking_url);
+  await api('POST', `/v2/trips/${second.id}/controls`, { action: 'start', started_at: iso(t0) },
+    { Authorization: 'Bearer ' + process.env.WAYMARK_ACCESS_TOKEN });
+  for (const [name, v] of [['phone', phone], ['desktop', desk]]) {
+    await v.page.goto(second.trip_tracking_url, { waitUntil: 'load' });
+    await v.page.waitForSelector('path.wm-route');
+    check((await figures(v.page)).pins.length === 2, `${name}: second trip drawn`);
+  }
+  await api('DELETE', `/v2/trips/${second.id}`, undefined, { Authorization: 'Bearer ' + process.env.WAYMARK_ACCESS_TOKEN });
+  const deletedAt = Date.now();
+  for (const [name, v] of [['phone', phone], ['desktop', desk]]) {
+    await v.page.waitForFunction(() => document.getElementById('app').getAttribute('data-gone') === 'true', null, { timeout: 5000 });
+    const f = await figures(v.page);
+    check(/This trip is no longer available/.test(f.body) && f.state === 'gone' && points(f.routeD) <= 1 && f.pins.length === 0 &&
+      f.items.length === 0 && !f.latest, `${name}: deleted trip: "no longer available", route and places dropped (${Date.now() - deletedAt} ms)`);
+    await v.page.screenshot({ path: path.join(ART, `tracking-${name}-gone.png`), fullPage: name === 'phone' });
+    await axe(v.page, `${name}-gone`);
+  }
+
+  // Revoking the first trip's link: the open link is a 404 at once, the new one works.
+  const revoked = await api('POST', '/v1/api/trips/revoke-link/', { trip_id: trip.id }, secret);
+  const fresh = revoked.data.trip_tracking_url;
+  check(fresh !== url && (await fetch(url + '/data')).status === 404 && (await fetch(fresh + '/data')).status === 200,
+    'revoked: old link 404 at once, new link works');
   // Unknown and malformed tokens, then the deleted trip: the same plain 404 page.
   const page = phone.page;
-  for (const bad of ['0'.repeat(32), 'not-a-token', url.split('/').pop().toUpperCase().replace(/.$/, 'X')]) {
+  for (const bad of ['0'.repeat(32), 'not-a-token', url.split('/').pop().toUpperCase().replace(/.$/, 'X'), url.split('/').pop()]) {
     const res = await page.goto(`${BASE}/track/${bad}`);
-    check(res.status() === 404 && /Tracking link not found/.test(await page.textContent('h1')), `404 page for /track/${bad}`);
+    check(res.status() === 404 && /This trip is no longer available/.test(await page.textContent('h1')), `404 page for /track/${bad}`);
     check(res.headers()['referrer-policy'] === 'no-referrer' && res.headers()['cache-control'] === 'no-store', '404 page headers');
   }
-  const dataRes = await fetch(url + '/data');
+  const dataRes = await fetch(fresh + '/data');
   check(dataRes.status === 200 && dataRes.headers.get('cache-control') === 'no-store', 'data endpoint: 200, no-store');
   const data = await dataRes.json();
   check(!JSON.stringify(data).includes(user) && !JSON.stringify(data).includes(trip.id) && !('metadata' in data),
     'data has no ids or metadata');
   await api('DELETE', `/v3/api/trips/?trip_id=${trip.id}`, undefined, secret);
-  const gone = await page.goto(url);
+  const gone = await page.goto(fresh);
   check(gone.status() === 404, 'deleted trip: its link is a 404');
-  check((await fetch(url + '/data')).status === 404, 'deleted trip: its data is a 404');
+  check((await fetch(fresh + '/data')).status === 404, 'deleted trip: its data is a 404');
+  await axe(page, '404');
   await page.screenshot({ path: path.join(ART, 'tracking-404.png') });
 
   await browser.close();

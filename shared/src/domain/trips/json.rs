@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use super::eta::{self, Eta};
 use super::route::{Route, active_seconds};
 use super::{Summary, Trip, TripEvent, TripState, Waypoint, WaypointKind};
 use crate::domain::locations::location_json;
@@ -49,8 +50,8 @@ fn trip_location_json(trip_id: &str, w: &Waypoint) -> Value {
     v
 }
 
-/// The v1/v3 Trip.
-pub fn trip_v1_json(t: &Trip, tracking_base: &str) -> Value {
+/// The v1/v3 Trip, with Waymark's `eta` (see [`super::eta`]).
+pub fn trip_v1_json(t: &Trip, tracking_base: &str, eta: Option<&Eta>) -> Value {
     let locs = |kind| t.waypoints(kind).map(|w| trip_location_json(&t.id, w)).collect::<Vec<_>>();
     let mut v = json!({
         "id": t.id,
@@ -68,6 +69,7 @@ pub fn trip_v1_json(t: &Trip, tracking_base: &str) -> Value {
         "created_at": t.created_at.format(None),
         "updated_at": t.updated_at.format(None),
         "trip_tracking_url": tracking_url(tracking_base, t),
+        "eta": eta::json_of(eta),
     });
     let m = v.as_object_mut().expect("object literal");
     if t.state == TripState::Ended {
@@ -108,8 +110,8 @@ pub fn user_v2_json(u: Option<&User>) -> Value {
     }
 }
 
-/// The v2 Trip.
-pub fn trip_v2_json(t: &Trip, user: Option<&User>) -> Value {
+/// The v2 Trip, with `trip_tracking_url` as v1/v3 trips and Waymark's `eta`.
+pub fn trip_v2_json(t: &Trip, user: Option<&User>, tracking_base: &str, eta: Option<&Eta>) -> Value {
     let loc = |l: &Option<crate::domain::locations::Location>| {
         l.as_ref().map(|l| location_json(l, None)).unwrap_or_else(|| json!({}))
     };
@@ -131,6 +133,8 @@ pub fn trip_v2_json(t: &Trip, user: Option<&User>) -> Value {
         "updated_at": t.updated_at.format(None),
         "events": t.events.iter().map(event_json).collect::<Vec<_>>(),
         "stops": t.waypoints(WaypointKind::Stop).map(stop_json).collect::<Vec<_>>(),
+        "trip_tracking_url": tracking_url(tracking_base, t),
+        "eta": eta::json_of(eta),
     })
 }
 

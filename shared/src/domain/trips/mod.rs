@@ -6,15 +6,17 @@
 //!   Query in creation order; a deleted trip moves to `<project>#TD` (kept, never listed);
 //! - `<project>#UT#<user>`, sort key trip id: the user's started trips, which the ingest hook
 //!   reads to find the trips a batch of locations moves (one Query, not a scan of trips);
-//! - `TRACK#<sha256(token)>`: the tracking link's token, resolved to its trip.
+//! - `TRACK#<sha256(token)>`: the tracking link's token, resolved to its trip (see [`link`]).
 //!
 //! Every change is a read-modify-write checked on `version`, retried on conflict, so two
 //! controls or updates racing on one trip never lose an event or leave contradictory flags.
 
 mod elevation;
+pub mod eta;
 pub mod events;
 pub mod gps;
 pub mod json;
+pub mod link;
 mod progress;
 pub mod route;
 
@@ -838,7 +840,19 @@ pub async fn trip_locations(
     trip: &Trip,
     now: Timestamp,
 ) -> Result<Vec<Location>, ApiError> {
+    trip_locations_since(store, p, trip, Timestamp(chrono::DateTime::<chrono::Utc>::MIN_UTC), now).await
+}
+
+/// [`trip_locations`] recorded at `since` or later.
+pub async fn trip_locations_since(
+    store: &dyn Store,
+    p: &Project,
+    trip: &Trip,
+    since: Timestamp,
+    now: Timestamp,
+) -> Result<Vec<Location>, ApiError> {
     let (Some(user), Some(start)) = (&trip.user_id, trip.started_at) else { return Ok(Vec::new()) };
+    let start = start.max(since);
     let end = trip.ended_at.unwrap_or(now);
     if end <= start {
         return Ok(Vec::new());

@@ -94,8 +94,9 @@ pub fn hook_type(event_type: &str) -> Option<&'static str> {
 pub(super) fn hook_event(trip: &Trip, e: &TripEvent, user: Option<&User>) -> Option<HookEvent> {
     let kind = hook_type(&e.event_type)?;
     let trip_json = match trip.api {
-        Api::V1 => super::json::trip_v1_json(trip, ""),
-        Api::V2 => super::json::trip_v2_json(trip, user),
+        // No ETA in webhook messages: it is an estimate of the moment, not an event's.
+        Api::V1 => super::json::trip_v1_json(trip, "", None),
+        Api::V2 => super::json::trip_v2_json(trip, user, "", None),
     };
     let mut data = super::json::event_json(e);
     data["user"] = crate::domain::webhooks::user_brief(user, e.user_id.as_deref());

@@ -1,0 +1,9 @@
+//! The `settings` Lambda function: state is built once per cold start, then the same router the
+//! local server mounts answers API Gateway events.
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::http::init_tracing();
+    let state = shared::AppState::dynamodb_from_env().await;
+    lambda_http::run(shared::http::service(settings::router(), state)).await
+}

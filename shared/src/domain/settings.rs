@@ -1,0 +1,133 @@
+//! Project settings: one small record per project (`<project>#SETTINGS`), read where a setting
+//! applies and changed with `PUT /v1/api/project/settings/`. Each setting is optional in the
+//! record, so a setting added later reads as its default in projects stored before it existed.
+//!
+//! To add a setting: a field in [`StoredSettings`], its default and bounds beside
+//! [`TRACKING_LINK_TTL`], one arm in [`SettingsUpdate::parse`] and one line in [`ProjectSettings`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::auth::Project;
+use crate::error::ApiError;
+use crate::store::{Cond, Store, Table, from_item, to_item};
+use crate::time::Timestamp;
+
+/// Hours a trip's tracking link keeps working after the trip ends: default and bounds (a year at
+/// most; 0 closes the link as the trip ends).
+pub const TRACKING_LINK_TTL_DEFAULT_HOURS: u32 = 24;
+pub const TRACKING_LINK_TTL: std::ops::RangeInclusive<u32> = 0..=8760;
+
+/// The settings as stored: only what a project has set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct StoredSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tracking_link_ttl_hours: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    updated_at: Option<Timestamp>,
+}
+
+/// A project's settings, defaults filled in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProjectSettings {
+    pub tracking_link_ttl_hours: u32,
+}
+
+impl From<&StoredSettings> for ProjectSettings {
+    fn from(s: &StoredSettings) -> Self {
+        Self { tracking_link_ttl_hours: s.tracking_link_ttl_hours.unwrap_or(TRACKING_LINK_TTL_DEFAULT_HOURS) }
+    }
+}
+
+impl ProjectSettings {
+    pub fn to_json(self) -> Value {
+        json!({"tracking_link_ttl_hours": self.tracking_link_ttl_hours})
+    }
+}
+
+fn settings_pk(project_id: &str) -> String {
+    format!("{project_id}#SETTINGS")
+}
+const SETTINGS_SK: &str = "-";
+
+async fn stored(store: &dyn Store, project_id: &str) -> Result<StoredSettings, ApiError> {
+    let item = store.get(Table::Main, &settings_pk(project_id), SETTINGS_SK).await?;
+    Ok(item.map(from_item).transpose()?.unwrap_or_default())
+}
+
+/// The settings of a project (taken from an authenticated key or a stored record, never from
+/// request input).
+pub async fn get(store: &dyn Store, project_id: &str) -> Result<ProjectSettings, ApiError> {
+    Ok(ProjectSettings::from(&stored(store, project_id).await?))
+}
+
+/// A change of settings: the fields given, each checked.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SettingsUpdate {
+    tracking_link_ttl_hours: Option<u32>,
+}
+
+impl SettingsUpdate {
+    /// Parse a request body; an unknown field or a value out of bounds is a 400 naming it.
+    pub fn parse(body: &Map<String, Value>) -> Result<Self, ApiError> {
+        let mut up = Self::default();
+        for (k, v) in body {
+            match k.as_str() {
+                "tracking_link_ttl_hours" => {
+                    let (lo, hi) = (TRACKING_LINK_TTL.start(), TRACKING_LINK_TTL.end());
+                    let n = v
+                        .as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|n| TRACKING_LINK_TTL.contains(n))
+                        .ok_or_else(|| {
+                            ApiError::field(k, format!("{v} is not a whole number of hours from {lo} to {hi}"))
+                        })?;
+                    up.tracking_link_ttl_hours = Some(n);
+                }
+                other => {
+                    return Err(ApiError::field(other, "is not a project setting; known: tracking_link_ttl_hours"));
+                }
+            }
+        }
+        Ok(up)
+    }
+}
+
+/// Apply `up` to the project's settings. A last-writer-wins put: settings are independent
+/// values, and each update names the ones it changes (read, merge, write).
+pub async fn update(store: &dyn Store, p: &Project, up: SettingsUpdate) -> Result<ProjectSettings, ApiError> {
+    let mut s = stored(store, &p.project_id).await?;
+    if let Some(h) = up.tracking_link_ttl_hours {
+        s.tracking_link_ttl_hours = Some(h);
+    }
+    s.updated_at = Some(Timestamp::now());
+    store.put(Table::Main, to_item(&settings_pk(&p.project_id), SETTINGS_SK, &s)?, Cond::None).await?;
+    Ok(ProjectSettings::from(&s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: Value) -> Result<SettingsUpdate, ApiError> {
+        SettingsUpdate::parse(v.as_object().unwrap())
+    }
+
+    #[test]
+    fn ttl_is_checked_and_named() {
+        assert_eq!(parse(json!({"tracking_link_ttl_hours": 48})).unwrap().tracking_link_ttl_hours, Some(48));
+        assert_eq!(parse(json!({"tracking_link_ttl_hours": 0})).unwrap().tracking_link_ttl_hours, Some(0));
+        for bad in [json!(-1), json!(8761), json!(1.5), json!("24"), json!(null), json!(u64::MAX)] {
+            let e = parse(json!({"tracking_link_ttl_hours": bad})).unwrap_err();
+            assert!(e.msg.starts_with("tracking_link_ttl_hours: "), "{bad}: {}", e.msg);
+        }
+        let e = parse(json!({"retention_day": 3})).unwrap_err();
+        assert!(e.msg.starts_with("retention_day: "), "{}", e.msg);
+        assert_eq!(parse(json!({})).unwrap(), SettingsUpdate::default());
+    }
+
+    #[test]
+    fn defaults_fill_what_is_not_stored() {
+        assert_eq!(ProjectSettings::from(&StoredSettings::default()).tracking_link_ttl_hours, 24);
+    }
+}

@@ -1,0 +1,172 @@
+//! Estimated time of arrival at the place a trip is heading to: the next v2 stop not yet arrived
+//! at, or the first v1/v3 destination not yet reached.
+//!
+//! Method (README, "ETA"):
+//! - where: the latest fix the route cleaning keeps (outliers dropped), if it is at most
+//!   [`LOST_AFTER_SECONDS`] old; an older one means the device is lost and the ETA unknown;
+//! - how far: the great-circle distance from there to the edge of the target's arrival radius
+//!   (`distance_remaining`), times [`DETOUR_FACTOR`] for the roads' detours;
+//! - how fast: the trip's recent moving speed: meters over seconds of the last
+//!   [`SPEED_MOVING_SECONDS`] of moving time (short halts such as traffic lights count as moving,
+//!   stops of two minutes or more do not) within the last [`SPEED_LOOKBACK_SECONDS`]; with less
+//!   than [`MIN_MOVING_SECONDS`] of movement there is no speed to judge by and the ETA is unknown;
+//!   the speed is bounded to [`SPEED_BOUNDS`];
+//! - when: the latest fix's time plus the travel time, never before now; while stopped, now plus
+//!   the travel time, so the estimate slides later as a halt lasts.
+//!
+//! Unknown (None) before the start, after the end, while paused, without a target, when lost and
+//! without enough movement. When every target is reached (trip not yet ended) the last one is
+//! reported as arrived: `arrival_at` its arrival, `distance_remaining` 0.
+
+use serde_json::{Value, json};
+
+use super::route::{self, Activity};
+use super::{Trip, Waypoint, WaypointKind};
+use crate::domain::locations::Location;
+use crate::time::Timestamp;
+
+/// Roads are longer than the straight line: typical urban circuity is 1.2 to 1.4 (Ballou,
+/// Rahardja and Sakai 2002; Boscoe, Henry and Zdeb 2012 measured a US mean of 1.42 for short
+/// trips); the middle is used.
+pub const DETOUR_FACTOR: f64 = 1.3;
+/// A latest fix older than this (seconds) means the device is lost: no estimate.
+pub const LOST_AFTER_SECONDS: i64 = 600;
+/// How far back (seconds) fixes are read to find the recent moving speed.
+pub const SPEED_LOOKBACK_SECONDS: i64 = 3600;
+/// Moving time (seconds), counted back from the latest fix, that the speed is averaged over.
+pub const SPEED_MOVING_SECONDS: i64 = 900;
+/// Least moving time (seconds) a speed is judged from.
+pub const MIN_MOVING_SECONDS: i64 = 60;
+/// Bounds of the speed used (m/s): a slow walk to a fast motorway drive.
+pub const SPEED_BOUNDS: (f64, f64) = (0.5, 40.0);
+
+/// An estimate of arrival at one target.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Eta {
+    pub target: WaypointKind,
+    pub waypoint_id: String,
+    pub name: Option<String>,
+    pub arrival_at: Timestamp,
+    /// Meters in a straight line to the edge of the target's arrival radius.
+    pub distance_m: f64,
+    /// The target has been reached (every target has: the trip is at its last one).
+    pub arrived: bool,
+    /// The speed (m/s) the estimate used (0 when arrived).
+    pub speed_mps: f64,
+}
+
+impl Eta {
+    /// The API's `eta`: `{target, stop_id (stops only), arrival_at, distance_remaining}`.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "target": if self.target == WaypointKind::Stop { "stop" } else { "destination" },
+            "arrival_at": self.arrival_at.format(None),
+            "distance_remaining": self.distance_m.round(),
+        });
+        if self.target == WaypointKind::Stop {
+            v["stop_id"] = self.waypoint_id.clone().into();
+        }
+        v
+    }
+}
+
+/// `eta` of a trip response: the estimate or null.
+pub fn json_of(eta: Option<&Eta>) -> Value {
+    eta.map(Eta::to_json).unwrap_or(Value::Null)
+}
+
+fn targets(trip: &Trip) -> impl Iterator<Item = &Waypoint> {
+    let kind = if trip.api == super::Api::V2 { WaypointKind::Stop } else { WaypointKind::Destination };
+    trip.waypoints(kind)
+}
+
+/// Whether an estimate can exist at all (no need to read locations otherwise).
+pub fn applies(trip: &Trip) -> bool {
+    trip.state.is_active() && !trip.is_deleted && targets(trip).next().is_some()
+}
+
+/// The estimate for `trip` at `now` from its locations (oldest first; only those of the last
+/// [`SPEED_LOOKBACK_SECONDS`] before `now` are used).
+pub fn estimate(trip: &Trip, locations: &[Location], now: Timestamp) -> Option<Eta> {
+    if !applies(trip) {
+        return None;
+    }
+    let Some(next) = targets(trip).find(|w| w.reached_at.is_none()) else {
+        let last = targets(trip).last()?;
+        return Some(Eta {
+            target: last.kind,
+            waypoint_id: last.id.clone(),
+            name: last.name.clone(),
+            arrival_at: last.reached_at?,
+            distance_m: 0.0,
+            arrived: true,
+            speed_mps: 0.0,
+        });
+    };
+    let since = now.0 - chrono::Duration::seconds(SPEED_LOOKBACK_SECONDS);
+    let from = locations.partition_point(|l| l.recorded_at.0 < since);
+    let to = locations.partition_point(|l| l.recorded_at <= now);
+    let recent = &locations[from..to.max(from)];
+    let end = trip.ended_at.unwrap_or(now);
+    let r = route::analyse(recent, &trip.pause_intervals(end));
+    let latest = r.points.last()?;
+    let age = (now.0 - latest.location.recorded_at.0).num_seconds();
+    if age > LOST_AFTER_SECONDS {
+        return None;
+    }
+    let speed = moving_speed(&r)?;
+    let distance = (latest.location.coordinates.distance_m(next.coordinates) - f64::from(next.radius_m)).max(0.0);
+    let travel = chrono::Duration::milliseconds((distance * DETOUR_FACTOR / speed * 1000.0).round() as i64);
+    let from = if latest.activity == Activity::Stop { now } else { latest.location.recorded_at };
+    let arrival = Timestamp((from.0 + travel).max(now.0));
+    Some(Eta {
+        target: next.kind,
+        waypoint_id: next.id.clone(),
+        name: next.name.clone(),
+        arrival_at: arrival,
+        distance_m: distance,
+        arrived: false,
+        speed_mps: speed,
+    })
+}
+
+/// Meters per second over the last [`SPEED_MOVING_SECONDS`] of moving time, bounded; None with
+/// less than [`MIN_MOVING_SECONDS`] of movement.
+fn moving_speed(r: &route::Route) -> Option<f64> {
+    let (mut meters, mut seconds) = (0.0, 0.0);
+    for pair in r.points.windows(2).rev() {
+        let (a, b) = (&pair[0], &pair[1]);
+        if a.activity != Activity::Moving || b.activity != Activity::Moving || b.distance == 0.0 {
+            continue;
+        }
+        let dt = (b.location.recorded_at.0 - a.location.recorded_at.0).num_milliseconds() as f64 / 1000.0;
+        if dt <= 0.0 || dt > route::GAP_SECONDS as f64 {
+            continue;
+        }
+        meters += b.distance;
+        seconds += dt;
+        if seconds >= SPEED_MOVING_SECONDS as f64 {
+            break;
+        }
+    }
+    if seconds < MIN_MOVING_SECONDS as f64 {
+        return None;
+    }
+    Some((meters / seconds).clamp(SPEED_BOUNDS.0, SPEED_BOUNDS.1))
+}
+
+/// The estimate for `trip` now, reading only the last [`SPEED_LOOKBACK_SECONDS`] of its fixes
+/// (none read when no estimate can exist).
+pub async fn for_trip(
+    store: &dyn crate::store::Store,
+    p: &crate::auth::Project,
+    trip: &Trip,
+    now: Timestamp,
+) -> Result<Option<Eta>, crate::error::ApiError> {
+    if !applies(trip) {
+        return Ok(None);
+    }
+    let since = Timestamp(now.0 - chrono::Duration::seconds(SPEED_LOOKBACK_SECONDS));
+    let locs = super::trip_locations_since(store, p, trip, since, now).await?;
+    Ok(estimate(trip, &locs, now))
+}
