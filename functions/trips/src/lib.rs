@@ -206,7 +206,7 @@ async fn update(
     }
     let up = TripUpdate { user_id: b.user_id, metadata: b.metadata, replace, ..TripUpdate::default() };
     let trip = trips::update(s.store.as_ref(), &p, Api::V1, &b.trip_id, up).await?;
-    Ok(Envelope::created("Trip updated", json!([render(&s, &p, &trip).await?])))
+    Ok(Envelope::created(shared::envelope::SUCCESS, json!([render(&s, &p, &trip).await?])))
 }
 
 async fn delete(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
@@ -247,7 +247,7 @@ async fn controls(
     let action = Action::parse(&b.action)?;
     let at = action.pick([b.started_at, b.paused_at, b.resumed_at, b.ended_at]);
     let trip = trips::control(s.store.as_ref(), &p, Api::V1, &b.trip_id, action, at).await?;
-    Ok(Envelope::ok("Trip updated", json!([render(&s, &p, &trip).await?])))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, json!([render(&s, &p, &trip).await?])))
 }
 
 async fn quick(
