@@ -42,12 +42,19 @@ fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
     }
 }
 
+/// `waymark serve` on a fresh file store in a temporary folder named after `tag`: the server,
+/// its printed keys, and the folder (removed by the caller).
+fn started(tag: &str, env: &[(&str, &str)]) -> (common::Server, serde_json::Value, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("waymark-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (server, printed) = serve(&dir, env);
+    (server, printed_keys(&printed), dir)
+}
+
 #[test]
 fn idle_and_slow_connections_neither_stay_nor_slow_others() {
-    let dir = std::env::temp_dir().join(format!("waymark-hostile-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let (server, printed) = serve(&dir, &limits());
-    let key = printed_keys(&printed)["api_key"].as_str().unwrap().to_owned();
+    let (server, keys, dir) = started("hostile", &limits());
+    let key = keys["api_key"].as_str().unwrap().to_owned();
     let port = server.port;
     let (_, before) = timed_get(port, &key);
 
@@ -90,10 +97,8 @@ fn idle_and_slow_connections_neither_stay_nor_slow_others() {
 
 #[test]
 fn oversized_and_slowly_sent_bodies_get_a_clear_4xx() {
-    let dir = std::env::temp_dir().join(format!("waymark-bodies-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let (server, printed) = serve(&dir, &limits());
-    let key = printed_keys(&printed)["api_key"].as_str().unwrap().to_owned();
+    let (server, keys, dir) = started("bodies", &limits());
+    let key = keys["api_key"].as_str().unwrap().to_owned();
     let port = server.port;
 
     // Too big (over 2 MiB), on every kind of route: 413. The server may answer and close before
@@ -142,13 +147,10 @@ fn oversized_and_slowly_sent_bodies_get_a_clear_4xx() {
 
 #[test]
 fn a_key_over_its_rate_gets_429_with_retry_after_and_other_keys_do_not() {
-    let dir = std::env::temp_dir().join(format!("waymark-rate-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
     let mut env = limits();
     env.retain(|(k, _)| *k != "WAYMARK_RATE_LIMIT");
     env.extend([("WAYMARK_RATE_LIMIT", "5"), ("WAYMARK_RATE_BURST", "10")]);
-    let (server, printed) = serve(&dir, &env);
-    let keys = printed_keys(&printed);
+    let (server, keys, dir) = started("rate", &env);
     let (key, other) = (keys["api_key"].as_str().unwrap(), keys["publishable_key"].as_str().unwrap());
     let port = server.port;
 
