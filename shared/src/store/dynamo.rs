@@ -346,6 +346,16 @@ impl Store for DynamoStore {
             .await
     }
 
+    async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
+        // DeleteItem calls in flight together rather than BatchWriteItem: the same IAM action as
+        // every other delete (no extra grant), and each failure is the item's own.
+        futures::stream::iter(keys)
+            .map(|(pk, sk)| async move { self.delete(table, &pk, &sk, Cond::None).await })
+            .buffer_unordered(PUT_CONCURRENCY)
+            .try_collect::<()>()
+            .await
+    }
+
     async fn ensure_tables(&self) -> Result<(), StoreError> {
         let existing = self.client.list_tables().send().await.map_err(backend)?.table_names.unwrap_or_default();
         for def in TABLES {

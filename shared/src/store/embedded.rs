@@ -254,6 +254,21 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
+        // One redb transaction for the lot: a commit per item would cost a sync each.
+        self.run(move |db| {
+            let txn = db.begin_write().map_err(backend)?;
+            {
+                let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
+                for (pk, sk) in &keys {
+                    t.remove(key(pk, sk).as_str()).map_err(backend)?;
+                }
+            }
+            txn.commit().map_err(backend)
+        })
+        .await
+    }
+
     async fn ensure_tables(&self) -> Result<(), StoreError> {
         Ok(()) // created when opened
     }

@@ -134,6 +134,14 @@ pub trait Store: Send + Sync + 'static {
     /// Put each item unless its key already holds one; returns, per item, whether it was stored.
     /// Not atomic across items; each item is.
     async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError>;
+    /// Delete the items at these keys, unconditionally; keys already gone are fine. Not atomic:
+    /// for bulk removal (retention) where each item goes on its own.
+    async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
+        for (pk, sk) in keys {
+            self.delete(table, &pk, &sk, Cond::None).await?;
+        }
+        Ok(())
+    }
     /// Create any missing table.
     async fn ensure_tables(&self) -> Result<(), StoreError>;
 }
