@@ -21,6 +21,7 @@ mod locations;
 mod moving;
 mod processor;
 mod receiver;
+mod retention;
 mod roam_params;
 mod roam_paths;
 mod search;

@@ -59,7 +59,7 @@ both!(v2_trips_carry_a_working_tracking_link_in_every_response, |app| async move
 both!(project_settings_default_validate_and_stay_in_their_project, |app| async move {
     let (status, res) = app.get(SETTINGS).await;
     assert_eq!(status, StatusCode::OK, "{res}");
-    assert_eq!(res["data"], json!({"tracking_link_ttl_hours": 24}));
+    assert_eq!(res["data"], json!({"tracking_link_ttl_hours": 24, "retention_days": null}));
 
     let (status, res) = app.call("PUT", SETTINGS, Key::Secret, Some(&json!({"tracking_link_ttl_hours": 48}))).await;
     assert_eq!(status, StatusCode::OK, "{res}");

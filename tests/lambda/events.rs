@@ -672,8 +672,10 @@ fn check_data(name: &str, fx: &Fixture, data: &Value) {
             let base = format!("{}/", fx.state.config.tracking_base_url.trim_end_matches('/'));
             assert!(data["trip_tracking_url"].as_str().is_some_and(|u| u.starts_with(&base)), "{data}");
         }
-        "settings-get" => assert_eq!(data, &json!({"tracking_link_ttl_hours": 24}), "{data}"),
-        "settings-update" => assert_eq!(data, &json!({"tracking_link_ttl_hours": 48}), "{data}"),
+        "settings-get" => assert_eq!(data, &json!({"tracking_link_ttl_hours": 24, "retention_days": null}), "{data}"),
+        "settings-update" => {
+            assert_eq!(data, &json!({"tracking_link_ttl_hours": 48, "retention_days": 400}), "{data}")
+        }
         "trips-v1-quick" | "trips-v3-quick" => {
             assert!(is_id(&data[0]["id"]), "{data}");
             assert_eq!(data[0]["user_id"], user, "{data}");

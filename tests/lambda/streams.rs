@@ -203,10 +203,21 @@ async fn processor_finishes_a_stored_batch_from_its_stream_event_within_its_poli
     fx.store.take();
     assert_eq!(processor::process(store.as_ref(), stream).await.expect("again"), json!({"processed_users": 1}));
     let swept = processor::process(store.as_ref(), filled(f.events[1], &values)).await.expect("sweep");
-    assert_eq!(swept, json!({"swept_users": 0}));
+    assert_eq!(swept, json!({"swept_users": 0, "expired_items": 0}));
     needed.extend(fx.store.take());
     let events = fx.ok("geofences-events-list", V1(200)).await;
     assert_eq!(events["data"]["events"].as_array().map(Vec::len), Some(1), "{events}");
+
+    // Retention set (events/settings-update.json: 400 days; the batch is from 2024): the
+    // schedule's retention sweep removes the three fixes, which carry no TTL attribute (stored
+    // before the setting), and the event's three copies.
+    fx.ok("settings-update", V1(200)).await;
+    fx.store.take();
+    let swept = processor::process(store.as_ref(), filled(f.events[1], &values)).await.expect("retention sweep");
+    assert_eq!(swept, json!({"swept_users": 0, "expired_items": 6}));
+    needed.extend(fx.store.take());
+    let events = fx.ok("geofences-events-list", V1(200)).await;
+    assert_eq!(events["data"]["events"], json!([]), "{events}");
 
     within_policy(f.id, &needed);
 }

@@ -56,7 +56,8 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// The background work of `waymark serve`: the events processor's sweep (finishes what a crash
-/// or an error left past a user's watermark) and the webhook delivery worker.
+/// or an error left past a user's watermark), the retention sweeper (removes expired locations
+/// and events) and the webhook delivery worker.
 pub fn background(state: &AppState) -> Result<(), String> {
     use shared::domain::processor;
     use shared::domain::webhooks::deliver::{DeliveryConfig, Worker};
@@ -75,6 +76,21 @@ pub fn background(state: &AppState) -> Result<(), String> {
                 Err(e) => tracing::warn!(error = %e.msg, "sweep failed"),
             }
             tokio::time::sleep(std::time::Duration::from_secs(processor::SWEEP_SECONDS)).await;
+        }
+    });
+    // Retention: bounded runs a minute apart (see shared::domain::retention for the rate).
+    let store = state.store.clone();
+    tokio::spawn(async move {
+        use shared::domain::retention;
+        loop {
+            match retention::sweep(store.as_ref(), retention::RUN_BUDGET, shared::time::Timestamp::now()).await {
+                Ok(s) if s.items > 0 => {
+                    tracing::info!(locations = s.locations, events = s.events, finished = s.finished, "retention sweep")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e.msg, "retention sweep failed"),
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(retention::SWEEP_SECONDS)).await;
         }
     });
     let worker = Worker::new(state.store.clone(), DeliveryConfig::from_env())?;

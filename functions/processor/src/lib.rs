@@ -7,7 +7,7 @@ use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use serde::Deserialize;
 use serde_json::Value;
 use shared::auth::{KeyKind, Project};
-use shared::domain::processor;
+use shared::domain::{processor, retention};
 use shared::store::Store;
 
 #[derive(Deserialize)]
@@ -26,12 +26,15 @@ pub fn users_in(event: &StreamEvent) -> BTreeSet<(String, String)> {
 }
 
 /// Processor: a stream batch processes each user it names; any other event (the schedule)
-/// sweeps every user with unfinished work. An error fails the batch, so Lambda retries it,
-/// bisects it and finally sends it to the on-failure queue; the sweep still finds the user.
+/// sweeps every user with unfinished work, then runs the retention sweeper (items written before
+/// a project set retention carry no TTL attribute). An error fails the batch, so Lambda retries
+/// it, bisects it and finally sends it to the on-failure queue; the sweep still finds the user.
 pub async fn process(store: &dyn Store, event: Value) -> Result<Value, String> {
     if event.get("Records").is_none() {
         let n = processor::sweep(store).await.map_err(|e| e.msg)?;
-        return Ok(serde_json::json!({"swept_users": n}));
+        let r =
+            retention::sweep(store, retention::RUN_BUDGET, shared::time::Timestamp::now()).await.map_err(|e| e.msg)?;
+        return Ok(serde_json::json!({"swept_users": n, "expired_items": r.items}));
     }
     let event: StreamEvent = serde_json::from_value(event).map_err(|e| format!("not a DynamoDB stream event: {e}"))?;
     let mut done = 0;

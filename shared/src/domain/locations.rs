@@ -2,7 +2,8 @@
 //! locations table); the sort key is the location id, whose first 12 hex digits are `recorded_at`
 //! in milliseconds, so history is listed in `recorded_at` order and a date range is a key range.
 //! The rest of the id is a hash of user, time and coordinates: a re-sent fix has the same key and
-//! is stored once.
+//! is stored once. With the project's `retention_days`, fixes recorded longer ago than that are
+//! removed (`domain::retention`).
 
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
@@ -204,7 +205,12 @@ pub async fn store_prepared(
     locs: Vec<Location>,
 ) -> Result<Vec<Location>, ApiError> {
     let pk = locations_pk(&p.project_id, user_id);
-    let items = locs.iter().map(|l| to_item(&pk, &l.id, l)).collect::<Result<Vec<_>, _>>()?;
+    // With retention, each item carries its expiry for DynamoDB's TTL (`domain::retention`).
+    let days = crate::domain::retention::days(store, &p.project_id).await?;
+    let mut items = locs.iter().map(|l| to_item(&pk, &l.id, l)).collect::<Result<Vec<_>, _>>()?;
+    for (item, l) in items.iter_mut().zip(&locs) {
+        crate::domain::retention::stamp(item, l.recorded_at, days);
+    }
     let stored = store.put_new(Table::Locations, items).await?;
     Ok(locs.into_iter().zip(stored).filter_map(|(l, s)| s.then_some(l)).collect())
 }

@@ -11,6 +11,7 @@ pub mod locations;
 pub mod nearby;
 pub mod processor;
 pub mod projects;
+pub mod retention;
 pub mod settings;
 pub mod trips;
 pub mod users;

@@ -387,7 +387,7 @@ async fn plan(
         let fences = fence_events::plan(store, p, user, fixes).await?;
         states.extend(fences.states);
         let events: Vec<_> = fences.events.iter().map(|(e, _)| e.clone()).collect();
-        facts.extend(fence_events::event_items(p, &events)?);
+        facts.extend(fence_events::event_items(p, &events, expiry(store, p, &events).await?)?);
         if hooked {
             hooks.extend(
                 fences.events.iter().map(|(e, g)| fence_hook(e, user, geofences::geofence_json(g, "geofence_id"))),
@@ -402,7 +402,7 @@ async fn plan(
         let m = moving::plan(store, p, &user_after, n).await?;
         states.extend(m.states);
         let events: Vec<_> = m.events.iter().map(|(e, _)| e.clone()).collect();
-        facts.extend(fence_events::event_items(p, &events)?);
+        facts.extend(fence_events::event_items(p, &events, expiry(store, p, &events).await?)?);
         if hooked {
             hooks.extend(m.events.iter().map(|(e, g)| fence_hook(e, user, moving::moving_json(g))));
         }
@@ -414,6 +414,16 @@ async fn plan(
     let (f, marks) = webhooks::outbox::enqueue(p, &subs, &hooks)?;
     facts.extend(f);
     Ok(Plan { facts, marks, states })
+}
+
+/// The project's `retention_days` when there are events to stamp with it (read only then: most
+/// passes fire none).
+async fn expiry(
+    store: &dyn Store,
+    p: &Project,
+    events: &[fence_events::GeofenceEvent],
+) -> Result<Option<u32>, ApiError> {
+    if events.is_empty() { Ok(None) } else { super::retention::days(store, &p.project_id).await }
 }
 
 fn fence_hook(e: &fence_events::GeofenceEvent, user: &users::User, geofence: serde_json::Value) -> webhooks::HookEvent {

@@ -4,25 +4,34 @@
 //!
 //! To add a setting: a field in [`StoredSettings`], its default and bounds beside
 //! [`TRACKING_LINK_TTL`], one arm in [`SettingsUpdate::parse`] and one line in [`ProjectSettings`].
+//!
+//! `retention_days` is also copied into a small registry (see `domain::retention`) in the same
+//! transaction, so the retention sweeper finds the projects that have one without a scan.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::auth::Project;
+use crate::domain::retention;
 use crate::error::ApiError;
-use crate::store::{Cond, Store, Table, from_item, to_item};
+use crate::store::{Cond, Store, Table, WriteOp, from_item, to_item};
 use crate::time::Timestamp;
 
 /// Hours a trip's tracking link keeps working after the trip ends: default and bounds (a year at
 /// most; 0 closes the link as the trip ends).
 pub const TRACKING_LINK_TTL_DEFAULT_HOURS: u32 = 24;
 pub const TRACKING_LINK_TTL: std::ops::RangeInclusive<u32> = 0..=8760;
+/// Days locations and geofence events are kept (by the time they were recorded). Absent (null)
+/// keeps them for ever, the default; at most ten years.
+pub const RETENTION_DAYS: std::ops::RangeInclusive<u32> = 1..=3650;
 
 /// The settings as stored: only what a project has set.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct StoredSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tracking_link_ttl_hours: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retention_days: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     updated_at: Option<Timestamp>,
 }
@@ -31,17 +40,22 @@ struct StoredSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProjectSettings {
     pub tracking_link_ttl_hours: u32,
+    /// None keeps locations and events for ever.
+    pub retention_days: Option<u32>,
 }
 
 impl From<&StoredSettings> for ProjectSettings {
     fn from(s: &StoredSettings) -> Self {
-        Self { tracking_link_ttl_hours: s.tracking_link_ttl_hours.unwrap_or(TRACKING_LINK_TTL_DEFAULT_HOURS) }
+        Self {
+            tracking_link_ttl_hours: s.tracking_link_ttl_hours.unwrap_or(TRACKING_LINK_TTL_DEFAULT_HOURS),
+            retention_days: s.retention_days,
+        }
     }
 }
 
 impl ProjectSettings {
     pub fn to_json(self) -> Value {
-        json!({"tracking_link_ttl_hours": self.tracking_link_ttl_hours})
+        json!({"tracking_link_ttl_hours": self.tracking_link_ttl_hours, "retention_days": self.retention_days})
     }
 }
 
@@ -65,6 +79,8 @@ pub async fn get(store: &dyn Store, project_id: &str) -> Result<ProjectSettings,
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SettingsUpdate {
     tracking_link_ttl_hours: Option<u32>,
+    /// Some(None): back to keeping for ever.
+    retention_days: Option<Option<u32>>,
 }
 
 impl SettingsUpdate {
@@ -84,8 +100,29 @@ impl SettingsUpdate {
                         })?;
                     up.tracking_link_ttl_hours = Some(n);
                 }
+                "retention_days" => {
+                    let (lo, hi) = (RETENTION_DAYS.start(), RETENTION_DAYS.end());
+                    let n = match v {
+                        Value::Null => None,
+                        v => Some(
+                            v.as_u64()
+                                .and_then(|n| u32::try_from(n).ok())
+                                .filter(|n| RETENTION_DAYS.contains(n))
+                                .ok_or_else(|| {
+                                    ApiError::field(
+                                        k,
+                                        format!("{v} is not null (keep for ever) or a whole number of days from {lo} to {hi}"),
+                                    )
+                                })?,
+                        ),
+                    };
+                    up.retention_days = Some(n);
+                }
                 other => {
-                    return Err(ApiError::field(other, "is not a project setting; known: tracking_link_ttl_hours"));
+                    return Err(ApiError::field(
+                        other,
+                        "is not a project setting; known: tracking_link_ttl_hours, retention_days",
+                    ));
                 }
             }
         }
@@ -100,8 +137,22 @@ pub async fn update(store: &dyn Store, p: &Project, up: SettingsUpdate) -> Resul
     if let Some(h) = up.tracking_link_ttl_hours {
         s.tracking_link_ttl_hours = Some(h);
     }
+    if let Some(d) = up.retention_days {
+        s.retention_days = d;
+    }
     s.updated_at = Some(Timestamp::now());
-    store.put(Table::Main, to_item(&settings_pk(&p.project_id), SETTINGS_SK, &s)?, Cond::None).await?;
+    let mut ops = vec![WriteOp::Put {
+        table: Table::Main,
+        item: to_item(&settings_pk(&p.project_id), SETTINGS_SK, &s)?,
+        cond: Cond::None,
+    }];
+    // The sweeper's registry changes with the setting (in one transaction, so neither can be
+    // left behind the other); only when the request names it, so other settings cost no write.
+    if let Some(d) = up.retention_days {
+        ops.push(WriteOp::Put { table: Table::Main, item: retention::registry_item(p, d)?, cond: Cond::None });
+    }
+    store.transact(ops).await?;
+    retention::remember(&p.project_id, s.retention_days);
     Ok(ProjectSettings::from(&s))
 }
 
@@ -120,6 +171,14 @@ mod tests {
         for bad in [json!(-1), json!(8761), json!(1.5), json!("24"), json!(null), json!(u64::MAX)] {
             let e = parse(json!({"tracking_link_ttl_hours": bad})).unwrap_err();
             assert!(e.msg.starts_with("tracking_link_ttl_hours: "), "{bad}: {}", e.msg);
+        }
+        let e = parse(json!({"retention_day": 3})).unwrap_err();
+        assert!(e.msg.starts_with("retention_day: "), "{}", e.msg);
+        assert_eq!(parse(json!({"retention_days": 30})).unwrap().retention_days, Some(Some(30)));
+        assert_eq!(parse(json!({"retention_days": null})).unwrap().retention_days, Some(None));
+        for bad in [json!(0), json!(-1), json!(1.5), json!("x"), json!(3651), json!(true)] {
+            let e = parse(json!({"retention_days": bad})).unwrap_err();
+            assert!(e.msg.starts_with("retention_days: "), "{bad}: {}", e.msg);
         }
         let e = parse(json!({"retention_day": 3})).unwrap_err();
         assert!(e.msg.starts_with("retention_day: "), "{}", e.msg);

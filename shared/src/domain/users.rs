@@ -103,7 +103,7 @@ pub struct UpdateUser {
 pub fn users_pk(project_id: &str) -> String {
     format!("{project_id}#U")
 }
-fn deleted_pk(project_id: &str) -> String {
+pub(crate) fn deleted_pk(project_id: &str) -> String {
     format!("{project_id}#UD")
 }
 

@@ -18,7 +18,7 @@
 //! Each event is written three times, so every list is one Query: by project
 //! (`<project>#E`), by fence (`<project>#FE#<fence>`, also what `counts.events` counts) and by
 //! user (`<project>#UE#<user>`); `<project>#FU#<fence>` holds one item per user who caused an
-//! event there (`counts.users`).
+//! event there (`counts.users`). Retention (`domain::retention`) removes all three copies.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -67,13 +67,13 @@ struct Inside {
 fn state_pk(pid: &str, uid: &str) -> String {
     format!("{pid}#GS#{uid}")
 }
-fn events_pk(pid: &str) -> String {
+pub(crate) fn events_pk(pid: &str) -> String {
     format!("{pid}#E")
 }
-fn fence_events_pk(pid: &str, fid: &str) -> String {
+pub(crate) fn fence_events_pk(pid: &str, fid: &str) -> String {
     format!("{pid}#FE#{fid}")
 }
-fn user_events_pk(pid: &str, uid: &str) -> String {
+pub(crate) fn user_events_pk(pid: &str, uid: &str) -> String {
     format!("{pid}#UE#{uid}")
 }
 fn fence_users_pk(pid: &str, fid: &str) -> String {
@@ -208,8 +208,14 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
 
 /// The items that record events: three copies of each (project, fence, user lists), and one
 /// per (fence, user) for `counts.users`, once even when several events share it. Facts with
-/// deterministic keys, written put-if-absent by the processor.
-pub(crate) fn event_items(p: &Project, events: &[GeofenceEvent]) -> Result<Vec<Item>, ApiError> {
+/// deterministic keys, written put-if-absent by the processor. With the project's
+/// `retention_days`, each copy carries the TTL attribute (`domain::retention`); the (fence, user)
+/// items are a count, not a record of when, and stay.
+pub(crate) fn event_items(
+    p: &Project,
+    events: &[GeofenceEvent],
+    retention_days: Option<u32>,
+) -> Result<Vec<Item>, ApiError> {
     let mut items = Vec::with_capacity(events.len() * 4);
     let mut pairs = std::collections::BTreeSet::new();
     for e in events {
@@ -218,7 +224,9 @@ pub(crate) fn event_items(p: &Project, events: &[GeofenceEvent]) -> Result<Vec<I
             fence_events_pk(&p.project_id, &e.geofence_id),
             user_events_pk(&p.project_id, &e.user_id),
         ] {
-            items.push(to_item(&pk, &e.id, e)?);
+            let mut item = to_item(&pk, &e.id, e)?;
+            crate::domain::retention::stamp(&mut item, e.recorded_at, retention_days);
+            items.push(item);
         }
         pairs.insert((e.geofence_id.clone(), e.user_id.clone()));
     }

@@ -975,7 +975,15 @@ pub async fn summary(store: &dyn Store, p: &Project, api: Api, trip_id: &str) ->
     let now = Timestamp::now();
     let end = trip.ended_at.unwrap_or(now);
     let locs = trip_locations(store, p, &trip, now).await?;
-    let route = route::analyse(&locs, &trip.pause_intervals(end));
+    let mut route = route::analyse(&locs, &trip.pause_intervals(end));
     let duration_s = trip.started_at.map(|s| route::active_seconds(s, end, &trip.pause_intervals(end))).unwrap_or(0);
-    Ok(Summary { distance_m: route.distance_m, duration_s, route, trip, computed_at: now })
+    // Fixes may have expired (retention): the record's figures were taken from all of them.
+    let mut distance_m = route.distance_m;
+    if let (Some(d), Some(start)) = (trip.distance_m, trip.started_at)
+        && crate::domain::retention::may_have_expired(store, &p.project_id, start).await?
+    {
+        distance_m = d;
+        route.elevation_gain_m = trip.elevation_gain_m;
+    }
+    Ok(Summary { distance_m, duration_s, route, trip, computed_at: now })
 }

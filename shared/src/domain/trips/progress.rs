@@ -149,6 +149,17 @@ pub async fn plan(
             continue;
         }
         let mut t = trip.clone();
+        // Once its first fixes may have expired (retention), an ended trip's figures stay as
+        // stored: recomputing them from what remains would shrink them.
+        let expired = match trip.started_at {
+            Some(s) if trip.state == TripState::Ended => {
+                crate::domain::retention::may_have_expired(store, &p.project_id, s).await?
+            }
+            _ => false,
+        };
+        if expired {
+            continue;
+        }
         if trip.state == TripState::Ended {
             // Late fixes: recompute the stored figures from the whole history.
             let end = trip.ended_at.unwrap_or(now);
