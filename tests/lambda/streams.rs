@@ -69,7 +69,11 @@ fn event_functions_have_their_stream_and_schedule() {
         );
         assert_eq!(resource(&t, f.failures_queue)["Type"], "AWS::SQS::Queue", "{}", f.failures_queue);
         match f.key_prefix {
-            None => assert!(s.get("FilterCriteria").is_none(), "{at}: every record of the stream is work"),
+            None => {
+                // Every write of the stream is work; removals (expiry) are not.
+                let pattern = stream_filter(s).unwrap_or_else(|| panic!("{at}: FilterCriteria with one Pattern"));
+                assert_eq!(pattern, json!({"eventName": ["INSERT", "MODIFY"]}), "{at}: {pattern}");
+            }
             Some(prefix) => {
                 let pattern = stream_filter(s).unwrap_or_else(|| panic!("{at}: FilterCriteria with one Pattern"));
                 assert_eq!(pattern["dynamodb"]["Keys"]["pk"]["S"], json!([{"prefix": prefix}]), "{at}: {pattern}");
@@ -139,6 +143,10 @@ fn stream_and_schedule_events_are_real_shapes() {
         if f.id == "ProcessorFunction" {
             let users = processor::users_in(&batch);
             assert_eq!(users, [("p1".to_owned(), "u1".to_owned())].into(), "{stream}: <project>#<user> keys");
+            // Removals (TTL expiry, retention) are no work, should one pass the stream's filter.
+            let mut removed = batch.clone();
+            removed.records.iter_mut().for_each(|r| r.event_name = "REMOVE".into());
+            assert!(processor::users_in(&removed).is_empty(), "{stream}: removals name no user");
         }
 
         // An EventBridge scheduled event: no Records, so the processor sweeps.

@@ -15,11 +15,13 @@ struct Keys {
     pk: String,
 }
 
-/// The (project, user) pairs whose location partitions a stream batch touched.
+/// The (project, user) pairs whose location partitions a stream batch wrote to. Removals (TTL
+/// expiry, the retention sweeper) are no work; the stream's filter drops them already.
 pub fn users_in(event: &StreamEvent) -> BTreeSet<(String, String)> {
     event
         .records
         .iter()
+        .filter(|r| r.event_name != "REMOVE")
         .filter_map(|r| serde_dynamo::from_item::<_, Keys>(r.change.keys.clone()).ok())
         .filter_map(|k| k.pk.split_once('#').map(|(p, u)| (p.to_owned(), u.to_owned())))
         .collect()
