@@ -977,7 +977,8 @@ pub async fn summary(store: &dyn Store, p: &Project, api: Api, trip_id: &str) ->
     let locs = trip_locations(store, p, &trip, now).await?;
     let mut route = route::analyse(&locs, &trip.pause_intervals(end));
     let duration_s = trip.started_at.map(|s| route::active_seconds(s, end, &trip.pause_intervals(end))).unwrap_or(0);
-    // Fixes may have expired (retention): the record's figures were taken from all of them.
+    // Fixes may have expired (retention): the figures stored at the end were taken from all of
+    // them. (A trip under way has none stored yet and is measured from what remains.)
     let mut distance_m = route.distance_m;
     if let (Some(d), Some(start)) = (trip.distance_m, trip.started_at)
         && crate::domain::retention::may_have_expired(store, &p.project_id, start).await?
