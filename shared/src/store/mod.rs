@@ -134,6 +134,9 @@ pub trait Store: Send + Sync + 'static {
     /// Put each item unless its key already holds one; returns, per item, whether it was stored.
     /// Not atomic across items; each item is.
     async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError>;
+    /// Every item of the table: a Scan on DynamoDB. For tests and debugging only (proving that
+    /// an erased user left nothing); no request path calls it, since every list is a Query.
+    async fn scan_all(&self, table: Table) -> Result<Vec<Item>, StoreError>;
     /// Create any missing table.
     async fn ensure_tables(&self) -> Result<(), StoreError>;
 }
