@@ -349,3 +349,80 @@ both!(erasure_is_refused_to_other_projects_publishable_keys_and_bad_input, |app|
     let (s, _) = app.get(&uri).await;
     assert_eq!(s, StatusCode::OK);
 });
+
+/// The time to erase a long history (run with `--ignored --nocapture`; figures in the README).
+/// The fixes are stored as ingest stores them, without deriving anything, so the run measures
+/// the erasure of the location partition, which dominates.
+async fn time_erasure(app: TestApp, n: usize) {
+    let u = app.create_user(json!({})).await;
+    let p = Project {
+        project_id: app.project.project_id.clone(),
+        account_id: app.project.account_id.clone(),
+        kind: KeyKind::Secret,
+    };
+    let t = Utc::now() - chrono::Duration::days(30);
+    let fixes: Vec<shared::domain::locations::Location> = (0..n)
+        .map(|i| {
+            serde_json::from_value(fix(at(HOME, (i % 500) as f64, 0.0), t + chrono::Duration::seconds(i as i64)))
+                .unwrap()
+        })
+        .collect();
+    for chunk in fixes.chunks(1000) {
+        let prepared = shared::domain::locations::prepare(&p, &u, chunk.to_vec());
+        shared::domain::locations::store_prepared(app.state.store.as_ref(), &p, &u, prepared).await.expect("stored");
+    }
+    let started = Instant::now();
+    let (s, r) = app.call("DELETE", &format!("/v1/api/user/?user_id={u}"), Key::Secret, None).await;
+    let mut took = started.elapsed();
+    let mut status = s;
+    while status == StatusCode::ACCEPTED {
+        let (s, _) = app.call("DELETE", &format!("/v1/api/user/?user_id={u}"), Key::Secret, None).await;
+        status = s;
+        took = started.elapsed();
+    }
+    eprintln!("erased {n} fixes: first answer {s} ({} items), all done in {took:?}", r["data"]["items_erased"]);
+    assert!(status == StatusCode::OK || status == StatusCode::NOT_FOUND, "{status}");
+}
+
+#[tokio::test]
+#[ignore = "a measurement: cargo test --test api erasure_time -- --ignored --nocapture"]
+async fn erasure_time_embedded() {
+    time_erasure(TestApp::new(crate::helpers::Backend::Embedded).await, 20_000).await;
+}
+
+#[tokio::test]
+#[ignore = "a measurement: cargo test --test api erasure_time -- --ignored --nocapture"]
+async fn erasure_time_dynamodb() {
+    time_erasure(TestApp::new(crate::helpers::Backend::DynamoDb).await, 20_000).await;
+}
+
+both!(a_batch_that_raced_the_erasure_is_deleted_by_its_processing_pass, |app| async move {
+    let u = tracked(&app).await;
+    let t = Utc::now() - chrono::Duration::minutes(20);
+    let (fixes, _) = stay(HOME, t, 6);
+    ingest(&app, &u, &fixes).await;
+    let p = Project {
+        project_id: app.project.project_id.clone(),
+        account_id: app.project.account_id.clone(),
+        kind: KeyKind::Secret,
+    };
+    // An ingest request that passed its user check just before the erasure stores its batch
+    // after it (mark, fixes, then its processing pass), as ingest does.
+    let (s, r) = app.call("DELETE", &format!("/v1/api/user/?user_id={u}"), Key::Secret, None).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let late: Vec<shared::domain::locations::Location> =
+        stay(at(HOME, 50.0, 0.0), t + chrono::Duration::minutes(10), 3)
+            .0
+            .into_iter()
+            .map(|f| serde_json::from_value(f).unwrap())
+            .collect();
+    let store = app.state.store.as_ref();
+    let prepared = shared::domain::locations::prepare(&p, &u, late);
+    let pending = shared::domain::processor::mark_batch(store, &p, &u, &prepared).await.expect("mark");
+    let stored = shared::domain::locations::store_prepared(store, &p, &u, prepared).await.expect("stored");
+    shared::domain::processor::batch_stored(store, pending, &stored).await.expect("stored mark");
+    assert!(!items_naming(&app, &u).await.is_empty());
+    shared::domain::processor::process_user(store, &p, &u).await.expect("pass");
+    let left = items_naming(&app, &u).await;
+    assert!(left.is_empty(), "{left:#?}");
+});

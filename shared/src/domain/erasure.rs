@@ -17,6 +17,9 @@
 //! A call works until its deadline: the API gives it [`REQUEST_BUDGET`] (below API Gateway's
 //! 29 s) and answers 202 when the erasure is not finished by then; the sweep finishes it.
 //!
+//! An ingest that passed its user check just before the erasure may store fixes after the
+//! locations step: its processing pass finds no user and deletes them ([`drop_orphan_history`]).
+//!
 //! Not erased: the user id inside webhook attempts' `response` text (what a receiver answered),
 //! and the user id in events of a trip that belonged to the user once but was reassigned to
 //! another user before the erasure (those events stay with that trip).
@@ -229,6 +232,20 @@ pub async fn sweep(store: &dyn Store, deadline: Instant) -> Result<usize, ApiErr
 /// Whether the user's erasure has begun and not finished.
 pub async fn in_progress(store: &dyn Store, project_id: &str, user_id: &str) -> Result<bool, StoreError> {
     Ok(store.get(Table::Main, MARKERS_PK, &marker_sk(project_id, user_id)).await?.is_some())
+}
+
+/// Delete the location history of a user who has no record: fixes that an ingest request stored
+/// after the erasure's locations step (it had passed its user check before the erasure began).
+/// The events processor calls it when it finds such fixes, so none outlives the erasure.
+pub async fn drop_orphan_history(store: &dyn Store, project_id: &str, user_id: &str) -> Result<(), ApiError> {
+    let deadline = Instant::now() + REQUEST_BUDGET;
+    let mut cx = Ctx { store, pid: project_id.to_owned(), uid: user_id.to_owned(), deadline, items: 0 };
+    let pk = locations::locations_pk(project_id, user_id);
+    cx.drain(Table::Locations, &pk, SkRange::All, all).await?;
+    if cx.items > 0 {
+        tracing::info!(user_id, items = cx.items, "deleted fixes stored for an erased user");
+    }
+    Ok(())
 }
 
 /// The marker of an erasure under way, or a new one written with the user record's removal.

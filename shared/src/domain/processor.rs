@@ -244,8 +244,10 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         let hi = id_at(hi, u64::MAX);
         let user = users::get(store, p, user_id).await?;
         if user.is_none() {
-            // Deleted (erased, or erasing): nothing to derive, and no watermark to write, which
-            // would bring back an item naming a user who must leave none.
+            // Erased (or being erased): nothing to derive, and no watermark to write, which would
+            // bring back an item naming a user who must leave none. Fixes here were stored by an
+            // ingest that passed its user check before the erasure began: they go too.
+            super::erasure::drop_orphan_history(store, &p.project_id, user_id).await?;
             for (m, _) in marks.iter().chain(&blocking) {
                 let sk = m.get("sk").and_then(|v| v.as_str()).unwrap_or_default();
                 store.delete(Table::Main, &mpk, sk, Cond::None).await?;
