@@ -91,12 +91,13 @@ enum Step {
     Insights,
     Moving,
     Geofences,
+    DeletedGeofences,
     Webhooks,
     Leftovers,
 }
 
 /// In order: trips (their tracking links) first, the marker after the last.
-const STEPS: [Step; 13] = [
+const STEPS: [Step; 14] = [
     Step::IndexedTrips,
     Step::ProjectTrips(Api::V1),
     Step::ProjectTrips(Api::V2),
@@ -108,6 +109,7 @@ const STEPS: [Step; 13] = [
     Step::Insights,
     Step::Moving,
     Step::Geofences,
+    Step::DeletedGeofences,
     Step::Webhooks,
     Step::Leftovers,
 ];
@@ -359,15 +361,8 @@ async fn step(cx: &mut Ctx<'_>, s: Step, cell: Option<&str>, cursor: Option<Stri
             let b = moving_fences(cx, &moving::deleted_pk(&pid), false).await?;
             finished(a && b)
         }
-        Step::Geofences => {
-            // Live fences first (cursor), then the deleted ones, read whole (rarely many).
-            match scoped_fences(cx, &geofences::fences_pk(&pid), true, cursor).await? {
-                Run::Done => {
-                    finished(matches!(scoped_fences(cx, &geofences::deleted_pk(&pid), false, None).await?, Run::Done))
-                }
-                paused => paused,
-            }
-        }
+        Step::Geofences => scoped_fences(cx, &geofences::fences_pk(&pid), true, cursor).await?,
+        Step::DeletedGeofences => scoped_fences(cx, &geofences::deleted_pk(&pid), false, cursor).await?,
         Step::Webhooks => webhook_messages(cx, cursor).await?,
         Step::Leftovers => {
             // Index entries whose trip was gone already (deleted before the user, or never found).
