@@ -10,6 +10,7 @@ mod life;
 mod auth;
 mod capacity;
 mod conformance;
+mod erasure;
 mod errors;
 mod eta_eval;
 mod geofence_events;

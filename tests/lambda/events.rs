@@ -100,7 +100,7 @@ const CASES: &[Case] = &[
     case("users-list", V1(200), Nothing),
     case("users-get", V1(200), Nothing),
     case("users-update", V1(200), Nothing),
-    case("users-delete", V1(200), Nothing),
+    case("users-delete", V1(200), History),
     case("locations-ingest", V1(201), Nothing),
     case("locations-list", V1(200), History),
     case("locations-list-encoded", V1(200), History),

@@ -11,6 +11,7 @@ use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
+use shared::domain::erasure;
 use shared::domain::locations::{self, Location};
 use shared::domain::processor as derivation;
 use shared::domain::webhooks::{self, deliver};
@@ -211,7 +212,7 @@ async fn processor_finishes_a_stored_batch_from_its_stream_event_within_its_poli
     fx.store.take();
     assert_eq!(processor::process(store.as_ref(), stream).await.expect("again"), json!({"processed_users": 1}));
     let swept = processor::process(store.as_ref(), filled(f.events[1], &values)).await.expect("sweep");
-    assert_eq!(swept, json!({"swept_users": 0, "expired_items": 0}));
+    assert_eq!(swept, json!({"swept_users": 0, "erased_users": 0, "expired_items": 0}));
     needed.extend(fx.store.take());
     let events = fx.ok("geofences-events-list", V1(200)).await;
     assert_eq!(events["data"]["events"].as_array().map(Vec::len), Some(1), "{events}");
@@ -222,10 +223,19 @@ async fn processor_finishes_a_stored_batch_from_its_stream_event_within_its_poli
     fx.ok("settings-update", V1(200)).await;
     fx.store.take();
     let swept = processor::process(store.as_ref(), filled(f.events[1], &values)).await.expect("retention sweep");
-    assert_eq!(swept, json!({"swept_users": 0, "expired_items": 6}));
+    assert_eq!(swept, json!({"swept_users": 0, "erased_users": 0, "expired_items": 6}));
     needed.extend(fx.store.take());
     let events = fx.ok("geofences-events-list", V1(200)).await;
     assert_eq!(events["data"]["events"], json!([]), "{events}");
+    // An erasure whose DELETE ran out of time (here at once, so it answered 202): the schedule
+    // finishes it, deleting the user's history and derived items.
+    let started = erasure::erase(store.as_ref(), &p, &fx.user_id, std::time::Instant::now()).await.expect("erase");
+    assert!(!started.complete);
+    fx.store.take();
+    let swept = processor::process(store.as_ref(), filled(f.events[1], &values)).await.expect("erasure sweep");
+    assert_eq!(swept, json!({"swept_users": 0, "erased_users": 1, "expired_items": 0}));
+    needed.extend(fx.store.take());
+    assert!(!erasure::in_progress(store.as_ref(), &p.project_id, &fx.user_id).await.expect("marker"));
 
     within_policy(f.id, &needed);
 }

@@ -525,6 +525,10 @@ impl Store for Recording {
         self.note(table, "PutItem");
         self.inner.put_new(table, items).await
     }
+    async fn scan_all(&self, table: Table) -> Result<Vec<Item>, StoreError> {
+        self.note(table, "Scan");
+        self.inner.scan_all(table).await
+    }
     async fn ensure_tables(&self) -> Result<(), StoreError> {
         for def in shared::store::TABLES {
             self.note(def.table, "ListTables");

@@ -56,8 +56,8 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// The background work of `waymark serve`: the events processor's sweep (finishes what a crash
-/// or an error left past a user's watermark), the retention sweeper (removes expired locations
-/// and events) and the webhook delivery worker.
+/// or an error left past a user's watermark), unfinished erasures, the retention sweeper (removes
+/// expired locations and events) and the webhook delivery worker.
 pub fn background(state: &AppState) -> Result<(), String> {
     use shared::domain::processor;
     use shared::domain::webhooks::deliver::{DeliveryConfig, Worker};
@@ -74,6 +74,11 @@ pub fn background(state: &AppState) -> Result<(), String> {
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e.msg, "sweep failed"),
+            }
+            // Erasures a DELETE left unfinished (it answered 202).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(processor::SWEEP_SECONDS);
+            if let Err(e) = shared::domain::erasure::sweep(store.as_ref(), deadline).await {
+                tracing::warn!(error = %e.msg, "erasure sweep failed");
             }
             tokio::time::sleep(std::time::Duration::from_secs(processor::SWEEP_SECONDS)).await;
         }

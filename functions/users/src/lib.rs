@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
 use shared::auth::{SdkKey, SecretKey};
+use shared::domain::erasure;
 use shared::domain::users::{self, CreateUser, UpdateUser, created_json, user_json};
 use shared::http::route;
 use shared::{ApiError, ApiJson, AppState, Envelope, Params};
@@ -62,7 +63,15 @@ async fn update(
     Ok(Envelope::ok("User updated", user_json(&user, None)))
 }
 
+/// Erase the user (see `shared::domain::erasure`): 200 when done within the request's budget,
+/// else 202 while the sweep (or a repeated DELETE) finishes; every read is a 404 already.
 async fn delete(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
-    let user = users::delete(s.store.as_ref(), &p, q.required("user_id")?).await?;
-    Ok(Envelope::ok("User deleted", json!({"user_id": user.id, "is_deleted": true})))
+    let deadline = std::time::Instant::now() + erasure::REQUEST_BUDGET;
+    let e = erasure::erase(s.store.as_ref(), &p, q.required("user_id")?, deadline).await?;
+    let data = json!({"user_id": e.user_id, "is_deleted": true, "erased": e.complete, "items_erased": e.items});
+    Ok(if e.complete {
+        Envelope::ok("User deleted", data)
+    } else {
+        Envelope { code: 202, msg: "User deleted; erasure of their data continues".into(), data }
+    })
 }

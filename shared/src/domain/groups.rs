@@ -32,10 +32,10 @@ struct Membership {
     added_at: Timestamp,
 }
 
-fn members_pk(project_id: &str, group_id: &str) -> String {
+pub(crate) fn members_pk(project_id: &str, group_id: &str) -> String {
     format!("{project_id}#G#{group_id}")
 }
-fn groups_of_pk(project_id: &str, user_id: &str) -> String {
+pub(crate) fn groups_of_pk(project_id: &str, user_id: &str) -> String {
     format!("{project_id}#UG#{user_id}")
 }
 

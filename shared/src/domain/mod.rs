@@ -1,6 +1,7 @@
 //! Domain logic, independent of HTTP: each function takes the store and the authenticated
 //! project and returns records or an [`ApiError`](crate::error::ApiError).
 
+pub mod erasure;
 pub mod export;
 pub mod geofences;
 pub mod groups;

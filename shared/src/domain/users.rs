@@ -1,8 +1,9 @@
 //! Users: the devices that run the tracking SDK inside a customer's app.
 //!
 //! Layout (main table): live users at `pk = <project>#U`, `sk = <user id>`, so listing in creation
-//! order, and by creation date, is one Query. A deleted user moves to `<project>#UD` in the same
-//! transaction, so lists and counts never have to skip tombstones and nothing is lost.
+//! order, and by creation date, is one Query. Deleting a user erases them and everything derived
+//! from them (see `domain::erasure`); `<project>#UD` holds users soft-deleted before erasure
+//! existed, which a DELETE of them erases too.
 
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
@@ -13,7 +14,7 @@ use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{PageInfo, PageNumber, list_page};
-use crate::store::{Cond, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, SkRange, Store, StoreError, Table, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
 
 use super::locations::{Location, location_json};
@@ -103,6 +104,7 @@ pub struct UpdateUser {
 pub fn users_pk(project_id: &str) -> String {
     format!("{project_id}#U")
 }
+/// Users soft-deleted by versions before erasure (nothing is written here any more).
 pub(crate) fn deleted_pk(project_id: &str) -> String {
     format!("{project_id}#UD")
 }
@@ -263,36 +265,6 @@ pub async fn update(store: &dyn Store, p: &Project, input: UpdateUser) -> Result
         Ok(true)
     })
     .await
-}
-
-/// Mark the user deleted: it leaves lists and lookups; its record is kept aside.
-pub async fn delete(store: &dyn Store, p: &Project, user_id: &str) -> Result<User, ApiError> {
-    for _ in 0..20 {
-        let mut user = require(store, p, "user_id", user_id).await?;
-        let expected = user.version;
-        user.is_deleted = true;
-        user.updated_at = Timestamp::now();
-        user.version += 1;
-        let ops = vec![
-            WriteOp::Delete {
-                table: Table::Main,
-                pk: users_pk(&p.project_id),
-                sk: user.id.clone(),
-                cond: Cond::Equals("version", expected.into()),
-            },
-            WriteOp::Put {
-                table: Table::Main,
-                item: to_item(&deleted_pk(&p.project_id), &user.id, &user)?,
-                cond: Cond::None,
-            },
-        ];
-        match store.transact(ops).await {
-            Ok(()) => return Ok(user),
-            Err(StoreError::ConditionFailed) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(ApiError::conflict("user_id: the user is being changed by other requests; retry"))
 }
 
 /// Users created inside `range` (all when None), in creation order, one page.

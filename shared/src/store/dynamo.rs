@@ -356,6 +356,29 @@ impl Store for DynamoStore {
             .await
     }
 
+    async fn scan_all(&self, table: Table) -> Result<Vec<Item>, StoreError> {
+        let mut start = None;
+        let mut items = Vec::new();
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(self.name(table))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(backend)?;
+            for av in out.items.unwrap_or_default() {
+                items.push(from_av(av)?);
+            }
+            match out.last_evaluated_key {
+                Some(k) => start = Some(k),
+                None => return Ok(items),
+            }
+        }
+    }
+
     async fn ensure_tables(&self) -> Result<(), StoreError> {
         let existing = self.client.list_tables().send().await.map_err(backend)?.table_names.unwrap_or_default();
         for def in TABLES {

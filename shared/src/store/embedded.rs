@@ -269,6 +269,20 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    async fn scan_all(&self, table: Table) -> Result<Vec<Item>, StoreError> {
+        self.run(move |db| {
+            let txn = db.begin_read().map_err(backend)?;
+            let t = txn.open_table(redb_table(table)).map_err(backend)?;
+            let mut out = Vec::new();
+            for e in t.iter().map_err(backend)? {
+                let (_, v) = e.map_err(backend)?;
+                out.push(decode(v.value())?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     async fn ensure_tables(&self) -> Result<(), StoreError> {
         Ok(()) // created when opened
     }

@@ -142,6 +142,9 @@ pub trait Store: Send + Sync + 'static {
         }
         Ok(())
     }
+    /// Every item of the table: a Scan on DynamoDB. For tests and debugging only (proving that
+    /// an erased user left nothing); no request path calls it, since every list is a Query.
+    async fn scan_all(&self, table: Table) -> Result<Vec<Item>, StoreError>;
     /// Create any missing table.
     async fn ensure_tables(&self) -> Result<(), StoreError>;
 }

@@ -64,7 +64,7 @@ struct Inside {
     dwell_fired: bool,
 }
 
-fn state_pk(pid: &str, uid: &str) -> String {
+pub(crate) fn state_pk(pid: &str, uid: &str) -> String {
     format!("{pid}#GS#{uid}")
 }
 pub(crate) fn events_pk(pid: &str) -> String {
@@ -76,7 +76,7 @@ pub(crate) fn fence_events_pk(pid: &str, fid: &str) -> String {
 pub(crate) fn user_events_pk(pid: &str, uid: &str) -> String {
     format!("{pid}#UE#{uid}")
 }
-fn fence_users_pk(pid: &str, fid: &str) -> String {
+pub(crate) fn fence_users_pk(pid: &str, fid: &str) -> String {
     format!("{pid}#FU#{fid}")
 }
 

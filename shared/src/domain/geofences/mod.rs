@@ -116,10 +116,10 @@ fn polygon(ring: &[LngLat]) -> geo::Polygon<f64> {
     geo::Polygon::new(ring.iter().map(|p| geo::Coord { x: p.lng, y: p.lat }).collect(), vec![])
 }
 
-fn fences_pk(project_id: &str) -> String {
+pub(crate) fn fences_pk(project_id: &str) -> String {
     format!("{project_id}#F")
 }
-fn deleted_pk(project_id: &str) -> String {
+pub(crate) fn deleted_pk(project_id: &str) -> String {
     format!("{project_id}#FD")
 }
 pub fn cell_pk(project_id: &str, cell: &str) -> String {
@@ -308,7 +308,7 @@ async fn check_scope(
 }
 
 /// The transaction that writes `g` and its cell copies (and removes cells it left).
-fn write_ops(g: &Geofence, cond: Cond) -> Result<Vec<WriteOp>, ApiError> {
+pub(crate) fn write_ops(g: &Geofence, cond: Cond) -> Result<Vec<WriteOp>, ApiError> {
     let mut ops = vec![WriteOp::Put { table: Table::Main, item: to_item(&fences_pk(&g.project_id), &g.id, g)?, cond }];
     for c in &g.cells {
         ops.push(WriteOp::Put {

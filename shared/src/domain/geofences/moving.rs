@@ -51,16 +51,16 @@ pub struct MovingGeofence {
     pub version: u64,
 }
 
-fn fences_pk(pid: &str) -> String {
+pub(crate) fn fences_pk(pid: &str) -> String {
     format!("{pid}#MF")
 }
-fn deleted_pk(pid: &str) -> String {
+pub(crate) fn deleted_pk(pid: &str) -> String {
     format!("{pid}#MFD")
 }
-fn pair_pk(pid: &str, fid: &str) -> String {
+pub(crate) fn pair_pk(pid: &str, fid: &str) -> String {
     format!("{pid}#MS#{fid}")
 }
-fn user_cell_pk(pid: &str, cell: &str) -> String {
+pub(crate) fn user_cell_pk(pid: &str, cell: &str) -> String {
     format!("{pid}#UC#{cell}")
 }
 

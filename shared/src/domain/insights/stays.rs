@@ -173,10 +173,10 @@ impl Run {
     }
 }
 
-fn stays_pk(pid: &str, uid: &str) -> String {
+pub(crate) fn stays_pk(pid: &str, uid: &str) -> String {
     format!("{pid}#ST#{uid}")
 }
-fn run_pk(pid: &str, uid: &str) -> String {
+pub(crate) fn run_pk(pid: &str, uid: &str) -> String {
     format!("{pid}#SS#{uid}")
 }
 

@@ -272,16 +272,16 @@ impl Trip {
     }
 }
 
-fn trips_pk(project_id: &str, api: Api) -> String {
+pub(crate) fn trips_pk(project_id: &str, api: Api) -> String {
     match api {
         Api::V1 => format!("{project_id}#T1"),
         Api::V2 => format!("{project_id}#T2"),
     }
 }
-fn deleted_pk(project_id: &str) -> String {
+pub(crate) fn deleted_pk(project_id: &str) -> String {
     format!("{project_id}#TD")
 }
-fn events_pk(project_id: &str, trip_id: &str) -> String {
+pub(crate) fn events_pk(project_id: &str, trip_id: &str) -> String {
     format!("{project_id}#TE#{trip_id}")
 }
 

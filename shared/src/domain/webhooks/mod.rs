@@ -100,7 +100,7 @@ impl Endpoint {
     }
 }
 
-fn endpoints_pk(pid: &str) -> String {
+pub(crate) fn endpoints_pk(pid: &str) -> String {
     format!("{pid}#WH")
 }
 
