@@ -61,8 +61,9 @@ times = {b: [] for b in args.binaries}
 for _ in range(args.runs):
     for b in args.binaries:
         times[b].append(once(b))
-result = {os.path.basename(b): {"median": statistics.median(t), "min": min(t), "max": max(t)}
-          for b, t in times.items()}
+names = [os.path.basename(b) for b in args.binaries]
+name = (lambda b: os.path.basename(b)) if len(set(names)) == len(names) else (lambda b: b)  # noqa: E731
+result = {name(b): {"median": statistics.median(t), "min": min(t), "max": max(t)} for b, t in times.items()}
 if args.json:
     print(json.dumps(result))
 else:

@@ -15,6 +15,7 @@ pub mod paging;
 pub mod state;
 pub mod store;
 pub mod time;
+pub mod tls;
 
 pub use envelope::{Envelope, GpxFile, V2Envelope};
 pub use error::{ApiError, V2Error};
