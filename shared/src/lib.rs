@@ -16,6 +16,7 @@ pub mod state;
 pub mod stats;
 pub mod store;
 pub mod time;
+pub mod tls;
 
 pub use envelope::{Envelope, GpxFile, V2Envelope};
 pub use error::{ApiError, V2Error};

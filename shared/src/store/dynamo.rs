@@ -15,6 +15,7 @@ use aws_sdk_dynamodb::types::{
     ReturnConsumedCapacity, ScalarAttributeType, Select, TransactWriteItem,
 };
 use futures::{StreamExt, TryStreamExt};
+use tokio::sync::OnceCell;
 
 use super::tables::{PARTITION_KEY, SORT_KEY};
 use super::{
@@ -28,7 +29,10 @@ const PUT_CONCURRENCY: usize = 32;
 
 #[derive(Clone)]
 pub struct DynamoStore {
-    client: Client,
+    /// Built on first use: resolving the configuration chain and setting up HTTPS takes a few
+    /// milliseconds that a Lambda function would otherwise spend before it can ask for its first
+    /// event (see `from_env`).
+    client: Arc<OnceCell<Client>>,
     names: TableNames,
     /// Capacity units consumed by this store's calls so far (DynamoDB reports them per call).
     consumed: Arc<Mutex<f64>>,
@@ -38,9 +42,39 @@ fn backend<E: std::fmt::Debug>(e: E) -> StoreError {
     StoreError::Backend(format!("{e:?}"))
 }
 
+/// A client from the standard AWS configuration chain. `AWS_ENDPOINT_URL_DYNAMODB` points it at
+/// DynamoDB Local; there, when no credentials are configured, dummy ones are used (DynamoDB Local
+/// accepts any). HTTPS trusts the bundled roots of [`crate::tls`].
+async fn client_from_env() -> Client {
+    let started = std::time::Instant::now();
+    let mut loader =
+        aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(crate::tls::sdk_http_client());
+    let local = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").is_ok();
+    if local && std::env::var("AWS_ACCESS_KEY_ID").is_err() && std::env::var("AWS_PROFILE").is_err() {
+        loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "local",
+            "local",
+            None,
+            None,
+            "waymark-local",
+        ));
+    }
+    if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
+        loader = loader.region(aws_config::Region::new("us-east-1"));
+    }
+    let client = Client::new(&loader.load().await);
+    tracing::debug!(elapsed = ?started.elapsed(), "DynamoDB client built");
+    client
+}
+
 impl DynamoStore {
     pub fn new(client: Client, names: TableNames) -> Self {
-        Self { client, names, consumed: Arc::default() }
+        Self { client: Arc::new(OnceCell::new_with(Some(client))), names, consumed: Arc::default() }
+    }
+
+    /// The client, built by the first call that needs it.
+    async fn client(&self) -> &Client {
+        self.client.get_or_init(client_from_env).await
     }
 
     /// Read and write capacity units consumed by this store's calls so far.
@@ -53,25 +87,12 @@ impl DynamoStore {
         *self.consumed.lock().unwrap_or_else(|e| e.into_inner()) += units;
     }
 
-    /// A client from the standard AWS configuration chain. `AWS_ENDPOINT_URL_DYNAMODB` points it
-    /// at DynamoDB Local; there, when no credentials are configured, dummy ones are used (DynamoDB
-    /// Local accepts any).
+    /// A store whose client comes from the standard AWS configuration chain, resolved when the
+    /// first call needs it (a cold start asks Lambda for its first event sooner). The chain is
+    /// read then; the conditions it fails on are the SDK's as before (credentials were always
+    /// resolved lazily), and they fail that call with the SDK's error.
     pub async fn from_env(names: TableNames) -> Self {
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-        let local = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").is_ok();
-        if local && std::env::var("AWS_ACCESS_KEY_ID").is_err() && std::env::var("AWS_PROFILE").is_err() {
-            loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                "local",
-                "local",
-                None,
-                None,
-                "waymark-local",
-            ));
-        }
-        if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
-            loader = loader.region(aws_config::Region::new("us-east-1"));
-        }
-        Self::new(Client::new(&loader.load().await), names)
+        Self { client: Arc::new(OnceCell::new()), names, consumed: Arc::default() }
     }
 
     fn name(&self, t: Table) -> &str {
@@ -143,7 +164,8 @@ fn key_condition(q: &Query) -> (String, Av) {
 impl Store for DynamoStore {
     async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
         let out = self
-            .client
+            .client()
+            .await
             .get_item()
             .table_name(self.name(table))
             .set_key(Some(key_av(pk, sk)))
@@ -159,7 +181,8 @@ impl Store for DynamoStore {
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
         let (expr, names, values) = cond_expr(&cond)?;
         let r = self
-            .client
+            .client()
+            .await
             .put_item()
             .table_name(self.name(table))
             .set_item(Some(to_av(&item)?))
@@ -182,7 +205,8 @@ impl Store for DynamoStore {
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError> {
         let (expr, names, values) = cond_expr(&cond)?;
         let r = self
-            .client
+            .client()
+            .await
             .delete_item()
             .table_name(self.name(table))
             .set_key(Some(key_av(pk, sk)))
@@ -212,7 +236,8 @@ impl Store for DynamoStore {
                 break;
             }
             let out = self
-                .client
+                .client()
+                .await
                 .query()
                 .table_name(self.name(table))
                 .key_condition_expression(&expr)
@@ -249,7 +274,8 @@ impl Store for DynamoStore {
         let mut total = 0usize;
         loop {
             let out = self
-                .client
+                .client()
+                .await
                 .query()
                 .table_name(self.name(table))
                 .key_condition_expression(&expr)
@@ -308,7 +334,8 @@ impl Store for DynamoStore {
             items.push(item);
         }
         let r = self
-            .client
+            .client()
+            .await
             .transact_write_items()
             .set_transact_items(Some(items))
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
@@ -361,7 +388,8 @@ impl Store for DynamoStore {
         let mut items = Vec::new();
         loop {
             let out = self
-                .client
+                .client()
+                .await
                 .scan()
                 .table_name(self.name(table))
                 .consistent_read(true)
@@ -380,7 +408,7 @@ impl Store for DynamoStore {
     }
 
     async fn ensure_tables(&self) -> Result<(), StoreError> {
-        let existing = self.client.list_tables().send().await.map_err(backend)?.table_names.unwrap_or_default();
+        let existing = self.client().await.list_tables().send().await.map_err(backend)?.table_names.unwrap_or_default();
         for def in TABLES {
             let name = self.name(def.table);
             if existing.iter().any(|n| n == name) {
@@ -391,7 +419,8 @@ impl Store for DynamoStore {
             };
             let key = |n: &str, t: KeyType| KeySchemaElement::builder().attribute_name(n).key_type(t).build();
             let r = self
-                .client
+                .client()
+                .await
                 .create_table()
                 .table_name(name)
                 .attribute_definitions(attr(PARTITION_KEY).map_err(backend)?)
@@ -407,7 +436,8 @@ impl Store for DynamoStore {
                 Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => {}
                 Err(e) => return Err(backend(e)),
             }
-            self.client
+            self.client()
+                .await
                 .wait_until_table_exists()
                 .table_name(name)
                 .wait(std::time::Duration::from_secs(60))

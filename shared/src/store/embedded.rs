@@ -1,6 +1,7 @@
 //! The embedded store: redb, one redb table per logical table, keys `pk \0 sk`, values JSON.
-//! File-backed by default (survives restarts), in memory for tests. redb is synchronous, so each
-//! call runs on tokio's blocking pool.
+//! File-backed by default (survives restarts), in memory for tests. redb is synchronous: writes
+//! (a commit syncs the file) and reads of unknown size run on tokio's blocking pool; small reads
+//! run on the calling task (see [`INLINE_ITEMS`]).
 
 use std::ops::Bound;
 use std::path::Path;
@@ -16,6 +17,12 @@ type RedbTable = TableDefinition<'static, &'static str, &'static [u8]>;
 fn redb_table(t: Table) -> RedbTable {
     TableDefinition::new(t.def().name)
 }
+
+/// Reads of at most this many entries run on the calling task. A read of a few cached pages takes
+/// microseconds, less than handing it to the blocking pool and waking a thread for it, which was
+/// the top cost of a warm `GET /v1/api/user/` (three such hand-offs per request); yet a read this
+/// size still holds a runtime worker for well under a millisecond.
+const INLINE_ITEMS: usize = 1_000;
 
 /// Separates partition and sort key; below every character our keys use.
 const SEP: char = '\0';
@@ -124,6 +131,39 @@ fn scan(
     Ok(())
 }
 
+/// Up to `limit` items of a query, and the cursor to continue when the limit cut it short.
+fn query_page(db: &Database, table: Table, q: &Query) -> Result<Page, StoreError> {
+    let mut items = Vec::new();
+    let limit = q.limit.unwrap_or(usize::MAX);
+    let mut more = false;
+    scan(db, table, q, |v| {
+        if items.len() == limit {
+            more = true;
+            return Ok(false);
+        }
+        items.push(decode(v)?);
+        Ok(true)
+    })?;
+    let last_sk = if more { items.last().map(key_of).transpose()?.map(|(_, sk)| sk) } else { None };
+    Ok(Page { items, last_sk })
+}
+
+/// The entries between `bounds`; `None` when there are more than `cap`.
+fn count_range(
+    db: &Database,
+    table: Table,
+    (lo, hi): &(Bound<String>, Bound<String>),
+    cap: Option<usize>,
+) -> Result<Option<usize>, StoreError> {
+    let txn = db.begin_read().map_err(backend)?;
+    let t = txn.open_table(redb_table(table)).map_err(backend)?;
+    let r = t.range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str))).map_err(backend)?;
+    Ok(match cap {
+        None => Some(r.count()),
+        Some(cap) => Some(r.take(cap + 1).count()).filter(|&n| n <= cap),
+    })
+}
+
 fn write_op(txn: &redb::WriteTransaction, op: &WriteOp) -> Result<(), StoreError> {
     match op {
         WriteOp::Put { table, item, cond } => {
@@ -164,13 +204,9 @@ fn write_all(db: &Database, ops: &[WriteOp]) -> Result<(), StoreError> {
 #[async_trait]
 impl Store for EmbeddedStore {
     async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
-        let k = key(pk, sk);
-        self.run(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
-            let t = txn.open_table(redb_table(table)).map_err(backend)?;
-            t.get(k.as_str()).map_err(backend)?.map(|g| decode(g.value())).transpose()
-        })
-        .await
+        let txn = self.db.begin_read().map_err(backend)?;
+        let t = txn.open_table(redb_table(table)).map_err(backend)?;
+        t.get(key(pk, sk).as_str()).map_err(backend)?.map(|g| decode(g.value())).transpose()
     }
 
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
@@ -183,23 +219,11 @@ impl Store for EmbeddedStore {
     }
 
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError> {
+        if q.limit.is_some_and(|n| n <= INLINE_ITEMS) {
+            return query_page(&self.db, table, q);
+        }
         let q = q.clone();
-        self.run(move |db| {
-            let mut items = Vec::new();
-            let limit = q.limit.unwrap_or(usize::MAX);
-            let mut more = false;
-            scan(db, table, &q, |v| {
-                if items.len() == limit {
-                    more = true;
-                    return Ok(false);
-                }
-                items.push(decode(v)?);
-                Ok(true)
-            })?;
-            let last_sk = if more { items.last().map(key_of).transpose()?.map(|(_, sk)| sk) } else { None };
-            Ok(Page { items, last_sk })
-        })
-        .await
+        self.run(move |db| query_page(db, table, &q)).await
     }
 
     async fn query_json(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
@@ -217,15 +241,12 @@ impl Store for EmbeddedStore {
     }
 
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError> {
-        let (lo, hi) = bounds(pk, range);
-        self.run(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
-            let t = txn.open_table(redb_table(table)).map_err(backend)?;
-            let r =
-                t.range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str))).map_err(backend)?;
-            Ok(r.count())
-        })
-        .await
+        let bounds = bounds(pk, range);
+        // Most ranges are short: count here, and only a long one again on the blocking pool.
+        if let Some(n) = count_range(&self.db, table, &bounds, Some(INLINE_ITEMS))? {
+            return Ok(n);
+        }
+        self.run(move |db| Ok(count_range(db, table, &bounds, None)?.unwrap_or_default())).await
     }
 
     async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {

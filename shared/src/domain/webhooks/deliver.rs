@@ -127,7 +127,9 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(store: Arc<dyn Store>, cfg: DeliveryConfig) -> Result<Self, String> {
+        let tls = crate::tls::rustls_config().map_err(|e| format!("webhook client TLS: {e}"))?;
         let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
             .user_agent(USER_AGENT)
             .timeout(cfg.timeout)
             .redirect(reqwest::redirect::Policy::none())
