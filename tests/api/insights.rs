@@ -100,7 +100,7 @@ fn history(start: NaiveDate, days: i64, seed: u64, night_shift: bool) -> Vec<Val
     out
 }
 
-async fn user_with(app: &TestApp, fixes: &[Value]) -> String {
+pub(crate) async fn user_with(app: &TestApp, fixes: &[Value]) -> String {
     let u = app.create_user(json!({})).await;
     for batch in fixes.chunks(1000) {
         let (s, r) = app
@@ -111,7 +111,7 @@ async fn user_with(app: &TestApp, fixes: &[Value]) -> String {
     u
 }
 
-async fn insights(app: &TestApp, kind: &str, user: &str) -> Vec<Value> {
+pub(crate) async fn insights(app: &TestApp, kind: &str, user: &str) -> Vec<Value> {
     let (s, r) = app.get(&format!("/v3/api/insights/{kind}/?user_id={user}")).await;
     assert_eq!(s, StatusCode::OK, "{r}");
     assert_eq!(r["data"]["user_id"], user);

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::both;
 use crate::helpers::{Key, TestApp, assert_error};
+use crate::insights::{insights, user_with};
 use crate::life::{DayPlan, Life, MATCH_M, Pos, Sampling, Truth, centre, live, reach_m, score};
 use crate::trace::geodesic;
 
@@ -50,24 +51,6 @@ fn commuter(d: NaiveDate, home: Pos, office: Option<Pos>) -> DayPlan {
         }
         None => vec![(0.0, 24.0, home)],
     }
-}
-
-async fn user_with(app: &TestApp, fixes: &[Value]) -> String {
-    let u = app.create_user(json!({})).await;
-    for batch in fixes.chunks(1000) {
-        let (s, r) = app
-            .call("POST", "/v1/api/location/", Key::Publishable, Some(&json!({"user_id": u, "locations": batch})))
-            .await;
-        assert_eq!(s, StatusCode::CREATED, "{r}");
-    }
-    u
-}
-
-async fn insights(app: &TestApp, kind: &str, user: &str) -> Vec<Value> {
-    let (s, r) = app.get(&format!("/v3/api/insights/{kind}/?user_id={user}")).await;
-    assert_eq!(s, StatusCode::OK, "{r}");
-    let key = if kind == "poi" { "insights" } else { kind };
-    r["data"][key].as_array().unwrap_or_else(|| panic!("{r}")).clone()
 }
 
 /// Everything the insights say of a life, scored against its truth and reported.
