@@ -242,8 +242,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             hi = hi.min(since - chrono::Duration::milliseconds(1));
         }
         let hi = id_at(hi, u64::MAX);
-        let user = users::get(store, p, user_id).await?;
-        if user.is_none() {
+        let Some(user) = users::get(store, p, user_id).await? else {
             // Erased (or being erased): nothing to derive, and no watermark to write, which would
             // bring back an item naming a user who must leave none. Fixes here were stored by an
             // ingest that passed its user check before the erasure began: they go too.
@@ -253,8 +252,8 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
                 store.delete(Table::Main, &mpk, sk, Cond::None).await?;
             }
             return Ok(Pass::Done(Processed::default()));
-        }
-        let start = start_of(&wm, user.as_ref());
+        };
+        let start = start_of(&wm, &user);
         let q = Query::new(locations_pk(&p.project_id, user_id), SkRange::Between("0".repeat(24), hi))
             .after(start.last_id.clone())
             .limit(PASS_FIXES);
@@ -270,10 +269,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             .filter(|(_, m)| start.last_at.is_some_and(|w| m.since < w))
             .map(|(_, m)| (m.since, m.until.unwrap_or(Timestamp(chrono::DateTime::<chrono::Utc>::MAX_UTC))))
             .collect();
-        let Plan { facts, marks: work_marks, mut states } = match &user {
-            Some(user) => plan(store, p, user, &fixes, &late).await?,
-            None => Plan::default(), // deleted: nothing to derive, only move past it
-        };
+        let Plan { facts, marks: work_marks, mut states } = plan(store, p, &user, &fixes, &late).await?;
         // The states were read one by one after the watermark. Had another pass committed in
         // between, they would be newer than the watermark, and facts derived from the mix would
         // be wrong (an exit before its entry). A watermark unchanged after the reads proves the
@@ -343,11 +339,11 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
 /// existed (no watermark yet), the newest fix that the old in-request derivation had covered.
 /// Replaying that history against today's states would fire events again. A last location in
 /// the future (the old code let one pin it) is not trusted: that user starts from the beginning.
-fn start_of(wm: &Watermark, user: Option<&users::User>) -> Watermark {
+fn start_of(wm: &Watermark, user: &users::User) -> Watermark {
     if wm.version > 0 || wm.last_id.is_some() {
         return wm.clone();
     }
-    let last = user.and_then(|u| u.last_location_update.as_ref()).filter(|l| l.recorded_at <= latest_acceptable());
+    let last = user.last_location_update.as_ref().filter(|l| l.recorded_at <= latest_acceptable());
     Watermark { last_id: last.map(|l| l.id.clone()), last_at: last.map(|l| l.recorded_at), version: 0 }
 }
 
