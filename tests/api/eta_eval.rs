@@ -30,9 +30,7 @@ struct Drive {
     fixes: Vec<Location>,
 }
 
-fn ts(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.3f").to_string()
-}
+use crate::trips::ts;
 
 fn generate(seed: u64) -> Drive {
     let mut rng = Rng::new(seed * 7919 + 13);

@@ -11,9 +11,7 @@ use crate::helpers::{Key, TestApp, assert_error};
 
 const ORIGIN: [f64; 2] = [2.3522, 48.8566];
 
-fn ts(t: chrono::DateTime<Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.3f").to_string()
-}
+use crate::trips::ts;
 
 /// Dates around now (yesterday to tomorrow, so a run at midnight still covers what it made).
 fn days() -> (String, String) {

@@ -7,7 +7,7 @@
 //! - stops where they truly are (still at least 2 minutes), no others;
 //! - movement while paused not counted;
 //! - elevation gain within 20 % on a hilly route, under 20 m per 10 km on a flat one;
-//! - cumulative per-point distance and duration ending at the totals;
+//! - cumulative per-point distance and duration ending at the totals, each point's duration the active time from the start to its fix;
 //! - every outlier left out of the route.
 //!
 //! `cargo test -p waymark-tests --test api trip_gps -- --nocapture` prints the table the README
@@ -295,16 +295,24 @@ fn check(c: &Case, samples: &[Sample], s: &Value, ended: &Value) -> Outcome {
         format!("{gain:.0} m on flat ({per_10km:.1} m/10 km)")
     };
 
-    // Cumulative per-point figures grow along the route and add up to the totals (the last
-    // point's duration is the total by definition, so only its bound is checked).
-    let col = |f: &str| route.iter().map(|p| p[f].as_f64().unwrap_or(0.0)).collect::<Vec<_>>();
+    // Cumulative per-point figures grow along the route and end at the totals; every point
+    // but the last (which counts to the trip's end) has the active seconds from the start to its
+    // fix, the pause left out, as the generator's clock says.
+    let col = |f: &str| route.iter().map(|p| p[f].as_f64().unwrap_or_else(|| panic!("{f}: {p}"))).collect::<Vec<_>>();
     for f in ["distance", "duration", "elevation_gain"] {
         assert!(col(f).windows(2).all(|w| w[0] <= w[1]), "{name}: {f} not cumulative");
     }
     let end = route.last().unwrap();
     assert_eq!(end["distance"], s["distance_covered"], "{name}");
-    assert!(col("duration").iter().all(|&d| d <= s["duration"].as_f64().unwrap()), "{name}");
+    assert_eq!(end["duration"], s["duration"], "{name}");
     assert_eq!(end["elevation_gain"], s["total_elevation_gain"], "{name}");
+    let second_of: std::collections::HashMap<&str, usize> =
+        samples.iter().map(|x| (x.json["recorded_at"].as_str().unwrap(), x.second)).collect();
+    for p in &route[..route.len() - 1] {
+        let k = second_of[p["recorded_at"].as_str().unwrap()];
+        let paused = c.pause.map_or(0, |(a, b)| k.min(b).saturating_sub(a));
+        assert_eq!(p["duration"].as_u64(), Some((k - paused) as u64), "{name}: duration at {p}");
+    }
 
     // Every outlier in the trip's active time is left out, with its reason.
     let excluded: Vec<&str> =
