@@ -134,6 +134,10 @@ impl Shape {
     }
 }
 
+/// Index cells a search reads at once (a 10 km circle covers several hundred; unbounded, they
+/// would all be in flight together).
+pub const CELL_READS_IN_FLIGHT: usize = 32;
+
 /// How far (as a factor) an edge's distance on the sphere may be from the nearest edge's and still
 /// be the nearest on the ellipsoid: the sphere is within 0.5 % of the ellipsoid, both ways.
 const SPHERE_MARGIN: f64 = 1.011;

@@ -13,6 +13,7 @@ pub mod events;
 pub mod index;
 pub mod moving;
 
+use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -729,7 +730,11 @@ pub async fn search(
     radius_m: f64,
 ) -> Result<(Vec<(Geofence, f64)>, usize), ApiError> {
     let cells = index::search_cells(at, radius_m)?;
-    let pages = futures::future::try_join_all(cells.iter().map(|c| in_cell(store, p, c))).await?;
+    let pages: Vec<Vec<Geofence>> = futures::stream::iter(cells)
+        .map(|c| async move { in_cell(store, p, &c).await })
+        .buffer_unordered(index::CELL_READS_IN_FLIGHT)
+        .try_collect()
+        .await?;
     let read = pages.iter().map(Vec::len).sum();
     let mut seen = std::collections::HashSet::new();
     let mut hits: Vec<(Geofence, f64)> = pages

@@ -281,9 +281,6 @@ pub fn reindex_ops(
     Ok(ops)
 }
 
-/// Index cells read at once by [`near`] (a 10 km circle covers several hundred).
-const CELL_READS_IN_FLIGHT: usize = 32;
-
 /// Users whose latest position is within `radius_m` of `at`, with their distances in meters,
 /// from the cell index (moving fences and the nearby users search). The cells are read
 /// concurrently, a bounded number at a time.
@@ -294,7 +291,7 @@ pub async fn near(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -> 
             .map(|c| async move {
                 store.query(Table::Main, &Query::new(user_cell_pk(&p.project_id, &c), SkRange::All)).await
             })
-            .buffer_unordered(CELL_READS_IN_FLIGHT)
+            .buffer_unordered(index::CELL_READS_IN_FLIGHT)
             .try_collect()
             .await?;
     let mut out = Vec::new();
