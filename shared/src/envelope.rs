@@ -3,7 +3,6 @@
 
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use serde_json::json;
 
 /// The `msg` Roam answers on success for most operations (its clients may show it).
 pub const SUCCESS: &str = "Success.";
@@ -25,9 +24,20 @@ impl<T: Serialize> Envelope<T> {
     }
 }
 
+/// The v1/v3 body, serialised straight from `data` (building a `json!` tree around it copied the
+/// whole of `data` once more: a fifth of a warm list request's time). Fields in the order the
+/// tree wrote them (sorted), so answers stay byte for byte the same.
+#[derive(Serialize)]
+struct Body<'a, T> {
+    code: u16,
+    data: &'a T,
+    msg: &'a str,
+    status: bool,
+}
+
 impl<T: Serialize> IntoResponse for Envelope<T> {
     fn into_response(self) -> Response {
-        let body = json!({"status": true, "msg": self.msg, "code": self.code, "data": self.data});
+        let body = Body { code: self.code, data: &self.data, msg: &self.msg, status: true };
         (status_of(self.code), axum::Json(body)).into_response()
     }
 }

@@ -81,7 +81,7 @@ pub async fn list_page_in<T: serde::de::DeserializeOwned>(
     filter: Option<&(dyn Fn(&T) -> bool + Sync)>,
     order: Order,
 ) -> Result<(Vec<T>, PageInfo), crate::store::StoreError> {
-    use crate::store::{Query, from_item};
+    use crate::store::{Query, from_item, from_json};
     let mut query = Query::new(pk, range.clone());
     if order == Order::NewestFirst {
         query = query.descending();
@@ -92,8 +92,8 @@ pub async fn list_page_in<T: serde::de::DeserializeOwned>(
             if page.offset() >= total {
                 return Ok((Vec::new(), PageInfo::new(page, total)));
             }
-            let got = store.query(table, &query.limit(page.offset() + PAGE_SIZE)).await?;
-            let items = got.items.into_iter().skip(page.offset()).map(from_item).collect::<Result<_, _>>()?;
+            let docs = store.query_docs(table, &query.limit(page.offset() + PAGE_SIZE)).await?;
+            let items = docs.iter().skip(page.offset()).map(|d| from_json(d)).collect::<Result<_, _>>()?;
             Ok((items, PageInfo::new(page, total)))
         }
         Some(keep) => {

@@ -2,11 +2,12 @@
 
 use axum::Router;
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 use shared::auth::{SdkKey, SecretKey};
 use shared::domain::erasure;
-use shared::domain::users::{self, CreateUser, UpdateUser, created_json, user_json};
+use shared::domain::users::{self, CreateUser, UpdateUser, UserView, UsersPage, created_json, user_json};
 use shared::http::route;
 use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
@@ -31,27 +32,34 @@ async fn create(
 /// Parameters that may not be combined with `user_id`.
 const LIST_FILTERS: [&str; 5] = ["start_date", "end_date", "page_number", "metadata", "timezone_offset"];
 
-async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
     q.only(&["user_id", "timezone_offset", "start_date", "end_date", "page_number", "metadata"])?;
     if let Some(id) = q.opt("user_id") {
         if let Some(other) = LIST_FILTERS.iter().find(|f| q.has(f)) {
             return Err(ApiError::field("user_id", format!("use it alone; it cannot be combined with {other}")));
         }
         let user = users::require(s.store.as_ref(), &p, "user_id", id).await?;
-        let data = json!({"next_page": null, "pages": 1, "prev_page": null, "account_id": p.account_id,
-            "users": [user_json(&user, None)]});
-        return Ok(Envelope::ok(shared::envelope::SUCCESS, data));
+        let page = UsersPage {
+            account_id: &p.account_id,
+            next_page: None,
+            pages: 1,
+            prev_page: None,
+            users: vec![UserView::new(&user, None)],
+        };
+        return Ok(Envelope::ok(shared::envelope::SUCCESS, page).into_response());
     }
     let tz = q.timezone()?;
     let range = q.date_range(tz)?;
     let filter = q.metadata_filter()?;
     let (list, info) = users::list(s.store.as_ref(), &p, range, filter.as_ref(), q.page_number()?).await?;
-    let data = json!({
-        "next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page,
-        "account_id": p.account_id,
-        "users": list.iter().map(|u| user_json(u, tz)).collect::<Vec<_>>(),
-    });
-    Ok(Envelope::ok(shared::envelope::SUCCESS, data))
+    let page = UsersPage {
+        account_id: &p.account_id,
+        next_page: info.next_page,
+        pages: info.pages,
+        prev_page: info.prev_page,
+        users: list.iter().map(|u| UserView::new(u, tz)).collect(),
+    };
+    Ok(Envelope::ok(shared::envelope::SUCCESS, page).into_response())
 }
 
 async fn update(

@@ -286,35 +286,86 @@ pub fn app_id(u: &User) -> String {
     format!("{}_{}", u.project_id, u.app_type)
 }
 
-/// A user as lists return it: every field of interface.md's User table.
+/// A user as lists return it: every field of interface.md's User table. Serialised straight into
+/// the response (a `json!` tree per user was an eighth of a warm list request's time); fields in
+/// sorted order, as the tree wrote them.
+#[derive(Debug, Serialize)]
+pub struct UserView<'a> {
+    account_id: &'a str,
+    app_id: String,
+    brand: &'a str,
+    created_at: String,
+    description: &'a Option<String>,
+    device_arn: &'a str,
+    device_token: &'a str,
+    device_uuid: &'a str,
+    event_listener: bool,
+    geofence_events: bool,
+    id: &'a str,
+    is_deleted: bool,
+    last_location_update: Value,
+    location_events: bool,
+    location_listener: bool,
+    metadata: &'a Option<Map<String, Value>>,
+    model: &'a str,
+    motion_events: bool,
+    nearby_events: bool,
+    os_version: &'a str,
+    project_id: &'a str,
+    sdk_version: &'a str,
+    trips_events: bool,
+    updated_at: String,
+}
+
+impl<'a> UserView<'a> {
+    pub fn new(u: &'a User, tz: Option<Tz>) -> Self {
+        let f = &u.flags;
+        Self {
+            account_id: &u.account_id,
+            app_id: app_id(u),
+            brand: &u.brand,
+            created_at: u.created_at.format(tz),
+            description: &u.description,
+            device_arn: &u.device_arn,
+            device_token: &u.device_token,
+            device_uuid: &u.device_uuid,
+            event_listener: f.event_listener,
+            geofence_events: f.geofence_events,
+            id: &u.id,
+            is_deleted: u.is_deleted,
+            last_location_update: u
+                .last_location_update
+                .as_ref()
+                .map(|l| location_json(l, tz))
+                .unwrap_or_else(|| json!({})),
+            location_events: f.location_events,
+            location_listener: f.location_listener,
+            metadata: &u.metadata,
+            model: &u.model,
+            motion_events: f.motion_events,
+            nearby_events: f.nearby_events,
+            os_version: &u.os_version,
+            project_id: &u.project_id,
+            sdk_version: &u.sdk_version,
+            trips_events: f.trips_events,
+            updated_at: u.updated_at.format(tz),
+        }
+    }
+}
+
+/// [`UserView`] as a JSON value.
 pub fn user_json(u: &User, tz: Option<Tz>) -> Value {
-    let f = &u.flags;
-    json!({
-        "id": u.id,
-        "app_id": app_id(u),
-        "device_token": u.device_token,
-        "device_uuid": u.device_uuid,
-        "description": u.description,
-        "brand": u.brand,
-        "model": u.model,
-        "os_version": u.os_version,
-        "sdk_version": u.sdk_version,
-        "device_arn": u.device_arn,
-        "geofence_events": f.geofence_events,
-        "motion_events": f.motion_events,
-        "location_events": f.location_events,
-        "trips_events": f.trips_events,
-        "nearby_events": f.nearby_events,
-        "location_listener": f.location_listener,
-        "event_listener": f.event_listener,
-        "metadata": u.metadata,
-        "is_deleted": u.is_deleted,
-        "created_at": u.created_at.format(tz),
-        "updated_at": u.updated_at.format(tz),
-        "last_location_update": u.last_location_update.as_ref().map(|l| location_json(l, tz)).unwrap_or_else(|| json!({})),
-        "project_id": u.project_id,
-        "account_id": u.account_id,
-    })
+    serde_json::to_value(UserView::new(u, tz)).unwrap_or_else(|_| json!({}))
+}
+
+/// A page of users as `GET /v1/api/user/` answers it (fields sorted, as above).
+#[derive(Debug, Serialize)]
+pub struct UsersPage<'a> {
+    pub account_id: &'a str,
+    pub next_page: Option<usize>,
+    pub pages: usize,
+    pub prev_page: Option<usize>,
+    pub users: Vec<UserView<'a>>,
 }
 
 /// The creation response's `data`, exactly the fields interface.md lists for it.

@@ -240,6 +240,22 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    async fn query_docs(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
+        let page = move |db: &Database, q: &Query| {
+            let (limit, mut out) = (q.limit.unwrap_or(usize::MAX), Vec::new());
+            scan(db, table, q, |v| {
+                out.push(v.to_vec());
+                Ok(out.len() < limit)
+            })?;
+            Ok(out)
+        };
+        if q.limit.is_some_and(|n| n <= INLINE_ITEMS) {
+            return page(&self.db, q);
+        }
+        let q = q.clone();
+        self.run(move |db| page(db, &q)).await
+    }
+
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError> {
         let bounds = bounds(pk, range);
         // Most ranges are short: count here, and only a long one again on the blocking pool.

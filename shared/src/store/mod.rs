@@ -127,6 +127,13 @@ pub trait Store: Send + Sync + 'static {
             }
         }
     }
+    /// One page of a query (its limit and cursor honoured) as JSON documents: a list decodes only
+    /// the items it returns, each straight into its record ([`from_json`]). By default the items
+    /// of [`Store::query`], encoded.
+    async fn query_docs(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
+        let page = self.query(table, q).await?;
+        page.items.iter().map(|i| serde_json::to_vec(i).map_err(|e| StoreError::Corrupt(e.to_string()))).collect()
+    }
     /// How many items of the partition fall in `range`.
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError>;
     /// All or nothing, at most [`MAX_TRANSACT_OPS`] operations on distinct keys.
