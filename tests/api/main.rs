@@ -13,6 +13,7 @@ mod conformance;
 mod erasure;
 mod errors;
 mod eta_eval;
+mod expiry;
 mod geofence_events;
 mod geofences;
 mod gps_truth;

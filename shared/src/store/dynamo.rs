@@ -19,7 +19,8 @@ use tokio::sync::OnceCell;
 
 use super::tables::{PARTITION_KEY, SORT_KEY};
 use super::{
-    Cond, Item, MAX_TRANSACT_OPS, Page, Query, SkRange, Store, StoreError, TABLES, Table, TableNames, WriteOp,
+    Cond, Item, MAX_TRANSACT_OPS, Page, Query, SkRange, Store, StoreError, TABLES, TTL_ATTRIBUTE, Table, TableNames,
+    WriteOp, epoch_now, is_expired,
 };
 
 type Av = HashMap<String, AttributeValue>;
@@ -160,6 +161,20 @@ fn key_condition(q: &Query) -> (String, Av) {
     (expr, values)
 }
 
+fn unzip((f, n): (String, HashMap<String, String>)) -> (Option<String>, Option<HashMap<String, String>>) {
+    (Some(f), Some(n))
+}
+
+/// The filter that leaves out items whose TTL has passed (DynamoDB deletes them only later), its
+/// names and values; added to the key condition's values. A TTL attribute that is not a number
+/// is no expiry, as for DynamoDB's TTL.
+fn unexpired(values: &mut Av) -> (String, HashMap<String, String>) {
+    values.insert(":now".into(), AttributeValue::N(epoch_now().to_string()));
+    values.insert(":num".into(), AttributeValue::S("N".into()));
+    let names = HashMap::from([("#ttl".to_owned(), TTL_ATTRIBUTE.to_owned())]);
+    ("attribute_not_exists(#ttl) OR NOT attribute_type(#ttl, :num) OR #ttl > :now".into(), names)
+}
+
 #[async_trait]
 impl Store for DynamoStore {
     async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
@@ -175,7 +190,7 @@ impl Store for DynamoStore {
             .await
             .map_err(backend)?;
         self.count_capacity(&out.consumed_capacity);
-        out.item.map(from_av).transpose()
+        Ok(out.item.map(from_av).transpose()?.filter(|i| !is_expired(i, epoch_now())))
     }
 
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
@@ -227,7 +242,10 @@ impl Store for DynamoStore {
     }
 
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError> {
-        let (expr, values) = key_condition(q);
+        let (expr, mut values) = key_condition(q);
+        // With a filter, DynamoDB's Limit counts the items read, not those returned: the loop
+        // below asks again until `limit` items have passed it.
+        let (filter, names) = if q.with_expired { (None, None) } else { unzip(unexpired(&mut values)) };
         let mut start = q.after.as_ref().map(|sk| key_av(&q.pk, sk));
         let mut items = Vec::new();
         loop {
@@ -241,6 +259,8 @@ impl Store for DynamoStore {
                 .query()
                 .table_name(self.name(table))
                 .key_condition_expression(&expr)
+                .set_filter_expression(filter.clone())
+                .set_expression_attribute_names(names.clone())
                 .set_expression_attribute_values(Some(values.clone()))
                 .scan_index_forward(!q.descending)
                 .consistent_read(true)
@@ -269,7 +289,8 @@ impl Store for DynamoStore {
 
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError> {
         let q = Query::new(pk, range.clone());
-        let (expr, values) = key_condition(&q);
+        let (expr, mut values) = key_condition(&q);
+        let (filter, names) = unexpired(&mut values);
         let mut start = None;
         let mut total = 0usize;
         loop {
@@ -279,6 +300,8 @@ impl Store for DynamoStore {
                 .query()
                 .table_name(self.name(table))
                 .key_condition_expression(&expr)
+                .filter_expression(&filter)
+                .set_expression_attribute_names(Some(names.clone()))
                 .set_expression_attribute_values(Some(values.clone()))
                 .select(Select::Count)
                 .consistent_read(true)
