@@ -5,15 +5,19 @@
 //!   with [`TTL_ATTRIBUTE`] (epoch seconds: recorded time plus the retention). On AWS the tables
 //!   enable DynamoDB TTL on it (template.yaml), which deletes expired items in the background,
 //!   typically within a few days as AWS documents, at no write cost. The setting is read at ingest
-//!   through a per-process cache of [`CACHE_SECONDS`], so on Lambda a change reaches items
+//!   through the per-process settings cache ([`settings::CACHE_SECONDS`]), so on Lambda a change reaches items
 //!   written by other instances within that delay (in `waymark serve` at once: the PUT refreshes
 //!   the cache of the process that serves everything).
 //! - **Sweeper.** [`sweep`] deletes what TTL does not cover: items written before the project
 //!   set retention (no attribute), items whose retention was shortened since, and everything in
 //!   the embedded store (redb has no TTL). `waymark serve` runs it every [`SWEEP_SECONDS`]; on
-//!   AWS the processor function runs it on its one-minute schedule. Each run deletes at most
-//!   [`RUN_BUDGET`] items, so a run stays short whatever the backlog; a project whose backlog is
-//!   larger continues where it stopped (a cursor item per project).
+//!   AWS the processor function runs it on its one-minute schedule. Each run is bounded three
+//!   ways ([`Budget`]): items deleted, queries made (a registry of many projects with many users
+//!   costs a query per user even when nothing has expired) and a deadline. Where a run stops is
+//!   stored (one cursor item: project, user list, user), so the next run, in this process or
+//!   after a restart, continues there, and every project and user is reached in turn however
+//!   large the registry. Concurrent runs are harmless: deletes are idempotent and the cursor is
+//!   last-writer-wins.
 //!
 //! The sweeper does not scan: projects with retention are listed in a small registry
 //! (`RETENTION`, one item per project, written with the setting), users come from the
@@ -21,12 +25,14 @@
 //! partition (ids are time-ordered), and events a key range of the project-wide events list,
 //! each of whose items names the fence and user copies to delete with it.
 //!
+//! Reads never show an item whose [`TTL_ATTRIBUTE`] has passed, on either store, although TTL
+//! and the sweeper remove it later (see `store`): a list, an export or a trip's route is the same
+//! before and after the deletion.
+//!
 //! Derived figures do not expire with the fixes: a trip record keeps its distance, duration and
 //! elevation gain (its summary answers them once the fixes may be gone, and a late fix does not
 //! recompute them from what remains: see `trips`), and insights read stays, never locations.
 
-use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -38,26 +44,31 @@ use super::{settings, users};
 use crate::auth::Project;
 use crate::error::ApiError;
 use crate::ids::id_at;
-use crate::store::{Cond, Item, Query, SkRange, Store, Table, from_item, key_of, to_item};
+use crate::store::{Cond, Item, Page, Query, SkRange, Store, Table, from_item, key_of, to_item};
 use crate::time::Timestamp;
 
 /// The numeric attribute (epoch seconds) DynamoDB TTL is enabled on, in both tables.
-pub const TTL_ATTRIBUTE: &str = "expires_at";
-/// How long a process trusts a project's `retention_days` read at ingest (seconds).
-pub const CACHE_SECONDS: u64 = 60;
+pub use crate::store::TTL_ATTRIBUTE;
 /// How often `waymark serve` runs the sweeper (seconds); the processor's schedule on AWS is the
 /// same minute.
 pub const SWEEP_SECONDS: u64 = 60;
 /// Most items one sweeper run deletes (an event counts as its three copies): at one run a minute,
 /// up to 300,000 items an hour.
 pub const RUN_BUDGET: usize = 5_000;
+/// Most queries one run makes: a user with nothing expired costs one, so a registry of 100,000
+/// users is gone through in about 50 runs (under an hour), at 2,000 small reads a minute.
+pub const RUN_QUERIES: usize = 2_000;
+/// Longest a run works: well inside the processor function's timeout (120 s, of which the
+/// erasure sweep may take 60) and the minute between runs.
+pub const RUN_TIME: Duration = Duration::from_secs(20);
 /// Items read and deleted per step.
 const PAGE: usize = 500;
-/// Users listed per read of a project's user list.
+/// Users listed per read of a project's user list; registry entries per read of the registry.
 const USERS_PAGE: usize = 100;
 
 const REGISTRY_PK: &str = "RETENTION";
 const CURSOR_PK: &str = "RETENTION#CURSOR";
+const CURSOR_SK: &str = "-";
 
 /// A project's entry in the sweeper's registry. A project that went back to keeping for ever
 /// keeps its entry with `retention_days: null` (a put, like every settings write).
@@ -67,10 +78,11 @@ struct Registered {
     retention_days: Option<u32>,
 }
 
-/// Where a project's sweep stopped: which user list (0 current, 1 deleted) and the last user
-/// whose expired fixes are all gone.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// Where the sweeper stopped: in which project (registry order), which of its user lists (0
+/// current, 1 deleted), and after which user (the last whose expired fixes are all gone).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct Cursor {
+    project: Option<String>,
     list: usize,
     after: Option<String>,
 }
@@ -81,28 +93,9 @@ pub(crate) fn registry_item(p: &Project, days: Option<u32>) -> Result<Item, ApiE
     Ok(to_item(REGISTRY_PK, &p.project_id, &r)?)
 }
 
-type Cache = HashMap<String, (Instant, Option<u32>)>;
-static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
-
-/// Note a project's retention as just read or written.
-pub(crate) fn remember(project_id: &str, days: Option<u32>) {
-    let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    // Bounded: a process that has seen very many projects starts over (one read each).
-    if c.len() > 10_000 {
-        c.clear();
-    }
-    c.insert(project_id.to_owned(), (Instant::now(), days));
-}
-
-/// A project's `retention_days`, read at most once per [`CACHE_SECONDS`] per process.
+/// A project's `retention_days`, through the settings cache ([`settings::cached`]).
 pub async fn days(store: &dyn Store, project_id: &str) -> Result<Option<u32>, ApiError> {
-    let cached = CACHE.lock().unwrap_or_else(|e| e.into_inner()).get(project_id).copied();
-    if let Some((_, d)) = cached.filter(|(at, _)| at.elapsed() < Duration::from_secs(CACHE_SECONDS)) {
-        return Ok(d);
-    }
-    let d = settings::get(store, project_id).await?.retention_days;
-    remember(project_id, d);
-    Ok(d)
+    Ok(settings::cached(store, project_id).await?.retention_days)
 }
 
 /// Put the TTL attribute on an item recorded at `at`, when the project keeps things `days`.
@@ -123,6 +116,28 @@ pub async fn may_have_expired(store: &dyn Store, project_id: &str, since: Timest
     Ok(days(store, project_id).await?.is_some_and(|d| since < cutoff(d, Timestamp::now())))
 }
 
+/// The bounds of one sweeper run.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// Most items deleted.
+    pub items: usize,
+    /// Most queries made.
+    pub queries: usize,
+    /// When the run stops, whatever is left.
+    pub deadline: Instant,
+}
+
+impl Budget {
+    /// The bounds of a scheduled run, from now.
+    pub fn run() -> Self {
+        Self { items: RUN_BUDGET, queries: RUN_QUERIES, deadline: Instant::now() + RUN_TIME }
+    }
+    /// At most `items` deletions, no other bound (tests, measurements).
+    pub fn items(items: usize) -> Self {
+        Self { items, queries: usize::MAX, deadline: Instant::now() + Duration::from_secs(3600) }
+    }
+}
+
 /// What one sweeper run did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Swept {
@@ -135,43 +150,102 @@ pub struct Swept {
     pub events: usize,
     /// Items deleted in all.
     pub items: usize,
-    /// Whether the run got through every project (else the budget ran out first).
+    /// Queries made.
+    pub queries: usize,
+    /// Whether the run went round every project (else a bound stopped it, and the stored cursor
+    /// says where the next run continues).
     pub finished: bool,
 }
 
-/// One sweeper run over every project with retention, deleting at most `budget` items; `now`
-/// decides what has expired.
-pub async fn sweep(store: &dyn Store, budget: usize, now: Timestamp) -> Result<Swept, ApiError> {
-    let mut out = Swept::default();
-    let mut after = None;
-    loop {
-        let q = Query::new(REGISTRY_PK, SkRange::All).after(after).limit(USERS_PAGE);
-        let page = store.query(Table::Main, &q).await?;
-        for item in page.items {
-            let r: Registered = from_item(item)?;
-            let Some(days) = r.retention_days else { continue };
-            if out.items >= budget {
-                return Ok(out);
-            }
-            sweep_project(store, &r.project_id, cutoff(days, now), budget, &mut out).await?;
-        }
-        match page.last_sk {
-            Some(sk) => after = Some(sk),
-            None => break,
-        }
-    }
-    out.finished = out.items < budget;
-    Ok(out)
+/// One run's state: its bounds, what it did, and the store.
+struct Run<'a> {
+    store: &'a dyn Store,
+    budget: Budget,
+    now: Timestamp,
+    out: Swept,
 }
 
-/// What [`sweep`] does for one project, with its current retention (nothing without one).
-pub async fn sweep_one(store: &dyn Store, project_id: &str, budget: usize, now: Timestamp) -> Result<Swept, ApiError> {
-    let mut out = Swept::default();
-    if let Some(d) = settings::get(store, project_id).await?.retention_days {
-        sweep_project(store, project_id, cutoff(d, now), budget, &mut out).await?;
+impl Run<'_> {
+    fn spent(&self) -> bool {
+        self.out.items >= self.budget.items
+            || self.out.queries >= self.budget.queries
+            || Instant::now() >= self.budget.deadline
     }
-    out.finished = out.items < budget;
-    Ok(out)
+
+    /// A query, counted; expired items included (they are what the sweeper is for).
+    async fn query(&mut self, table: Table, q: Query) -> Result<Page, ApiError> {
+        self.out.queries += 1;
+        Ok(self.store.query(table, &q.with_expired()).await?)
+    }
+}
+
+/// One sweeper run over the projects with retention, from where the last run stopped, within
+/// `budget`; `now` decides what has expired.
+pub async fn sweep(store: &dyn Store, budget: Budget, now: Timestamp) -> Result<Swept, ApiError> {
+    let saved: Option<Cursor> = store.get(Table::Main, CURSOR_PK, CURSOR_SK).await?.map(from_item).transpose()?;
+    let mut pos = saved.clone().unwrap_or_default();
+    let mut run = Run { store, budget, now, out: Swept::default() };
+    let first = pos.project.clone();
+    let stopped = 'lap: {
+        // The project the last run stopped in, from where it stopped.
+        if let Some(pid) = &first
+            && let Some(item) = store.get(Table::Main, REGISTRY_PK, pid).await?
+            && !run.project(&from_item(item)?, &mut pos).await?
+        {
+            break 'lap true;
+        }
+        // Then those after it, and round again to those before it.
+        let (mut after, mut wrapped) = (first.clone(), first.is_none());
+        loop {
+            if run.spent() {
+                break 'lap true;
+            }
+            let page =
+                run.query(Table::Main, Query::new(REGISTRY_PK, SkRange::All).after(after).limit(USERS_PAGE)).await?;
+            for item in page.items {
+                let r: Registered = from_item(item)?;
+                if wrapped && first.as_ref().is_some_and(|f| r.project_id >= *f) {
+                    break 'lap false;
+                }
+                pos = Cursor { project: Some(r.project_id.clone()), list: 0, after: None };
+                if !run.project(&r, &mut pos).await? {
+                    break 'lap true;
+                }
+            }
+            after = page.last_sk;
+            if after.is_none() {
+                if wrapped {
+                    break 'lap false;
+                }
+                wrapped = true;
+            }
+        }
+    };
+    if stopped {
+        if saved.as_ref() != Some(&pos) {
+            store.put(Table::Main, to_item(CURSOR_PK, CURSOR_SK, &pos)?, Cond::None).await?;
+        }
+    } else {
+        // A whole lap: the next run starts from the beginning.
+        run.out.finished = true;
+        if saved.is_some() {
+            store.delete(Table::Main, CURSOR_PK, CURSOR_SK, Cond::None).await?;
+        }
+    }
+    Ok(run.out)
+}
+
+/// One pass over one project with its current retention (nothing without one), from its start
+/// and within `budget`, without the stored cursor (tests and measurements).
+pub async fn sweep_one(store: &dyn Store, project_id: &str, budget: Budget, now: Timestamp) -> Result<Swept, ApiError> {
+    let mut run = Run { store, budget, now, out: Swept::default() };
+    let r = Registered {
+        project_id: project_id.to_owned(),
+        retention_days: settings::get(store, project_id).await?.retention_days,
+    };
+    let mut pos = Cursor::default();
+    run.out.finished = run.project(&r, &mut pos).await?;
+    Ok(run.out)
 }
 
 /// The key range of ids recorded before `cutoff`.
@@ -186,80 +260,83 @@ struct EventKeys {
     geofence_id: String,
 }
 
-async fn sweep_project(
-    store: &dyn Store,
-    pid: &str,
-    cutoff: Timestamp,
-    budget: usize,
-    out: &mut Swept,
-) -> Result<(), ApiError> {
-    out.projects += 1;
-    let range = expired(cutoff);
-    // Events: the project-wide list holds every event; its copy goes last, so a run cut short
-    // leaves it to find the others again.
-    while out.items < budget {
-        let n = ((budget - out.items) / 3).clamp(1, PAGE);
-        let page = store.query(Table::Main, &Query::new(events_pk(pid), range.clone()).limit(n)).await?;
-        if page.items.is_empty() {
-            break;
+impl Run<'_> {
+    /// Sweep one registered project from `pos` (its user list and user); `false` when a bound
+    /// stopped it, with `pos` where to continue.
+    async fn project(&mut self, r: &Registered, pos: &mut Cursor) -> Result<bool, ApiError> {
+        let Some(days) = r.retention_days else { return Ok(true) };
+        if self.spent() {
+            return Ok(false);
         }
-        let events = page.items.into_iter().map(from_item::<EventKeys>).collect::<Result<Vec<_>, _>>()?;
-        let copies = events
-            .iter()
-            .flat_map(|e| {
-                [(fence_events_pk(pid, &e.geofence_id), e.id.clone()), (user_events_pk(pid, &e.user_id), e.id.clone())]
-            })
-            .collect();
-        store.delete_many(Table::Main, copies).await?;
-        store.delete_many(Table::Main, events.iter().map(|e| (events_pk(pid), e.id.clone())).collect()).await?;
-        out.events += events.len();
-        out.items += 3 * events.len();
-        if page.last_sk.is_none() {
-            break;
-        }
-    }
-    // Locations: user by user, from where the last run stopped.
-    let saved = store.get(Table::Main, CURSOR_PK, pid).await?;
-    let start: Cursor = saved.clone().map(from_item).transpose()?.unwrap_or_default();
-    let lists = [users::users_pk(pid), users::deleted_pk(pid)];
-    for (li, list) in lists.iter().enumerate().skip(start.list) {
-        let mut after = if li == start.list { start.after.clone() } else { None };
+        let (store, pid) = (self.store, r.project_id.as_str());
+        self.out.projects += 1;
+        let range = expired(cutoff(days, self.now));
+        // Events: the project-wide list holds every event; its copy goes last, so a run cut short
+        // leaves it to find the others again.
         loop {
-            let page = store
-                .query(Table::Main, &Query::new(list, SkRange::All).after(after.clone()).limit(USERS_PAGE))
-                .await?;
-            for u in &page.items {
-                let (_, uid) = key_of(u)?;
-                loop {
-                    if out.items >= budget {
-                        let c = Cursor { list: li, after };
-                        store.put(Table::Main, to_item(CURSOR_PK, pid, &c)?, Cond::None).await?;
-                        return Ok(());
-                    }
-                    let n = (budget - out.items).min(PAGE);
-                    let q = Query::new(locations_pk(pid, &uid), range.clone()).limit(n);
-                    let locs = store.query(Table::Locations, &q).await?;
-                    let keys = locs.items.iter().map(key_of).collect::<Result<Vec<_>, _>>()?;
-                    let done = locs.last_sk.is_none();
-                    out.locations += keys.len();
-                    out.items += keys.len();
-                    store.delete_many(Table::Locations, keys).await?;
-                    if done {
-                        break;
-                    }
-                }
-                out.users += 1;
-                after = Some(uid);
+            if self.spent() {
+                return Ok(false);
             }
+            let n = ((self.budget.items - self.out.items) / 3).clamp(1, PAGE);
+            let page = self.query(Table::Main, Query::new(events_pk(pid), range.clone()).limit(n)).await?;
+            if page.items.is_empty() {
+                break;
+            }
+            let events = page.items.into_iter().map(from_item::<EventKeys>).collect::<Result<Vec<_>, _>>()?;
+            let copies = events
+                .iter()
+                .flat_map(|e| {
+                    [
+                        (fence_events_pk(pid, &e.geofence_id), e.id.clone()),
+                        (user_events_pk(pid, &e.user_id), e.id.clone()),
+                    ]
+                })
+                .collect();
+            store.delete_many(Table::Main, copies).await?;
+            store.delete_many(Table::Main, events.iter().map(|e| (events_pk(pid), e.id.clone())).collect()).await?;
+            self.out.events += events.len();
+            self.out.items += 3 * events.len();
             if page.last_sk.is_none() {
                 break;
             }
         }
+        // Locations: user by user, from `pos`.
+        let lists = [users::users_pk(pid), users::deleted_pk(pid)];
+        for (li, list) in lists.iter().enumerate().skip(pos.list) {
+            loop {
+                if self.spent() {
+                    return Ok(false);
+                }
+                let q = Query::new(list, SkRange::All).after(pos.after.clone()).limit(USERS_PAGE);
+                let page = self.query(Table::Main, q).await?;
+                for u in &page.items {
+                    let (_, uid) = key_of(u)?;
+                    loop {
+                        if self.spent() {
+                            return Ok(false);
+                        }
+                        let n = (self.budget.items - self.out.items).min(PAGE);
+                        let q = Query::new(locations_pk(pid, &uid), range.clone()).limit(n);
+                        let locs = self.query(Table::Locations, q).await?;
+                        let keys = locs.items.iter().map(key_of).collect::<Result<Vec<_>, _>>()?;
+                        self.out.locations += keys.len();
+                        self.out.items += keys.len();
+                        store.delete_many(Table::Locations, keys).await?;
+                        if locs.last_sk.is_none() {
+                            break;
+                        }
+                    }
+                    self.out.users += 1;
+                    pos.after = Some(uid);
+                }
+                if page.last_sk.is_none() {
+                    break;
+                }
+            }
+            *pos = Cursor { project: pos.project.clone(), list: li + 1, after: None };
+        }
+        Ok(true)
     }
-    if saved.is_some() {
-        store.delete(Table::Main, CURSOR_PK, pid, Cond::None).await?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
