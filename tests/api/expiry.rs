@@ -84,3 +84,83 @@ both!(expired_fixes_and_events_are_not_read_before_they_are_deleted, |app| async
         assert!(!listed.contains(&entry), "{filter}: {res}");
     }
 });
+
+/// The message id an outbox item belongs to (pending entries are keyed `<user>#<id>`).
+fn message_id(item: &Item) -> String {
+    let sk = item["sk"].as_str().expect("sk");
+    sk.rsplit('#').next().unwrap_or(sk).to_owned()
+}
+
+/// Whether the item carries the TTL of a copy whose id is `id`, with one day of retention.
+fn expires_a_day_after_its_id(item: &Item, id: &str) -> bool {
+    let t = shared::ids::time_of(id).expect("a time-ordered id").timestamp();
+    item.get(TTL_ATTRIBUTE) == Some(&json!(t + 86_400))
+}
+
+both!(trip_events_and_webhook_messages_expire_with_the_retention, |app| async move {
+    let app = app.with_private_webhooks();
+    let pid = app.project.project_id.clone();
+    let now = Utc::now();
+    let kinds = json!(["location.updated", "geofence.entry", "geofence.exit", "trip.created", "trip.started"]);
+    let (status, res) =
+        app.post("/v1/api/webhooks/", &json!({"url": "http://127.0.0.1:9/hook", "events": kinds})).await;
+    assert_eq!(status, StatusCode::CREATED, "{res}");
+    let wh = res["data"]["webhook_id"].as_str().expect("webhook_id").to_owned();
+    enabled_fence(&app, circle(HOME, 100)).await;
+    let user = user_with_events(&app, Key::Secret).await;
+    let outbox = [format!("{pid}#WM"), format!("{pid}#WL#{wh}"), format!("{pid}#WP#{wh}")];
+    let ute = format!("{pid}#UTE#{user}");
+
+    // Before retention: an old visit (its messages carry no expiry), and an old entry of the
+    // user's trip-events index, as an earlier version wrote them.
+    send(&app, Key::Secret, &user, visit(now - Duration::days(40))).await;
+    let old_id = shared::ids::id_at(now - Duration::days(40), 1);
+    let old = json!({"pk": ute, "sk": old_id, "id": old_id, "trip_id": "t", "user_id": user});
+    let Value::Object(old) = old else { unreachable!() };
+    app.state.store.put(Table::Main, old, Cond::None).await.expect("put");
+    let before: Vec<usize> = {
+        let mut n = Vec::new();
+        for pk in &outbox {
+            n.push(items(&app, Table::Main, pk).await.len());
+        }
+        n
+    };
+    assert!(before.iter().all(|&n| n >= 3), "location, entry and exit messages: {before:?}");
+
+    // With retention: a new visit's messages, and a trip's events in the user's index.
+    crate::retention::set_retention(&app, Key::Secret, json!(1)).await;
+    send(&app, Key::Secret, &user, visit(now - Duration::hours(1))).await;
+    let trip = crate::trips::create(&app, "v1", json!({"user_id": user})).await;
+    let (status, res) = crate::trips::control(&app, "v1", json!({"trip_id": trip["id"], "action": "start"})).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    for pk in outbox.iter().chain([&ute]) {
+        let all = items(&app, Table::Main, pk).await;
+        let recent = all.iter().filter(|i| shared::ids::time_of(&message_id(i)).unwrap() > now - Duration::days(2));
+        let mut n = 0;
+        for i in recent {
+            assert!(expires_a_day_after_its_id(i, &message_id(i)), "{pk}: {i:?}");
+            n += 1;
+        }
+        assert!(n >= 2, "{pk}: {all:?}");
+    }
+
+    // The sweep removes the old messages with their deliveries and pending entries, and the
+    // old index entry; what is recent stays.
+    let swept = shared::domain::retention::sweep_one(
+        app.state.store.as_ref(),
+        &pid,
+        shared::domain::retention::Budget::items(shared::domain::retention::RUN_BUDGET),
+        shared::time::Timestamp::now(),
+    )
+    .await
+    .expect("sweep");
+    assert!(swept.finished, "{swept:?}");
+    for (pk, n) in outbox.iter().zip(before) {
+        let left = items(&app, Table::Main, pk).await;
+        assert!(left.iter().all(|i| i.get(TTL_ATTRIBUTE).is_some()), "{pk}: {left:?}");
+        assert!(!left.is_empty() && left.len() < n + 10, "{pk}: {left:?}");
+    }
+    let left = items(&app, Table::Main, &ute).await;
+    assert!(left.iter().all(|i| i["sk"] != old_id.as_str()), "{left:?}");
+    assert!(left.len() >= 2, "the trip's created and started events stay: {left:?}");
+});

@@ -14,16 +14,18 @@
 //!   AWS the processor function runs it on its one-minute schedule. Each run is bounded three
 //!   ways ([`Budget`]): items deleted, queries made (a registry of many projects with many users
 //!   costs a query per user even when nothing has expired) and a deadline. Where a run stops is
-//!   stored (one cursor item: project, user list, user), so the next run, in this process or
+//!   stored (one cursor item: project, phase, user), so the next run, in this process or
 //!   after a restart, continues there, and every project and user is reached in turn however
 //!   large the registry. Concurrent runs are harmless: deletes are idempotent and the cursor is
 //!   last-writer-wins.
 //!
 //! The sweeper does not scan: projects with retention are listed in a small registry
 //! (`RETENTION`, one item per project, written with the setting), users come from the
-//! project's user lists (current and deleted), locations are a key range of each user's
-//! partition (ids are time-ordered), and events a key range of the project-wide events list,
-//! each of whose items names the fence and user copies to delete with it.
+//! project's user lists (current and deleted), locations and the user's index of trip events
+//! are a key range of each user's partition (ids are time-ordered), geofence events a key range
+//! of the project-wide events list, each of whose items names the fence and user copies to
+//! delete with it, and webhook messages a key range of the project's messages, each deleted with
+//! its delivery and pending entry at every endpoint.
 //!
 //! Reads never show an item whose [`TTL_ATTRIBUTE`] has passed, on either store, although TTL
 //! and the sweeper remove it later (see `store`): a list, an export or a trip's route is the same
@@ -40,7 +42,8 @@ use serde_json::json;
 
 use super::geofences::events::{events_pk, fence_events_pk, user_events_pk};
 use super::locations::locations_pk;
-use super::{settings, users};
+use super::webhooks::{endpoints_pk, outbox};
+use super::{settings, trips, users};
 use crate::auth::Project;
 use crate::error::ApiError;
 use crate::ids::id_at;
@@ -78,14 +81,18 @@ struct Registered {
     retention_days: Option<u32>,
 }
 
-/// Where the sweeper stopped: in which project (registry order), which of its user lists (0
-/// current, 1 deleted), and after which user (the last whose expired fixes are all gone).
+/// Where the sweeper stopped: in which project (registry order), at which phase of it (see
+/// [`PHASES`]) and, in a user list, after which user (the last whose expired items are all gone).
+/// Each phase done is kept, so a run too small for a whole project still moves on.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct Cursor {
     project: Option<String>,
-    list: usize,
+    phase: usize,
     after: Option<String>,
 }
+
+/// A project's phases: geofence events, webhook messages, current users, deleted users.
+const PHASES: usize = 4;
 
 /// The registry item for `p` with this retention (written with the setting).
 pub(crate) fn registry_item(p: &Project, days: Option<u32>) -> Result<Item, ApiError> {
@@ -103,6 +110,12 @@ pub fn stamp(item: &mut Item, at: Timestamp, days: Option<u32>) {
     if let Some(d) = days {
         item.insert(TTL_ATTRIBUTE.into(), json!(at.0.timestamp() + i64::from(d) * 86_400));
     }
+}
+
+/// The TTL of a copy keyed by a time-ordered id (webhook messages, trip events' user index):
+/// the id's time plus the retention.
+pub fn expiry_of(id: &str, days: Option<u32>) -> Option<i64> {
+    Some(crate::ids::time_of(id)?.timestamp() + i64::from(days?) * 86_400)
 }
 
 /// The oldest time kept now with `days` of retention: what was recorded before it has expired.
@@ -207,7 +220,7 @@ pub async fn sweep(store: &dyn Store, budget: Budget, now: Timestamp) -> Result<
                 if wrapped && first.as_ref().is_some_and(|f| r.project_id >= *f) {
                     break 'lap false;
                 }
-                pos = Cursor { project: Some(r.project_id.clone()), list: 0, after: None };
+                pos = Cursor { project: Some(r.project_id.clone()), phase: 0, after: None };
                 if !run.project(&r, &mut pos).await? {
                     break 'lap true;
                 }
@@ -254,6 +267,12 @@ fn expired(cutoff: Timestamp) -> SkRange {
 }
 
 #[derive(Deserialize)]
+struct MessageKeys {
+    id: String,
+    user_id: Option<String>,
+}
+
+#[derive(Deserialize)]
 struct EventKeys {
     id: String,
     user_id: String,
@@ -261,27 +280,42 @@ struct EventKeys {
 }
 
 impl Run<'_> {
-    /// Sweep one registered project from `pos` (its user list and user); `false` when a bound
-    /// stopped it, with `pos` where to continue.
+    /// Sweep one registered project from `pos`; `false` when a bound stopped it, with `pos`
+    /// where to continue.
     async fn project(&mut self, r: &Registered, pos: &mut Cursor) -> Result<bool, ApiError> {
         let Some(days) = r.retention_days else { return Ok(true) };
-        if self.spent() {
-            return Ok(false);
-        }
-        let (store, pid) = (self.store, r.project_id.as_str());
-        self.out.projects += 1;
+        let pid = r.project_id.as_str();
         let range = expired(cutoff(days, self.now));
-        // Events: the project-wide list holds every event; its copy goes last, so a run cut short
-        // leaves it to find the others again.
+        if !self.spent() {
+            self.out.projects += 1;
+        }
+        while pos.phase < PHASES {
+            let done = match pos.phase {
+                0 => self.geofence_events(pid, &range).await?,
+                1 => self.webhook_messages(pid, &range).await?,
+                list => {
+                    let pk = if list == 2 { users::users_pk(pid) } else { users::deleted_pk(pid) };
+                    self.users(pid, &pk, &range, &mut pos.after).await?
+                }
+            };
+            if !done {
+                return Ok(false);
+            }
+            pos.phase += 1;
+            pos.after = None;
+        }
+        Ok(true)
+    }
+
+    /// Geofence events: the project-wide list holds every event; its copy goes last, so a run
+    /// cut short leaves it to find the others again.
+    async fn geofence_events(&mut self, pid: &str, range: &SkRange) -> Result<bool, ApiError> {
         loop {
             if self.spent() {
                 return Ok(false);
             }
             let n = ((self.budget.items - self.out.items) / 3).clamp(1, PAGE);
             let page = self.query(Table::Main, Query::new(events_pk(pid), range.clone()).limit(n)).await?;
-            if page.items.is_empty() {
-                break;
-            }
             let events = page.items.into_iter().map(from_item::<EventKeys>).collect::<Result<Vec<_>, _>>()?;
             let copies = events
                 .iter()
@@ -292,50 +326,94 @@ impl Run<'_> {
                     ]
                 })
                 .collect();
-            store.delete_many(Table::Main, copies).await?;
-            store.delete_many(Table::Main, events.iter().map(|e| (events_pk(pid), e.id.clone())).collect()).await?;
+            self.store.delete_many(Table::Main, copies).await?;
+            self.store
+                .delete_many(Table::Main, events.iter().map(|e| (events_pk(pid), e.id.clone())).collect())
+                .await?;
             self.out.events += events.len();
             self.out.items += 3 * events.len();
             if page.last_sk.is_none() {
-                break;
+                return Ok(true);
             }
         }
-        // Locations: user by user, from `pos`.
-        let lists = [users::users_pk(pid), users::deleted_pk(pid)];
-        for (li, list) in lists.iter().enumerate().skip(pos.list) {
-            loop {
-                if self.spent() {
-                    return Ok(false);
-                }
-                let q = Query::new(list, SkRange::All).after(pos.after.clone()).limit(USERS_PAGE);
-                let page = self.query(Table::Main, q).await?;
-                for u in &page.items {
-                    let (_, uid) = key_of(u)?;
+    }
+
+    /// Webhook messages, with each endpoint's delivery and pending entry; the message goes last,
+    /// so a run cut short finds the others again.
+    async fn webhook_messages(&mut self, pid: &str, range: &SkRange) -> Result<bool, ApiError> {
+        if self.spent() {
+            return Ok(false);
+        }
+        let endpoints = self.query(Table::Main, Query::new(endpoints_pk(pid), SkRange::All)).await?.items;
+        let endpoints = endpoints.iter().map(|e| key_of(e).map(|(_, sk)| sk)).collect::<Result<Vec<_>, _>>()?;
+        let mpk = outbox::messages_pk(pid);
+        loop {
+            if self.spent() {
+                return Ok(false);
+            }
+            let n = ((self.budget.items - self.out.items) / (1 + 2 * endpoints.len())).clamp(1, PAGE);
+            let page = self.query(Table::Main, Query::new(&mpk, range.clone()).limit(n)).await?;
+            let msgs = page.items.into_iter().map(from_item::<MessageKeys>).collect::<Result<Vec<_>, _>>()?;
+            let mut copies = Vec::new();
+            for (m, wh) in msgs.iter().flat_map(|m| endpoints.iter().map(move |wh| (m, wh))) {
+                copies.push((outbox::log_pk(pid, wh), m.id.clone()));
+                copies.push((outbox::pending_pk(pid, wh), outbox::pending_sk(m.user_id.as_deref(), &m.id)));
+            }
+            self.out.items += copies.len() + msgs.len();
+            self.store.delete_many(Table::Main, copies).await?;
+            self.store.delete_many(Table::Main, msgs.iter().map(|m| (mpk.clone(), m.id.clone())).collect()).await?;
+            if page.last_sk.is_none() {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// The users of one user list after `after`: each one's locations and index of trip events.
+    /// `after` moves past each user once both are swept.
+    async fn users(
+        &mut self,
+        pid: &str,
+        list: &str,
+        range: &SkRange,
+        after: &mut Option<String>,
+    ) -> Result<bool, ApiError> {
+        loop {
+            if self.spent() {
+                return Ok(false);
+            }
+            let q = Query::new(list, SkRange::All).after(after.clone()).limit(USERS_PAGE);
+            let page = self.query(Table::Main, q).await?;
+            for u in &page.items {
+                let (_, uid) = key_of(u)?;
+                let parts = [
+                    (Table::Locations, locations_pk(pid, &uid)),
+                    (Table::Main, trips::events::user_events_pk(pid, &uid)),
+                ];
+                for (table, pk) in parts {
                     loop {
                         if self.spent() {
                             return Ok(false);
                         }
                         let n = (self.budget.items - self.out.items).min(PAGE);
-                        let q = Query::new(locations_pk(pid, &uid), range.clone()).limit(n);
-                        let locs = self.query(Table::Locations, q).await?;
-                        let keys = locs.items.iter().map(key_of).collect::<Result<Vec<_>, _>>()?;
-                        self.out.locations += keys.len();
+                        let got = self.query(table, Query::new(&pk, range.clone()).limit(n)).await?;
+                        let keys = got.items.iter().map(key_of).collect::<Result<Vec<_>, _>>()?;
+                        if table == Table::Locations {
+                            self.out.locations += keys.len();
+                        }
                         self.out.items += keys.len();
-                        store.delete_many(Table::Locations, keys).await?;
-                        if locs.last_sk.is_none() {
+                        self.store.delete_many(table, keys).await?;
+                        if got.last_sk.is_none() {
                             break;
                         }
                     }
-                    self.out.users += 1;
-                    pos.after = Some(uid);
                 }
-                if page.last_sk.is_none() {
-                    break;
-                }
+                self.out.users += 1;
+                *after = Some(uid);
             }
-            *pos = Cursor { project: pos.project.clone(), list: li + 1, after: None };
+            if page.last_sk.is_none() {
+                return Ok(true);
+            }
         }
-        Ok(true)
     }
 }
 
