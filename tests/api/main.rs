@@ -4,6 +4,7 @@ mod helpers;
 
 mod insights;
 mod insights_life;
+mod isolation;
 mod keys;
 mod life;
 
