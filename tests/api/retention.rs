@@ -351,3 +351,48 @@ mod a_sweep_with_few_queries_a_run_reaches_every_user_in_turn {
         assert!(s.finished && s.items == 0, "{s:?}");
     }
 }
+
+/// The sweeper's rate on the embedded store as `waymark serve` keeps it (a file; each batch of
+/// deletes is one committed transaction), in whatever build runs the tests: `users` users with
+/// `per_user` expired fixes each, swept by back-to-back scheduled runs ([`retention::Budget::run`]).
+async fn sweep_rate(app: TestApp, users: usize, per_user: usize) {
+    let store = app.state.store.clone();
+    let p = crate::geofences::project(&app);
+    let now = Utc::now();
+    for _ in 0..users {
+        let user = app.create_user(json!({})).await;
+        let old: Vec<shared::domain::locations::Location> = (0..per_user)
+            .map(|i| fix((i % 50) as f64 * 10.0, now - Duration::days(10) + Duration::seconds(i as i64 * 10)))
+            .map(|f| serde_json::from_value(f).expect("location"))
+            .collect();
+        let prepared = shared::domain::locations::prepare(&p, &user, old);
+        shared::domain::locations::store_prepared(store.as_ref(), &p, &user, prepared).await.expect("stored");
+    }
+    set_retention(&app, Key::Secret, json!(1)).await;
+    let t0 = Instant::now();
+    let (mut items, mut runs) = (0, 0);
+    loop {
+        let s = retention::sweep(store.as_ref(), retention::Budget::run(), Timestamp::now()).await.expect("sweep");
+        items += s.items;
+        runs += 1;
+        if s.finished {
+            break;
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(items, users * per_user);
+    println!(
+        "retention sweep: {items} locations of {users} users in {runs} runs of at most {} items, {secs:.2} s = {:.0} items/s",
+        retention::RUN_BUDGET,
+        items as f64 / secs
+    );
+}
+
+#[tokio::test]
+#[ignore = "a measurement: cargo test -p waymark-tests --test api retention_sweep_rate -- --ignored --nocapture"]
+async fn retention_sweep_rate_embedded_file() {
+    let path = std::env::temp_dir().join(format!("waymark-sweep-rate-{}.redb", std::process::id()));
+    let store = shared::store::EmbeddedStore::open(&path).expect("store");
+    sweep_rate(TestApp::with_state(shared::AppState::new(store)).await, 20, 1_000).await;
+    let _ = std::fs::remove_file(&path);
+}
