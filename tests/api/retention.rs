@@ -259,7 +259,8 @@ both!(retention_sweep_is_bounded_resumes_and_reports_its_rate, |app| async move 
     }
     set_retention(&app, Key::Secret, json!(1)).await;
 
-    // A run stops at its budget, in the middle of a user; the next one resumes there.
+    // A pass stops at its budget, in the middle of a user; the next (from the project's start) finds
+    // what is left.
     let t0 = Instant::now();
     let first = retention::sweep_one(store.as_ref(), &pid, retention::Budget::items(1200), Timestamp::now())
         .await
