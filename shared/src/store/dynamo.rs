@@ -11,8 +11,8 @@ use aws_sdk_dynamodb::client::Waiters;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, ConsumedCapacity, Delete, KeySchemaElement, KeyType, Put,
-    ReturnConsumedCapacity, ScalarAttributeType, Select, TransactWriteItem,
+    AttributeDefinition, AttributeValue, BillingMode, ConsumedCapacity, Delete, DeleteRequest, KeySchemaElement,
+    KeyType, Put, ReturnConsumedCapacity, ScalarAttributeType, Select, TransactWriteItem, WriteRequest,
 };
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
@@ -27,6 +27,10 @@ type Av = HashMap<String, AttributeValue>;
 
 /// Conditional puts of one `put_new` batch in flight at once.
 const PUT_CONCURRENCY: usize = 32;
+/// Most requests of one BatchWriteItem (DynamoDB's limit).
+const BATCH_WRITE: usize = 25;
+/// BatchWriteItem calls of one `delete_many` in flight at once (up to 200 deletes).
+const BATCHES_IN_FLIGHT: usize = 8;
 
 #[derive(Clone)]
 pub struct DynamoStore {
@@ -69,6 +73,29 @@ async fn client_from_env() -> Client {
 }
 
 impl DynamoStore {
+    /// One BatchWriteItem of deletes; what DynamoDB leaves unprocessed (throttling) is sent again
+    /// after a growing pause, as AWS advises.
+    async fn batch_delete(&self, name: &str, mut reqs: Vec<WriteRequest>) -> Result<(), StoreError> {
+        for attempt in 0..8u32 {
+            let out = self
+                .client()
+                .await
+                .batch_write_item()
+                .request_items(name, reqs)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(backend)?;
+            self.count_capacity(out.consumed_capacity.iter().flatten());
+            match out.unprocessed_items.and_then(|mut u| u.remove(name)).filter(|r| !r.is_empty()) {
+                None => return Ok(()),
+                Some(left) => reqs = left,
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25 << attempt)).await;
+        }
+        Err(StoreError::Backend(format!("BatchWriteItem on {name}: deletes still unprocessed after retries")))
+    }
+
     pub fn new(client: Client, names: TableNames) -> Self {
         Self { client: Arc::new(OnceCell::new_with(Some(client))), names, consumed: Arc::default() }
     }
@@ -396,12 +423,26 @@ impl Store for DynamoStore {
             .await
     }
 
-    async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
-        // DeleteItem calls in flight together rather than BatchWriteItem: the same IAM action as
-        // every other delete (no extra grant), and each failure is the item's own.
-        futures::stream::iter(keys)
-            .map(|(pk, sk)| async move { self.delete(table, &pk, &sk, Cond::None).await })
-            .buffer_unordered(PUT_CONCURRENCY)
+    async fn delete_many(&self, table: Table, mut keys: Vec<(String, String)>) -> Result<(), StoreError> {
+        // BatchWriteItem: 25 deletes a request at one write unit each (a transaction would cost
+        // two), a few requests in flight. A batch may not name a key twice.
+        keys.sort_unstable();
+        keys.dedup();
+        let name = self.name(table).to_owned();
+        let batches = keys
+            .chunks(BATCH_WRITE)
+            .map(|c| {
+                c.iter()
+                    .map(|(pk, sk)| {
+                        let del = DeleteRequest::builder().set_key(Some(key_av(pk, sk))).build().map_err(backend)?;
+                        Ok(WriteRequest::builder().delete_request(del).build())
+                    })
+                    .collect::<Result<Vec<_>, StoreError>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        futures::stream::iter(batches)
+            .map(|b| self.batch_delete(&name, b))
+            .buffer_unordered(BATCHES_IN_FLIGHT)
             .try_collect::<()>()
             .await
     }

@@ -164,7 +164,8 @@ pub trait Store: Send + Sync + 'static {
     /// Not atomic across items; each item is.
     async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError>;
     /// Delete the items at these keys, unconditionally; keys already gone are fine. Not atomic:
-    /// for bulk removal (retention) where each item goes on its own.
+    /// for bulk removal (retention, erasure) where each item goes on its own. On DynamoDB a
+    /// BatchWriteItem (its own IAM action) of 25 keys at a time, at one write unit a delete.
     async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
         for (pk, sk) in keys {
             self.delete(table, &pk, &sk, Cond::None).await?;
