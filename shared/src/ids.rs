@@ -34,6 +34,12 @@ pub fn id_at(t: DateTime<Utc>, low: u64) -> String {
     format!("{:012x}{:012x}", t.timestamp_millis().max(0) as u64, low & LOW_MASK)
 }
 
+/// The time part of an id (None for a string that is not one).
+pub fn time_of(id: &str) -> Option<DateTime<Utc>> {
+    let ms = i64::from_str_radix(id.get(..12).filter(|_| is_id(id))?, 16).ok()?;
+    DateTime::from_timestamp_millis(ms)
+}
+
 pub fn is_id(s: &str) -> bool {
     s.len() == 24 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }

@@ -353,7 +353,8 @@ both!(erasure_is_refused_to_other_projects_publishable_keys_and_bad_input, |app|
 /// The time to erase a long history (run with `--ignored --nocapture`; figures in the README).
 /// The fixes are stored as ingest stores them, without deriving anything, so the run measures
 /// the erasure of the location partition, which dominates.
-async fn time_erasure(app: TestApp, n: usize) {
+/// `capacity` reads the capacity units the store has consumed so far (DynamoDB), or 0.
+async fn time_erasure(app: TestApp, n: usize, capacity: impl Fn() -> f64) {
     let u = app.create_user(json!({})).await;
     let p = Project {
         project_id: app.project.project_id.clone(),
@@ -371,7 +372,7 @@ async fn time_erasure(app: TestApp, n: usize) {
         let prepared = shared::domain::locations::prepare(&p, &u, chunk.to_vec());
         shared::domain::locations::store_prepared(app.state.store.as_ref(), &p, &u, prepared).await.expect("stored");
     }
-    let started = Instant::now();
+    let (started, units) = (Instant::now(), capacity());
     let (s, r) = app.call("DELETE", &format!("/v1/api/user/?user_id={u}"), Key::Secret, None).await;
     let mut took = started.elapsed();
     let mut status = s;
@@ -380,20 +381,26 @@ async fn time_erasure(app: TestApp, n: usize) {
         status = s;
         took = started.elapsed();
     }
-    eprintln!("erased {n} fixes: first answer {s} ({} items), all done in {took:?}", r["data"]["items_erased"]);
+    let units = capacity() - units;
+    eprintln!(
+        "erased {n} fixes: first answer {s} ({} items), all done in {took:?}, {units:.0} capacity units",
+        r["data"]["items_erased"]
+    );
     assert!(status == StatusCode::OK || status == StatusCode::NOT_FOUND, "{status}");
 }
 
 #[tokio::test]
 #[ignore = "a measurement: cargo test --test api erasure_time -- --ignored --nocapture"]
 async fn erasure_time_embedded() {
-    time_erasure(TestApp::new(crate::helpers::Backend::Embedded).await, 20_000).await;
+    time_erasure(TestApp::new(crate::helpers::Backend::Embedded).await, 20_000, || 0.0).await;
 }
 
 #[tokio::test]
 #[ignore = "a measurement: cargo test --test api erasure_time -- --ignored --nocapture"]
 async fn erasure_time_dynamodb() {
-    time_erasure(TestApp::new(crate::helpers::Backend::DynamoDb).await, 20_000).await;
+    let store = crate::helpers::dynamo_store().await;
+    let app = TestApp::with_state(shared::AppState::new(store.clone())).await;
+    time_erasure(app, 20_000, move || store.consumed_capacity()).await;
 }
 
 both!(a_batch_that_raced_the_erasure_is_deleted_by_its_processing_pass, |app| async move {

@@ -4,6 +4,7 @@ mod helpers;
 
 mod insights;
 mod insights_life;
+mod isolation;
 mod keys;
 mod life;
 
@@ -13,6 +14,7 @@ mod conformance;
 mod erasure;
 mod errors;
 mod eta_eval;
+mod expiry;
 mod geofence_events;
 mod geofences;
 mod gps_truth;

@@ -3,7 +3,7 @@
 //! locations and geofence events (from every list they are written to) while newer ones and other
 //! projects' stay, trips keeping their figures once their fixes are gone, and the sweep's rate.
 
-use std::time::Instant;
+use std::time::{Duration as StdDuration, Instant};
 
 use axum::http::StatusCode;
 use chrono::{DateTime, Duration, Utc};
@@ -22,31 +22,31 @@ use crate::trips::ts;
 
 const SETTINGS: &str = "/v1/api/project/settings/";
 
-async fn set_retention(app: &TestApp, key: Key<'_>, days: Value) -> Value {
+pub(crate) async fn set_retention(app: &TestApp, key: Key<'_>, days: Value) -> Value {
     let (status, res) = app.call("PUT", SETTINGS, key, Some(&json!({"retention_days": days}))).await;
     assert_eq!(status, StatusCode::OK, "{res}");
     res["data"].clone()
 }
 
 /// A fix at `HOME` moved `dx` meters east, recorded at `at`.
-fn fix(dx: f64, at: DateTime<Utc>) -> Value {
+pub(crate) fn fix(dx: f64, at: DateTime<Utc>) -> Value {
     let (lng, lat) = offset(HOME.0, HOME.1, dx, 0.0);
     json!({"coordinates": [lng, lat], "recorded_at": ts(at), "accuracy": 5.0})
 }
 
 /// Outside a 100 m fence at HOME, inside, outside again: an entry and an exit, from `at` on.
-fn visit(at: DateTime<Utc>) -> Vec<Value> {
+pub(crate) fn visit(at: DateTime<Utc>) -> Vec<Value> {
     vec![fix(500.0, at), fix(0.0, at + Duration::seconds(60)), fix(500.0, at + Duration::seconds(120))]
 }
 
-async fn send(app: &TestApp, key: Key<'_>, user: &str, fixes: Vec<Value>) {
+pub(crate) async fn send(app: &TestApp, key: Key<'_>, user: &str, fixes: Vec<Value>) {
     let body = json!({"user_id": user, "locations": fixes});
     let (status, res) = app.call("POST", "/v1/api/location/", key, Some(&body)).await;
     assert_eq!(status, StatusCode::CREATED, "{res}");
     assert_eq!(res["data"]["processed"], true, "{res}");
 }
 
-async fn user_with_events(app: &TestApp, key: Key<'_>) -> String {
+pub(crate) async fn user_with_events(app: &TestApp, key: Key<'_>) -> String {
     let body = json!({"app_type": 1, "device_token": "t"});
     let (status, res) = app.call("POST", "/v1/api/user/", key, Some(&body)).await;
     assert_eq!(status, StatusCode::CREATED, "{res}");
@@ -57,8 +57,9 @@ async fn user_with_events(app: &TestApp, key: Key<'_>) -> String {
     user
 }
 
-async fn items(app: &TestApp, table: Table, pk: &str) -> Vec<Item> {
-    app.state.store.query(table, &Query::new(pk, SkRange::All)).await.expect("query").items
+pub(crate) async fn items(app: &TestApp, table: Table, pk: &str) -> Vec<Item> {
+    // Raw contents, expired items included (what the sweeper and TTL have not deleted yet).
+    app.state.store.query(table, &Query::new(pk, SkRange::All).with_expired()).await.expect("query").items
 }
 
 fn recorded(item: &Item) -> DateTime<Utc> {
@@ -150,9 +151,14 @@ both!(expired_locations_and_events_are_swept_and_the_rest_stays, |app| async mov
     assert!(other_lists.iter().all(|l| l.len() == 4 && l.iter().all(|e| e.get(TTL_ATTRIBUTE).is_none())));
 
     // One project's sweep: the old fixes and events go, from every list.
-    let swept = retention::sweep_one(app.state.store.as_ref(), &pid, retention::RUN_BUDGET, Timestamp::now())
-        .await
-        .expect("sweep");
+    let swept = retention::sweep_one(
+        app.state.store.as_ref(),
+        &pid,
+        retention::Budget::items(retention::RUN_BUDGET),
+        Timestamp::now(),
+    )
+    .await
+    .expect("sweep");
     assert_eq!((swept.locations, swept.events, swept.items, swept.finished), (3, 2, 9, true), "{swept:?}");
     let locs = items(&app, Table::Locations, &locations_pk(&pid, &user)).await;
     assert_eq!(locs.len(), 3);
@@ -173,7 +179,9 @@ both!(expired_locations_and_events_are_swept_and_the_rest_stays, |app| async mov
 
     // The whole sweep (every registered project) leaves the project without retention alone, and
     // finds nothing more here.
-    retention::sweep(app.state.store.as_ref(), usize::MAX, Timestamp::now()).await.expect("sweep");
+    retention::sweep(app.state.store.as_ref(), retention::Budget::items(usize::MAX), Timestamp::now())
+        .await
+        .expect("sweep");
     assert_eq!(items(&app, Table::Locations, &locations_pk(&pid, &user)).await.len(), 3);
     assert_eq!(items(&app, Table::Locations, &locations_pk(&other.project_id, &other_user)).await.len(), 6);
     assert!(event_lists(&app, &other.project_id, &other_fence, &other_user).await.iter().all(|l| l.len() == 4));
@@ -208,9 +216,14 @@ both!(a_trip_keeps_its_figures_when_its_fixes_expire, |app| async move {
     assert!((before.distance_m - stored).abs() < 1.0, "{} vs {stored}", before.distance_m);
 
     set_retention(&app, Key::Secret, json!(1)).await;
-    let swept = retention::sweep_one(store.as_ref(), &p.project_id, retention::RUN_BUDGET, Timestamp::now())
-        .await
-        .expect("sweep");
+    let swept = retention::sweep_one(
+        store.as_ref(),
+        &p.project_id,
+        retention::Budget::items(retention::RUN_BUDGET),
+        Timestamp::now(),
+    )
+    .await
+    .expect("sweep");
     assert_eq!(swept.locations, 21, "the first walk: {swept:?}");
 
     // The summary answers the stored figures, not the half that remains.
@@ -246,12 +259,17 @@ both!(retention_sweep_is_bounded_resumes_and_reports_its_rate, |app| async move 
     }
     set_retention(&app, Key::Secret, json!(1)).await;
 
-    // A run stops at its budget, in the middle of a user; the next one resumes there.
+    // A pass stops at its budget, in the middle of a user; the next (from the project's start) finds
+    // what is left.
     let t0 = Instant::now();
-    let first = retention::sweep_one(store.as_ref(), &pid, 1200, Timestamp::now()).await.expect("sweep");
+    let first = retention::sweep_one(store.as_ref(), &pid, retention::Budget::items(1200), Timestamp::now())
+        .await
+        .expect("sweep");
     assert_eq!((first.locations, first.finished), (1200, false), "{first:?}");
     let second =
-        retention::sweep_one(store.as_ref(), &pid, retention::RUN_BUDGET, Timestamp::now()).await.expect("sweep");
+        retention::sweep_one(store.as_ref(), &pid, retention::Budget::items(retention::RUN_BUDGET), Timestamp::now())
+            .await
+            .expect("sweep");
     let secs = t0.elapsed().as_secs_f64();
     assert_eq!((second.locations, second.finished), (users * per_user - 1200, true), "{second:?}");
     for user in &ids {
@@ -261,3 +279,121 @@ both!(retention_sweep_is_bounded_resumes_and_reports_its_rate, |app| async move 
     let n = users * per_user;
     println!("retention sweep: {n} locations of {users} users deleted in {secs:.2} s = {:.0} items/s", n as f64 / secs);
 });
+
+/// The whole-registry sweep goes through every project with retention. On DynamoDB Local the
+/// tests of this process share tables, so this test has tables of its own: its runs would
+/// otherwise sweep other tests' projects under them, and theirs its own.
+mod a_sweep_with_few_queries_a_run_reaches_every_user_in_turn {
+    use super::*;
+    use crate::helpers::Backend;
+
+    #[tokio::test]
+    async fn embedded() {
+        run(TestApp::new(Backend::Embedded).await).await
+    }
+
+    #[tokio::test]
+    async fn dynamodb() {
+        let _ = crate::helpers::dynamo_store().await; // checks DynamoDB Local is there
+        let prefix = format!("test-{}-sweep-", std::process::id());
+        let store = shared::store::DynamoStore::from_env(shared::store::TableNames::with_prefix(&prefix)).await;
+        shared::store::Store::ensure_tables(&store).await.expect("tables");
+        run(TestApp::with_state(shared::AppState::new(store)).await).await
+    }
+
+    async fn run(app: TestApp) {
+        let store = app.state.store.clone();
+        let now = Utc::now();
+        let other = app.other_project().await;
+        let mut users = Vec::new();
+        for (key, pid, n) in
+            [(Key::Secret, app.project.project_id.clone(), 6), (Key::Raw(&other.api_key), other.project_id.clone(), 2)]
+        {
+            for _ in 0..n {
+                let body = json!({"app_type": 1, "device_token": "t"});
+                let (status, res) = app.call("POST", "/v1/api/user/", key, Some(&body)).await;
+                assert_eq!(status, StatusCode::CREATED, "{res}");
+                let user = res["data"]["user_id"].as_str().expect("user_id").to_owned();
+                let old = (0..3)
+                    .map(|i| fix(10.0 * f64::from(i), now - Duration::days(10) + Duration::minutes(i.into())))
+                    .collect();
+                send(&app, key, &user, old).await;
+                send(&app, key, &user, vec![fix(0.0, now - Duration::minutes(1))]).await;
+                users.push(locations_pk(&pid, &user));
+            }
+            set_retention(&app, key, json!(1)).await;
+        }
+        // Four queries a run: fewer than the users, so no run gets round them all; the stored cursor
+        // takes each run on from where the last stopped (a restart reads the same cursor).
+        let budget = || retention::Budget {
+            items: usize::MAX,
+            queries: 4,
+            deadline: Instant::now() + StdDuration::from_secs(60),
+        };
+        let mut runs = 0;
+        loop {
+            let s = retention::sweep(store.as_ref(), budget(), Timestamp::now()).await.expect("sweep");
+            assert!(s.queries <= 4, "{s:?}");
+            runs += 1;
+            let mut left = 0;
+            for pk in &users {
+                left += items(&app, Table::Locations, pk).await.len() - 1;
+            }
+            if left == 0 {
+                break;
+            }
+            assert!(runs < 30, "{left} expired fixes left after {runs} runs");
+        }
+        assert!(runs >= 3, "eight users at four queries a run take several runs: {runs}");
+        // A full run (no bound reached) ends its lap and starts the next from the beginning.
+        let s = retention::sweep(store.as_ref(), retention::Budget::items(usize::MAX), Timestamp::now())
+            .await
+            .expect("sweep");
+        assert!(s.finished && s.items == 0, "{s:?}");
+    }
+}
+
+/// The sweeper's rate on the embedded store as `waymark serve` keeps it (a file; each batch of
+/// deletes is one committed transaction), in whatever build runs the tests: `users` users with
+/// `per_user` expired fixes each, swept by back-to-back scheduled runs ([`retention::Budget::run`]).
+async fn sweep_rate(app: TestApp, users: usize, per_user: usize) {
+    let store = app.state.store.clone();
+    let p = crate::geofences::project(&app);
+    let now = Utc::now();
+    for _ in 0..users {
+        let user = app.create_user(json!({})).await;
+        let old: Vec<shared::domain::locations::Location> = (0..per_user)
+            .map(|i| fix((i % 50) as f64 * 10.0, now - Duration::days(10) + Duration::seconds(i as i64 * 10)))
+            .map(|f| serde_json::from_value(f).expect("location"))
+            .collect();
+        let prepared = shared::domain::locations::prepare(&p, &user, old);
+        shared::domain::locations::store_prepared(store.as_ref(), &p, &user, prepared).await.expect("stored");
+    }
+    set_retention(&app, Key::Secret, json!(1)).await;
+    let t0 = Instant::now();
+    let (mut items, mut runs) = (0, 0);
+    loop {
+        let s = retention::sweep(store.as_ref(), retention::Budget::run(), Timestamp::now()).await.expect("sweep");
+        items += s.items;
+        runs += 1;
+        if s.finished {
+            break;
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(items, users * per_user);
+    println!(
+        "retention sweep: {items} locations of {users} users in {runs} runs of at most {} items, {secs:.2} s = {:.0} items/s",
+        retention::RUN_BUDGET,
+        items as f64 / secs
+    );
+}
+
+#[tokio::test]
+#[ignore = "a measurement: cargo test -p waymark-tests --test api retention_sweep_rate -- --ignored --nocapture"]
+async fn retention_sweep_rate_embedded_file() {
+    let path = std::env::temp_dir().join(format!("waymark-sweep-rate-{}.redb", std::process::id()));
+    let store = shared::store::EmbeddedStore::open(&path).expect("store");
+    sweep_rate(TestApp::with_state(shared::AppState::new(store)).await, 20, 1_000).await;
+    let _ = std::fs::remove_file(&path);
+}

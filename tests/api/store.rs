@@ -77,3 +77,37 @@ both!(conditions_hold_or_nothing_changes, |app| async move {
     s.delete(Table::Locations, &pk, "n1", Cond::Exists).await.unwrap();
     assert!(matches!(s.delete(Table::Locations, &pk, "n1", Cond::Exists).await, Err(StoreError::ConditionFailed)));
 });
+
+both!(items_past_their_ttl_are_gone_for_reads_but_not_for_the_sweeper, |app| async move {
+    use shared::store::TTL_ATTRIBUTE;
+    let s = app.state.store.as_ref();
+    let pk = format!("{}#TTL", app.project.project_id);
+    let now = chrono::Utc::now().timestamp();
+    // a: past; b: no TTL; c: future; d: past; e: a TTL that is not a number (no expiry, as on AWS).
+    for (sk, ttl) in
+        [("a", json!(now - 10)), ("b", json!(null)), ("c", json!(now + 3600)), ("d", json!(now - 1)), ("e", json!("1"))]
+    {
+        let mut i = item(&pk, sk, 1);
+        if !ttl.is_null() {
+            i.insert(TTL_ATTRIBUTE.into(), ttl);
+        }
+        s.put(Table::Main, i, Cond::None).await.unwrap();
+    }
+    let q = Query::new(&pk, SkRange::All);
+    assert_eq!(sks(&s.query(Table::Main, &q).await.unwrap().items), ["b", "c", "e"]);
+    assert_eq!(s.count(Table::Main, &pk, &SkRange::All).await.unwrap(), 3);
+    assert_eq!(s.query_json(Table::Main, &q).await.unwrap().len(), 3);
+    assert!(s.get(Table::Main, &pk, "a").await.unwrap().is_none());
+    assert!(s.get(Table::Main, &pk, "c").await.unwrap().is_some());
+    // A limit counts the items returned, not those skipped; the cursor goes on from there.
+    let first = s.query(Table::Main, &q.clone().limit(1)).await.unwrap();
+    assert_eq!((sks(&first.items), first.last_sk.is_some()), (vec!["b"], true));
+    let next = s.query(Table::Main, &q.clone().after(first.last_sk).limit(2)).await.unwrap();
+    assert_eq!(sks(&next.items), ["c", "e"]);
+    // The sweeper (and erasure) see everything; a write's condition sees the item too, as
+    // DynamoDB's does until TTL deletes it.
+    assert_eq!(sks(&s.query(Table::Main, &q.clone().with_expired()).await.unwrap().items), ["a", "b", "c", "d", "e"]);
+    assert!(matches!(s.put(Table::Main, item(&pk, "a", 2), Cond::NotExists).await, Err(StoreError::ConditionFailed)));
+    s.delete_many(Table::Main, vec![(pk.clone(), "a".into()), (pk.clone(), "d".into())]).await.unwrap();
+    assert_eq!(s.query(Table::Main, &q.clone().with_expired()).await.unwrap().items.len(), 3);
+});

@@ -194,6 +194,8 @@ const BEYOND_EVENTS: &[(&str, &str, &str, &str)] = &[
     // key just before, so these read-only functions' events never need to.
     ("SearchFunction", "MainTable", "dynamodb:PutItem", "a key's last_used_at, hourly"),
     ("InsightsFunction", "MainTable", "dynamodb:PutItem", "a key's last_used_at, hourly"),
+    // Only when an ingest raced an erasure: its processing pass deletes the fixes it stored.
+    ("LocationsFunction", "LocationsTable", "dynamodb:BatchWriteItem", "fixes stored for an erased user"),
 ];
 
 /// Locations in events/locations-ingest.json (and in events/locations-ingest-fenced.json).

@@ -525,6 +525,10 @@ impl Store for Recording {
         self.note(table, "PutItem");
         self.inner.put_new(table, items).await
     }
+    async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
+        self.note(table, "BatchWriteItem");
+        self.inner.delete_many(table, keys).await
+    }
     async fn scan_all(&self, table: Table) -> Result<Vec<Item>, StoreError> {
         self.note(table, "Scan");
         self.inner.scan_all(table).await

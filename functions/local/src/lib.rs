@@ -88,7 +88,7 @@ pub fn background(state: &AppState) -> Result<(), String> {
     tokio::spawn(async move {
         use shared::domain::retention;
         loop {
-            match retention::sweep(store.as_ref(), retention::RUN_BUDGET, shared::time::Timestamp::now()).await {
+            match retention::sweep(store.as_ref(), retention::Budget::run(), shared::time::Timestamp::now()).await {
                 Ok(s) if s.items > 0 => {
                     tracing::info!(locations = s.locations, events = s.events, finished = s.finished, "retention sweep")
                 }

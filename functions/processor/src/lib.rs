@@ -40,8 +40,9 @@ pub async fn process(store: &dyn Store, event: Value) -> Result<Value, String> {
         // Erasures a DELETE left unfinished (it answered 202): within this invocation's timeout.
         let deadline = std::time::Instant::now() + ERASURE_SWEEP;
         let erased = erasure::sweep(store, deadline).await.map_err(|e| e.msg)?;
-        let r =
-            retention::sweep(store, retention::RUN_BUDGET, shared::time::Timestamp::now()).await.map_err(|e| e.msg)?;
+        let r = retention::sweep(store, retention::Budget::run(), shared::time::Timestamp::now())
+            .await
+            .map_err(|e| e.msg)?;
         return Ok(serde_json::json!({"swept_users": n, "erased_users": erased, "expired_items": r.items}));
     }
     let event: StreamEvent = serde_json::from_value(event).map_err(|e| format!("not a DynamoDB stream event: {e}"))?;

@@ -7,7 +7,8 @@
 //!    `<project>#<user>`. From then on every read and every ingest of the user is a 404, since
 //!    they all start from the user record; the marker is the only thing left that names them.
 //! 2. Steps, each idempotent (deletes without conditions; derived keys), in bounded batches of at
-//!    most [`MAX_TRANSACT_OPS`] per transaction. Trips come first so their tracking links die
+//!    most [`PAGE`] keys, deleted with [`Store::delete_many`] (no transaction: it would double
+//!    the write cost, and a step cut short is simply run again). Trips come first so their tracking links die
 //!    first; per-user partitions are drained; project-wide partitions that hold the user inside
 //!    items (trips, geofence scopes, moving fences, webhook messages) are paged with a cursor
 //!    kept in the marker, so a resumed erasure does not read them again from the start.
@@ -27,7 +28,6 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -37,9 +37,7 @@ use super::users::{self, User, check_user_id};
 use super::{groups, insights, locations, processor, webhooks};
 use crate::auth::Project;
 use crate::error::ApiError;
-use crate::store::{
-    Cond, Item, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item,
-};
+use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, key_of, to_item};
 use crate::time::Timestamp;
 
 /// Partition of the erasure markers: one partition for every project, so the sweep finds
@@ -49,8 +47,6 @@ pub const MARKERS_PK: &str = "ERASE";
 pub const REQUEST_BUDGET: Duration = Duration::from_secs(20);
 /// Items read per page.
 const PAGE: usize = 500;
-/// Delete transactions in flight at once.
-const CONCURRENCY: usize = 4;
 
 /// Progress of one erasure, stored in its marker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -138,20 +134,7 @@ impl Ctx<'_> {
         Instant::now() >= self.deadline
     }
 
-    /// Apply `ops` in transactions of at most [`MAX_TRANSACT_OPS`], a few at once.
-    async fn write(&mut self, ops: Vec<WriteOp>) -> Result<(), ApiError> {
-        let n = ops.len() as u64;
-        let chunks: Vec<Vec<WriteOp>> = ops.chunks(MAX_TRANSACT_OPS).map(<[WriteOp]>::to_vec).collect();
-        futures::stream::iter(chunks)
-            .map(|c| self.store.transact(c))
-            .buffer_unordered(CONCURRENCY)
-            .try_collect::<Vec<()>>()
-            .await?;
-        self.items += n;
-        Ok(())
-    }
-
-    /// One conditional transaction (at most [`MAX_TRANSACT_OPS`] ops); `false` when a concurrent
+    /// One conditional transaction (at most [`crate::store::MAX_TRANSACT_OPS`] ops); `false` when a concurrent
     /// change beat it (the caller leaves it for the next run, which reads the item again).
     async fn write_checked(&mut self, ops: Vec<WriteOp>) -> Result<bool, ApiError> {
         let n = ops.len() as u64;
@@ -165,9 +148,13 @@ impl Ctx<'_> {
         }
     }
 
+    /// Unconditional deletes, each on its own ([`Store::delete_many`]): a transaction would cost
+    /// twice the writes and gain nothing, since every step can be run again.
     async fn delete_keys(&mut self, table: Table, keys: Vec<(String, String)>) -> Result<(), ApiError> {
-        let ops = keys.into_iter().map(|(pk, sk)| WriteOp::Delete { table, pk, sk, cond: Cond::None }).collect();
-        self.write(ops).await
+        let n = keys.len() as u64;
+        self.store.delete_many(table, keys).await?;
+        self.items += n;
+        Ok(())
     }
 
     /// Delete the items of `pk` in `range` that `keep` selects, page by page, until none is
@@ -184,8 +171,9 @@ impl Ctx<'_> {
             if self.out_of_time() {
                 return Ok(false);
             }
-            let page = self.store.query(table, &Query::new(pk, range.clone()).limit(PAGE).after(after)).await?;
-            let keys = page.items.iter().filter(|i| pick(i)).map(|i| (pk.to_owned(), sk_of(i))).collect();
+            let page =
+                self.store.query(table, &Query::new(pk, range.clone()).with_expired().limit(PAGE).after(after)).await?;
+            let keys = page.items.iter().filter(|i| pick(i)).map(key_of).collect::<Result<_, _>>()?;
             self.delete_keys(table, keys).await?;
             match page.last_sk {
                 Some(sk) => after = Some(sk),
@@ -193,10 +181,6 @@ impl Ctx<'_> {
             }
         }
     }
-}
-
-fn sk_of(item: &Item) -> String {
-    str_of(item, "sk").to_owned()
 }
 
 fn str_of<'a>(item: &'a Item, attr: &str) -> &'a str {
@@ -377,13 +361,13 @@ async fn step(cx: &mut Ctx<'_>, s: Step, cell: Option<&str>, cursor: Option<Stri
 /// Erase one trip: its tracking link first (dead at once), its events and their copies in users'
 /// indexes, the user's started-trips entry, and the record last (what finds it again on a retry).
 async fn erase_trip(cx: &mut Ctx<'_>, pk: &str, trip: &Item) -> Result<(), ApiError> {
-    let trip_id = sk_of(trip);
+    let trip_id = key_of(trip)?.1;
     let token = str_of(trip, "tracking_token");
     if !token.is_empty() {
         cx.delete_keys(Table::Main, vec![(trips::tracking_pk(token), "-".into())]).await?;
     }
     let epk = trips::events_pk(&cx.pid, &trip_id);
-    let events = cx.store.query(Table::Main, &Query::new(&epk, SkRange::All)).await?.items;
+    let events = cx.store.query(Table::Main, &Query::new(&epk, SkRange::All).with_expired()).await?.items;
     let mut keys = Vec::with_capacity(events.len() * 2 + 2);
     for e in &events {
         let owner = str_of(e, "user_id");
@@ -391,7 +375,7 @@ async fn erase_trip(cx: &mut Ctx<'_>, pk: &str, trip: &Item) -> Result<(), ApiEr
             keys.push((trip_events::user_events_pk(&cx.pid, owner), str_of(e, "id").to_owned()));
         }
     }
-    keys.extend(events.iter().map(|e| (epk.clone(), sk_of(e))));
+    keys.extend(events.iter().map(key_of).collect::<Result<Vec<_>, _>>()?);
     keys.push((trips::user_trips_pk(&cx.pid, &cx.uid), trip_id.clone()));
     cx.delete_keys(Table::Main, keys).await?;
     cx.delete_keys(Table::Main, vec![(pk.to_owned(), trip_id)]).await
@@ -403,7 +387,7 @@ async fn indexed_trips(cx: &mut Ctx<'_>) -> Result<bool, ApiError> {
     let (pid, uid) = (cx.pid.clone(), cx.uid.clone());
     let mut ids = BTreeSet::new();
     for pk in [trips::user_trips_pk(&pid, &uid), trip_events::user_events_pk(&pid, &uid)] {
-        let items = cx.store.query(Table::Main, &Query::new(&pk, SkRange::All)).await?.items;
+        let items = cx.store.query(Table::Main, &Query::new(&pk, SkRange::All).with_expired()).await?.items;
         ids.extend(items.iter().map(|i| i.get("trip_id").and_then(Value::as_str).unwrap_or_default().to_owned()));
     }
     ids.remove("");
@@ -429,7 +413,10 @@ async fn project_trips(cx: &mut Ctx<'_>, pk: &str, mut cursor: Option<String>) -
         if cx.out_of_time() {
             return Ok(Run::Paused(cursor));
         }
-        let page = cx.store.query(Table::Main, &Query::new(pk, SkRange::All).limit(PAGE).after(cursor.clone())).await?;
+        let page = cx
+            .store
+            .query(Table::Main, &Query::new(pk, SkRange::All).with_expired().limit(PAGE).after(cursor.clone()))
+            .await?;
         let uid = cx.uid.clone();
         for t in page.items.iter().filter(|t| str_of(t, "user_id") == uid) {
             erase_trip(cx, pk, t).await?;
@@ -449,21 +436,22 @@ async fn geofence_events(cx: &mut Ctx<'_>) -> Result<bool, ApiError> {
         if cx.out_of_time() {
             return Ok(false);
         }
-        let items = cx.store.query(Table::Main, &Query::new(&upk, SkRange::All).limit(PAGE)).await?.items;
+        let items =
+            cx.store.query(Table::Main, &Query::new(&upk, SkRange::All).with_expired().limit(PAGE)).await?.items;
         if items.is_empty() {
             return Ok(true);
         }
         let mut fences = BTreeSet::new();
         let mut copies = Vec::new();
         for e in &items {
-            let (id, fid) = (sk_of(e), str_of(e, "geofence_id").to_owned());
+            let (id, fid) = (key_of(e)?.1, str_of(e, "geofence_id").to_owned());
             copies.push((fence_events::events_pk(&cx.pid), id.clone()));
             copies.push((fence_events::fence_events_pk(&cx.pid, &fid), id));
             fences.insert(fid);
         }
         copies.extend(fences.iter().map(|f| (fence_events::fence_users_pk(&cx.pid, f), cx.uid.clone())));
         cx.delete_keys(Table::Main, copies).await?;
-        let own = items.iter().map(|e| (upk.clone(), sk_of(e))).collect();
+        let own = items.iter().map(key_of).collect::<Result<_, _>>()?;
         cx.delete_keys(Table::Main, own).await?;
     }
 }
@@ -471,10 +459,13 @@ async fn geofence_events(cx: &mut Ctx<'_>) -> Result<bool, ApiError> {
 /// Both directions of each membership: the group's entry first, the user's (what finds it) after.
 async fn memberships(cx: &mut Ctx<'_>) -> Result<bool, ApiError> {
     let upk = groups::groups_of_pk(&cx.pid, &cx.uid);
-    let items = cx.store.query(Table::Main, &Query::new(&upk, SkRange::All)).await?.items;
-    let members = items.iter().map(|g| (groups::members_pk(&cx.pid, &sk_of(g)), cx.uid.clone())).collect();
+    let items = cx.store.query(Table::Main, &Query::new(&upk, SkRange::All).with_expired()).await?.items;
+    let members = items
+        .iter()
+        .map(|g| Ok((groups::members_pk(&cx.pid, &key_of(g)?.1), cx.uid.clone())))
+        .collect::<Result<_, StoreError>>()?;
     cx.delete_keys(Table::Main, members).await?;
-    let own = items.iter().map(|g| (upk.clone(), sk_of(g))).collect();
+    let own = items.iter().map(key_of).collect::<Result<_, _>>()?;
     cx.delete_keys(Table::Main, own).await?;
     Ok(true)
 }
@@ -483,7 +474,7 @@ async fn memberships(cx: &mut Ctx<'_>) -> Result<bool, ApiError> {
 /// follows the user stops following them, and one that followed only them is erased with its
 /// states (it existed only to watch this user).
 async fn moving_fences(cx: &mut Ctx<'_>, pk: &str, live: bool) -> Result<bool, ApiError> {
-    let items = cx.store.query(Table::Main, &Query::new(pk, SkRange::All)).await?.items;
+    let items = cx.store.query(Table::Main, &Query::new(pk, SkRange::All).with_expired()).await?.items;
     let uid = cx.uid.clone();
     let (lead, tail) = (format!("{uid}#"), format!("#{uid}"));
     for item in items {
@@ -530,7 +521,10 @@ async fn scoped_fences(cx: &mut Ctx<'_>, pk: &str, live: bool, mut cursor: Optio
         if cx.out_of_time() {
             return Ok(Run::Paused(cursor));
         }
-        let page = cx.store.query(Table::Main, &Query::new(pk, SkRange::All).limit(PAGE).after(cursor.clone())).await?;
+        let page = cx
+            .store
+            .query(Table::Main, &Query::new(pk, SkRange::All).with_expired().limit(PAGE).after(cursor.clone()))
+            .await?;
         for item in page.items {
             let mut g: Geofence = from_item(item)?;
             if !g.user_ids.contains(&cx.uid) {
@@ -568,24 +562,26 @@ async fn webhook_messages(cx: &mut Ctx<'_>, mut cursor: Option<String>) -> Resul
     let pid = cx.pid.clone();
     let endpoints: Vec<String> = cx
         .store
-        .query(Table::Main, &Query::new(webhooks::endpoints_pk(&pid), SkRange::All))
+        .query(Table::Main, &Query::new(webhooks::endpoints_pk(&pid), SkRange::All).with_expired())
         .await?
         .items
         .iter()
-        .map(sk_of)
-        .collect();
+        .map(|i| key_of(i).map(|(_, sk)| sk))
+        .collect::<Result<_, _>>()?;
     let mpk = webhooks::outbox::messages_pk(&pid);
     loop {
         if cx.out_of_time() {
             return Ok(Run::Paused(cursor));
         }
-        let page =
-            cx.store.query(Table::Main, &Query::new(&mpk, SkRange::All).limit(PAGE).after(cursor.clone())).await?;
+        let page = cx
+            .store
+            .query(Table::Main, &Query::new(&mpk, SkRange::All).with_expired().limit(PAGE).after(cursor.clone()))
+            .await?;
         let mut refs = Vec::new();
         let mut own = Vec::new();
         let mut redacted = Vec::new();
         for mut m in page.items {
-            let id = sk_of(&m);
+            let id = key_of(&m)?.1;
             if str_of(&m, "user_id") == cx.uid {
                 for wh in &endpoints {
                     refs.push((webhooks::outbox::log_pk(&pid, wh), id.clone()));

@@ -418,7 +418,8 @@ async fn plan(
         return Ok(Plan { facts, marks: Vec::new(), states });
     }
     hooks.extend(fixes.last().map(|n| location_hook(user, n)));
-    let (f, marks) = webhooks::outbox::enqueue(p, &subs, &hooks)?;
+    let days = super::retention::days(store, &p.project_id).await?;
+    let (f, marks) = webhooks::outbox::enqueue(p, &subs, &hooks, days)?;
     facts.extend(f);
     Ok(Plan { facts, marks, states })
 }

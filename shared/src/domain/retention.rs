@@ -5,28 +5,36 @@
 //!   with [`TTL_ATTRIBUTE`] (epoch seconds: recorded time plus the retention). On AWS the tables
 //!   enable DynamoDB TTL on it (template.yaml), which deletes expired items in the background,
 //!   typically within a few days as AWS documents, at no write cost. The setting is read at ingest
-//!   through a per-process cache of [`CACHE_SECONDS`], so on Lambda a change reaches items
+//!   through the per-process settings cache ([`settings::CACHE_SECONDS`]), so on Lambda a change reaches items
 //!   written by other instances within that delay (in `waymark serve` at once: the PUT refreshes
 //!   the cache of the process that serves everything).
 //! - **Sweeper.** [`sweep`] deletes what TTL does not cover: items written before the project
 //!   set retention (no attribute), items whose retention was shortened since, and everything in
 //!   the embedded store (redb has no TTL). `waymark serve` runs it every [`SWEEP_SECONDS`]; on
-//!   AWS the processor function runs it on its one-minute schedule. Each run deletes at most
-//!   [`RUN_BUDGET`] items, so a run stays short whatever the backlog; a project whose backlog is
-//!   larger continues where it stopped (a cursor item per project).
+//!   AWS the processor function runs it on its one-minute schedule. Each run is bounded three
+//!   ways ([`Budget`]): items deleted, queries made (a registry of many projects with many users
+//!   costs a query per user even when nothing has expired) and a deadline. Where a run stops is
+//!   stored (one cursor item: project, phase, user), so the next run, in this process or
+//!   after a restart, continues there, and every project and user is reached in turn however
+//!   large the registry. Concurrent runs are harmless: deletes are idempotent and the cursor is
+//!   last-writer-wins.
 //!
 //! The sweeper does not scan: projects with retention are listed in a small registry
 //! (`RETENTION`, one item per project, written with the setting), users come from the
-//! project's user lists (current and deleted), locations are a key range of each user's
-//! partition (ids are time-ordered), and events a key range of the project-wide events list,
-//! each of whose items names the fence and user copies to delete with it.
+//! project's user lists (current and deleted), locations and the user's index of trip events
+//! are a key range of each user's partition (ids are time-ordered), geofence events a key range
+//! of the project-wide events list, each of whose items names the fence and user copies to
+//! delete with it, and webhook messages a key range of the project's messages, each deleted with
+//! its delivery and pending entry at every endpoint.
+//!
+//! Reads never show an item whose [`TTL_ATTRIBUTE`] has passed, on either store, although TTL
+//! and the sweeper remove it later (see `store`): a list, an export or a trip's route is the same
+//! before and after the deletion.
 //!
 //! Derived figures do not expire with the fixes: a trip record keeps its distance, duration and
 //! elevation gain (its summary answers them once the fixes may be gone, and a late fix does not
 //! recompute them from what remains: see `trips`), and insights read stays, never locations.
 
-use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -34,30 +42,36 @@ use serde_json::json;
 
 use super::geofences::events::{events_pk, fence_events_pk, user_events_pk};
 use super::locations::locations_pk;
-use super::{settings, users};
+use super::webhooks::{endpoints_pk, outbox};
+use super::{settings, trips, users};
 use crate::auth::Project;
 use crate::error::ApiError;
 use crate::ids::id_at;
-use crate::store::{Cond, Item, Query, SkRange, Store, Table, from_item, key_of, to_item};
+use crate::store::{Cond, Item, Page, Query, SkRange, Store, Table, from_item, key_of, to_item};
 use crate::time::Timestamp;
 
 /// The numeric attribute (epoch seconds) DynamoDB TTL is enabled on, in both tables.
-pub const TTL_ATTRIBUTE: &str = "expires_at";
-/// How long a process trusts a project's `retention_days` read at ingest (seconds).
-pub const CACHE_SECONDS: u64 = 60;
+pub use crate::store::TTL_ATTRIBUTE;
 /// How often `waymark serve` runs the sweeper (seconds); the processor's schedule on AWS is the
 /// same minute.
 pub const SWEEP_SECONDS: u64 = 60;
 /// Most items one sweeper run deletes (an event counts as its three copies): at one run a minute,
 /// up to 300,000 items an hour.
 pub const RUN_BUDGET: usize = 5_000;
+/// Most queries one run makes: a user with nothing expired costs one, so a registry of 100,000
+/// users is gone through in about 50 runs (under an hour), at 2,000 small reads a minute.
+pub const RUN_QUERIES: usize = 2_000;
+/// Longest a run works: well inside the processor function's timeout (120 s, of which the
+/// erasure sweep may take 60) and the minute between runs.
+pub const RUN_TIME: Duration = Duration::from_secs(20);
 /// Items read and deleted per step.
 const PAGE: usize = 500;
-/// Users listed per read of a project's user list.
+/// Users listed per read of a project's user list; registry entries per read of the registry.
 const USERS_PAGE: usize = 100;
 
 const REGISTRY_PK: &str = "RETENTION";
 const CURSOR_PK: &str = "RETENTION#CURSOR";
+const CURSOR_SK: &str = "-";
 
 /// A project's entry in the sweeper's registry. A project that went back to keeping for ever
 /// keeps its entry with `retention_days: null` (a put, like every settings write).
@@ -67,13 +81,18 @@ struct Registered {
     retention_days: Option<u32>,
 }
 
-/// Where a project's sweep stopped: which user list (0 current, 1 deleted) and the last user
-/// whose expired fixes are all gone.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// Where the sweeper stopped: in which project (registry order), at which phase of it (see
+/// [`PHASES`]) and, in a user list, after which user (the last whose expired items are all gone).
+/// Each phase done is kept, so a run too small for a whole project still moves on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct Cursor {
-    list: usize,
+    project: Option<String>,
+    phase: usize,
     after: Option<String>,
 }
+
+/// A project's phases: geofence events, webhook messages, current users, deleted users.
+const PHASES: usize = 4;
 
 /// The registry item for `p` with this retention (written with the setting).
 pub(crate) fn registry_item(p: &Project, days: Option<u32>) -> Result<Item, ApiError> {
@@ -81,28 +100,9 @@ pub(crate) fn registry_item(p: &Project, days: Option<u32>) -> Result<Item, ApiE
     Ok(to_item(REGISTRY_PK, &p.project_id, &r)?)
 }
 
-type Cache = HashMap<String, (Instant, Option<u32>)>;
-static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
-
-/// Note a project's retention as just read or written.
-pub(crate) fn remember(project_id: &str, days: Option<u32>) {
-    let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    // Bounded: a process that has seen very many projects starts over (one read each).
-    if c.len() > 10_000 {
-        c.clear();
-    }
-    c.insert(project_id.to_owned(), (Instant::now(), days));
-}
-
-/// A project's `retention_days`, read at most once per [`CACHE_SECONDS`] per process.
+/// A project's `retention_days`, through the settings cache ([`settings::cached`]).
 pub async fn days(store: &dyn Store, project_id: &str) -> Result<Option<u32>, ApiError> {
-    let cached = CACHE.lock().unwrap_or_else(|e| e.into_inner()).get(project_id).copied();
-    if let Some((_, d)) = cached.filter(|(at, _)| at.elapsed() < Duration::from_secs(CACHE_SECONDS)) {
-        return Ok(d);
-    }
-    let d = settings::get(store, project_id).await?.retention_days;
-    remember(project_id, d);
-    Ok(d)
+    Ok(settings::cached(store, project_id).await?.retention_days)
 }
 
 /// Put the TTL attribute on an item recorded at `at`, when the project keeps things `days`.
@@ -110,6 +110,12 @@ pub fn stamp(item: &mut Item, at: Timestamp, days: Option<u32>) {
     if let Some(d) = days {
         item.insert(TTL_ATTRIBUTE.into(), json!(at.0.timestamp() + i64::from(d) * 86_400));
     }
+}
+
+/// The TTL of a copy keyed by a time-ordered id (webhook messages, trip events' user index):
+/// the id's time plus the retention.
+pub fn expiry_of(id: &str, days: Option<u32>) -> Option<i64> {
+    Some(crate::ids::time_of(id)?.timestamp() + i64::from(days?) * 86_400)
 }
 
 /// The oldest time kept now with `days` of retention: what was recorded before it has expired.
@@ -121,6 +127,28 @@ pub fn cutoff(days: u32, now: Timestamp) -> Timestamp {
 /// from its fixes now would be computed from part of them).
 pub async fn may_have_expired(store: &dyn Store, project_id: &str, since: Timestamp) -> Result<bool, ApiError> {
     Ok(days(store, project_id).await?.is_some_and(|d| since < cutoff(d, Timestamp::now())))
+}
+
+/// The bounds of one sweeper run.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// Most items deleted.
+    pub items: usize,
+    /// Most queries made.
+    pub queries: usize,
+    /// When the run stops, whatever is left.
+    pub deadline: Instant,
+}
+
+impl Budget {
+    /// The bounds of a scheduled run, from now.
+    pub fn run() -> Self {
+        Self { items: RUN_BUDGET, queries: RUN_QUERIES, deadline: Instant::now() + RUN_TIME }
+    }
+    /// At most `items` deletions, no other bound (tests, measurements).
+    pub fn items(items: usize) -> Self {
+        Self { items, queries: usize::MAX, deadline: Instant::now() + Duration::from_secs(3600) }
+    }
 }
 
 /// What one sweeper run did.
@@ -135,48 +163,113 @@ pub struct Swept {
     pub events: usize,
     /// Items deleted in all.
     pub items: usize,
-    /// Whether the run got through every project (else the budget ran out first).
+    /// Queries made.
+    pub queries: usize,
+    /// Whether the run went round every project (else a bound stopped it, and the stored cursor
+    /// says where the next run continues).
     pub finished: bool,
 }
 
-/// One sweeper run over every project with retention, deleting at most `budget` items; `now`
-/// decides what has expired.
-pub async fn sweep(store: &dyn Store, budget: usize, now: Timestamp) -> Result<Swept, ApiError> {
-    let mut out = Swept::default();
-    let mut after = None;
-    loop {
-        let q = Query::new(REGISTRY_PK, SkRange::All).after(after).limit(USERS_PAGE);
-        let page = store.query(Table::Main, &q).await?;
-        for item in page.items {
-            let r: Registered = from_item(item)?;
-            let Some(days) = r.retention_days else { continue };
-            if out.items >= budget {
-                return Ok(out);
-            }
-            sweep_project(store, &r.project_id, cutoff(days, now), budget, &mut out).await?;
-        }
-        match page.last_sk {
-            Some(sk) => after = Some(sk),
-            None => break,
-        }
-    }
-    out.finished = out.items < budget;
-    Ok(out)
+/// One run's state: its bounds, what it did, and the store.
+struct Run<'a> {
+    store: &'a dyn Store,
+    budget: Budget,
+    now: Timestamp,
+    out: Swept,
 }
 
-/// What [`sweep`] does for one project, with its current retention (nothing without one).
-pub async fn sweep_one(store: &dyn Store, project_id: &str, budget: usize, now: Timestamp) -> Result<Swept, ApiError> {
-    let mut out = Swept::default();
-    if let Some(d) = settings::get(store, project_id).await?.retention_days {
-        sweep_project(store, project_id, cutoff(d, now), budget, &mut out).await?;
+impl Run<'_> {
+    fn spent(&self) -> bool {
+        self.out.items >= self.budget.items
+            || self.out.queries >= self.budget.queries
+            || Instant::now() >= self.budget.deadline
     }
-    out.finished = out.items < budget;
-    Ok(out)
+
+    /// A query, counted; expired items included (they are what the sweeper is for).
+    async fn query(&mut self, table: Table, q: Query) -> Result<Page, ApiError> {
+        self.out.queries += 1;
+        Ok(self.store.query(table, &q.with_expired()).await?)
+    }
+}
+
+/// One sweeper run over the projects with retention, from where the last run stopped, within
+/// `budget`; `now` decides what has expired.
+pub async fn sweep(store: &dyn Store, budget: Budget, now: Timestamp) -> Result<Swept, ApiError> {
+    let saved: Option<Cursor> = store.get(Table::Main, CURSOR_PK, CURSOR_SK).await?.map(from_item).transpose()?;
+    let mut pos = saved.clone().unwrap_or_default();
+    let mut run = Run { store, budget, now, out: Swept::default() };
+    let first = pos.project.clone();
+    let stopped = 'lap: {
+        // The project the last run stopped in, from where it stopped.
+        if let Some(pid) = &first
+            && let Some(item) = store.get(Table::Main, REGISTRY_PK, pid).await?
+            && !run.project(&from_item(item)?, &mut pos).await?
+        {
+            break 'lap true;
+        }
+        // Then those after it, and round again to those before it.
+        let (mut after, mut wrapped) = (first.clone(), first.is_none());
+        loop {
+            if run.spent() {
+                break 'lap true;
+            }
+            let page =
+                run.query(Table::Main, Query::new(REGISTRY_PK, SkRange::All).after(after).limit(USERS_PAGE)).await?;
+            for item in page.items {
+                let r: Registered = from_item(item)?;
+                if wrapped && first.as_ref().is_some_and(|f| r.project_id >= *f) {
+                    break 'lap false;
+                }
+                pos = Cursor { project: Some(r.project_id.clone()), phase: 0, after: None };
+                if !run.project(&r, &mut pos).await? {
+                    break 'lap true;
+                }
+            }
+            after = page.last_sk;
+            if after.is_none() {
+                if wrapped {
+                    break 'lap false;
+                }
+                wrapped = true;
+            }
+        }
+    };
+    if stopped {
+        if saved.as_ref() != Some(&pos) {
+            store.put(Table::Main, to_item(CURSOR_PK, CURSOR_SK, &pos)?, Cond::None).await?;
+        }
+    } else {
+        // A whole lap: the next run starts from the beginning.
+        run.out.finished = true;
+        if saved.is_some() {
+            store.delete(Table::Main, CURSOR_PK, CURSOR_SK, Cond::None).await?;
+        }
+    }
+    Ok(run.out)
+}
+
+/// One pass over one project with its current retention (nothing without one), from its start
+/// and within `budget`, without the stored cursor (tests and measurements).
+pub async fn sweep_one(store: &dyn Store, project_id: &str, budget: Budget, now: Timestamp) -> Result<Swept, ApiError> {
+    let mut run = Run { store, budget, now, out: Swept::default() };
+    let r = Registered {
+        project_id: project_id.to_owned(),
+        retention_days: settings::get(store, project_id).await?.retention_days,
+    };
+    let mut pos = Cursor::default();
+    run.out.finished = run.project(&r, &mut pos).await?;
+    Ok(run.out)
 }
 
 /// The key range of ids recorded before `cutoff`.
 fn expired(cutoff: Timestamp) -> SkRange {
     SkRange::Between("0".repeat(24), id_at(cutoff.0 - chrono::Duration::milliseconds(1), u64::MAX))
+}
+
+#[derive(Deserialize)]
+struct MessageKeys {
+    id: String,
+    user_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -186,80 +279,142 @@ struct EventKeys {
     geofence_id: String,
 }
 
-async fn sweep_project(
-    store: &dyn Store,
-    pid: &str,
-    cutoff: Timestamp,
-    budget: usize,
-    out: &mut Swept,
-) -> Result<(), ApiError> {
-    out.projects += 1;
-    let range = expired(cutoff);
-    // Events: the project-wide list holds every event; its copy goes last, so a run cut short
-    // leaves it to find the others again.
-    while out.items < budget {
-        let n = ((budget - out.items) / 3).clamp(1, PAGE);
-        let page = store.query(Table::Main, &Query::new(events_pk(pid), range.clone()).limit(n)).await?;
-        if page.items.is_empty() {
-            break;
+impl Run<'_> {
+    /// Sweep one registered project from `pos`; `false` when a bound stopped it, with `pos`
+    /// where to continue.
+    async fn project(&mut self, r: &Registered, pos: &mut Cursor) -> Result<bool, ApiError> {
+        let Some(days) = r.retention_days else { return Ok(true) };
+        let pid = r.project_id.as_str();
+        let range = expired(cutoff(days, self.now));
+        if !self.spent() {
+            self.out.projects += 1;
         }
-        let events = page.items.into_iter().map(from_item::<EventKeys>).collect::<Result<Vec<_>, _>>()?;
-        let copies = events
-            .iter()
-            .flat_map(|e| {
-                [(fence_events_pk(pid, &e.geofence_id), e.id.clone()), (user_events_pk(pid, &e.user_id), e.id.clone())]
-            })
-            .collect();
-        store.delete_many(Table::Main, copies).await?;
-        store.delete_many(Table::Main, events.iter().map(|e| (events_pk(pid), e.id.clone())).collect()).await?;
-        out.events += events.len();
-        out.items += 3 * events.len();
-        if page.last_sk.is_none() {
-            break;
+        while pos.phase < PHASES {
+            let done = match pos.phase {
+                0 => self.geofence_events(pid, &range).await?,
+                1 => self.webhook_messages(pid, &range).await?,
+                list => {
+                    let pk = if list == 2 { users::users_pk(pid) } else { users::deleted_pk(pid) };
+                    self.users(pid, &pk, &range, &mut pos.after).await?
+                }
+            };
+            if !done {
+                return Ok(false);
+            }
+            pos.phase += 1;
+            pos.after = None;
+        }
+        Ok(true)
+    }
+
+    /// Geofence events: the project-wide list holds every event; its copy goes last, so a run
+    /// cut short leaves it to find the others again.
+    async fn geofence_events(&mut self, pid: &str, range: &SkRange) -> Result<bool, ApiError> {
+        loop {
+            if self.spent() {
+                return Ok(false);
+            }
+            let n = ((self.budget.items - self.out.items) / 3).clamp(1, PAGE);
+            let page = self.query(Table::Main, Query::new(events_pk(pid), range.clone()).limit(n)).await?;
+            let events = page.items.into_iter().map(from_item::<EventKeys>).collect::<Result<Vec<_>, _>>()?;
+            let copies = events
+                .iter()
+                .flat_map(|e| {
+                    [
+                        (fence_events_pk(pid, &e.geofence_id), e.id.clone()),
+                        (user_events_pk(pid, &e.user_id), e.id.clone()),
+                    ]
+                })
+                .collect();
+            self.store.delete_many(Table::Main, copies).await?;
+            self.store
+                .delete_many(Table::Main, events.iter().map(|e| (events_pk(pid), e.id.clone())).collect())
+                .await?;
+            self.out.events += events.len();
+            self.out.items += 3 * events.len();
+            if page.last_sk.is_none() {
+                return Ok(true);
+            }
         }
     }
-    // Locations: user by user, from where the last run stopped.
-    let saved = store.get(Table::Main, CURSOR_PK, pid).await?;
-    let start: Cursor = saved.clone().map(from_item).transpose()?.unwrap_or_default();
-    let lists = [users::users_pk(pid), users::deleted_pk(pid)];
-    for (li, list) in lists.iter().enumerate().skip(start.list) {
-        let mut after = if li == start.list { start.after.clone() } else { None };
+
+    /// Webhook messages, with each endpoint's delivery and pending entry; the message goes last,
+    /// so a run cut short finds the others again.
+    async fn webhook_messages(&mut self, pid: &str, range: &SkRange) -> Result<bool, ApiError> {
+        if self.spent() {
+            return Ok(false);
+        }
+        let endpoints = self.query(Table::Main, Query::new(endpoints_pk(pid), SkRange::All)).await?.items;
+        let endpoints = endpoints.iter().map(|e| key_of(e).map(|(_, sk)| sk)).collect::<Result<Vec<_>, _>>()?;
+        let mpk = outbox::messages_pk(pid);
         loop {
-            let page = store
-                .query(Table::Main, &Query::new(list, SkRange::All).after(after.clone()).limit(USERS_PAGE))
-                .await?;
+            if self.spent() {
+                return Ok(false);
+            }
+            let n = ((self.budget.items - self.out.items) / (1 + 2 * endpoints.len())).clamp(1, PAGE);
+            let page = self.query(Table::Main, Query::new(&mpk, range.clone()).limit(n)).await?;
+            let msgs = page.items.into_iter().map(from_item::<MessageKeys>).collect::<Result<Vec<_>, _>>()?;
+            let mut copies = Vec::new();
+            for (m, wh) in msgs.iter().flat_map(|m| endpoints.iter().map(move |wh| (m, wh))) {
+                copies.push((outbox::log_pk(pid, wh), m.id.clone()));
+                copies.push((outbox::pending_pk(pid, wh), outbox::pending_sk(m.user_id.as_deref(), &m.id)));
+            }
+            self.out.items += copies.len() + msgs.len();
+            self.store.delete_many(Table::Main, copies).await?;
+            self.store.delete_many(Table::Main, msgs.iter().map(|m| (mpk.clone(), m.id.clone())).collect()).await?;
+            if page.last_sk.is_none() {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// The users of one user list after `after`: each one's locations and index of trip events.
+    /// `after` moves past each user once both are swept.
+    async fn users(
+        &mut self,
+        pid: &str,
+        list: &str,
+        range: &SkRange,
+        after: &mut Option<String>,
+    ) -> Result<bool, ApiError> {
+        loop {
+            if self.spent() {
+                return Ok(false);
+            }
+            let q = Query::new(list, SkRange::All).after(after.clone()).limit(USERS_PAGE);
+            let page = self.query(Table::Main, q).await?;
             for u in &page.items {
                 let (_, uid) = key_of(u)?;
-                loop {
-                    if out.items >= budget {
-                        let c = Cursor { list: li, after };
-                        store.put(Table::Main, to_item(CURSOR_PK, pid, &c)?, Cond::None).await?;
-                        return Ok(());
-                    }
-                    let n = (budget - out.items).min(PAGE);
-                    let q = Query::new(locations_pk(pid, &uid), range.clone()).limit(n);
-                    let locs = store.query(Table::Locations, &q).await?;
-                    let keys = locs.items.iter().map(key_of).collect::<Result<Vec<_>, _>>()?;
-                    let done = locs.last_sk.is_none();
-                    out.locations += keys.len();
-                    out.items += keys.len();
-                    store.delete_many(Table::Locations, keys).await?;
-                    if done {
-                        break;
+                let parts = [
+                    (Table::Locations, locations_pk(pid, &uid)),
+                    (Table::Main, trips::events::user_events_pk(pid, &uid)),
+                ];
+                for (table, pk) in parts {
+                    loop {
+                        if self.spent() {
+                            return Ok(false);
+                        }
+                        let n = (self.budget.items - self.out.items).min(PAGE);
+                        let got = self.query(table, Query::new(&pk, range.clone()).limit(n)).await?;
+                        let keys = got.items.iter().map(key_of).collect::<Result<Vec<_>, _>>()?;
+                        if table == Table::Locations {
+                            self.out.locations += keys.len();
+                        }
+                        self.out.items += keys.len();
+                        self.store.delete_many(table, keys).await?;
+                        if got.last_sk.is_none() {
+                            break;
+                        }
                     }
                 }
-                out.users += 1;
-                after = Some(uid);
+                self.out.users += 1;
+                *after = Some(uid);
             }
             if page.last_sk.is_none() {
-                break;
+                return Ok(true);
             }
         }
     }
-    if saved.is_some() {
-        store.delete(Table::Main, CURSOR_PK, pid, Cond::None).await?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

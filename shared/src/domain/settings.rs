@@ -7,6 +7,16 @@
 //!
 //! `retention_days` is also copied into a small registry (see `domain::retention`) in the same
 //! transaction, so the retention sweeper finds the projects that have one without a scan.
+//!
+//! Readers on a hot path (ingest stamping the retention's expiry, the tracking page checking its
+//! link's life) use [`cached`]: one read per project per [`CACHE_SECONDS`] per process. On Lambda
+//! a change made through another instance therefore applies within that delay; in `waymark
+//! serve` at once, since the PUT refreshes the cache of the one process that serves everything.
+//! `GET /v1/api/project/settings/` and the sweeper read the record itself ([`get`]).
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -57,6 +67,35 @@ impl ProjectSettings {
     pub fn to_json(self) -> Value {
         json!({"tracking_link_ttl_hours": self.tracking_link_ttl_hours, "retention_days": self.retention_days})
     }
+}
+
+/// How long a process trusts a project's settings it has read (seconds): short, so that a change
+/// reaches every Lambda instance within a minute, and long enough that ingest reads them about
+/// once a minute rather than once a batch.
+pub const CACHE_SECONDS: u64 = 60;
+/// Projects a process remembers before it starts over (one read each again).
+const CACHE_PROJECTS: usize = 10_000;
+
+type Cache = HashMap<String, (Instant, ProjectSettings)>;
+static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
+
+fn remember(project_id: &str, s: ProjectSettings) {
+    let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if c.len() >= CACHE_PROJECTS {
+        c.clear();
+    }
+    c.insert(project_id.to_owned(), (Instant::now(), s));
+}
+
+/// A project's settings as this process read them at most [`CACHE_SECONDS`] ago.
+pub async fn cached(store: &dyn Store, project_id: &str) -> Result<ProjectSettings, ApiError> {
+    let hit = CACHE.lock().unwrap_or_else(|e| e.into_inner()).get(project_id).copied();
+    if let Some((_, s)) = hit.filter(|(at, _)| at.elapsed() < Duration::from_secs(CACHE_SECONDS)) {
+        return Ok(s);
+    }
+    let s = get(store, project_id).await?;
+    remember(project_id, s);
+    Ok(s)
 }
 
 fn settings_pk(project_id: &str) -> String {
@@ -152,8 +191,9 @@ pub async fn update(store: &dyn Store, p: &Project, up: SettingsUpdate) -> Resul
         ops.push(WriteOp::Put { table: Table::Main, item: retention::registry_item(p, d)?, cond: Cond::None });
     }
     store.transact(ops).await?;
-    retention::remember(&p.project_id, s.retention_days);
-    Ok(ProjectSettings::from(&s))
+    let now = ProjectSettings::from(&s);
+    remember(&p.project_id, now);
+    Ok(now)
 }
 
 #[cfg(test)]

@@ -11,21 +11,26 @@ use aws_sdk_dynamodb::client::Waiters;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, ConsumedCapacity, Delete, KeySchemaElement, KeyType, Put,
-    ReturnConsumedCapacity, ScalarAttributeType, Select, TransactWriteItem,
+    AttributeDefinition, AttributeValue, BillingMode, ConsumedCapacity, Delete, DeleteRequest, KeySchemaElement,
+    KeyType, Put, ReturnConsumedCapacity, ScalarAttributeType, Select, TransactWriteItem, WriteRequest,
 };
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 
 use super::tables::{PARTITION_KEY, SORT_KEY};
 use super::{
-    Cond, Item, MAX_TRANSACT_OPS, Page, Query, SkRange, Store, StoreError, TABLES, Table, TableNames, WriteOp,
+    Cond, Item, MAX_TRANSACT_OPS, Page, Query, SkRange, Store, StoreError, TABLES, TTL_ATTRIBUTE, Table, TableNames,
+    WriteOp, epoch_now, is_expired,
 };
 
 type Av = HashMap<String, AttributeValue>;
 
 /// Conditional puts of one `put_new` batch in flight at once.
 const PUT_CONCURRENCY: usize = 32;
+/// Most requests of one BatchWriteItem (DynamoDB's limit).
+const BATCH_WRITE: usize = 25;
+/// BatchWriteItem calls of one `delete_many` in flight at once (up to 200 deletes).
+const BATCHES_IN_FLIGHT: usize = 8;
 
 #[derive(Clone)]
 pub struct DynamoStore {
@@ -68,6 +73,29 @@ async fn client_from_env() -> Client {
 }
 
 impl DynamoStore {
+    /// One BatchWriteItem of deletes; what DynamoDB leaves unprocessed (throttling) is sent again
+    /// after a growing pause, as AWS advises.
+    async fn batch_delete(&self, name: &str, mut reqs: Vec<WriteRequest>) -> Result<(), StoreError> {
+        for attempt in 0..8u32 {
+            let out = self
+                .client()
+                .await
+                .batch_write_item()
+                .request_items(name, reqs)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(backend)?;
+            self.count_capacity(out.consumed_capacity.iter().flatten());
+            match out.unprocessed_items.and_then(|mut u| u.remove(name)).filter(|r| !r.is_empty()) {
+                None => return Ok(()),
+                Some(left) => reqs = left,
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25 << attempt)).await;
+        }
+        Err(StoreError::Backend(format!("BatchWriteItem on {name}: deletes still unprocessed after retries")))
+    }
+
     pub fn new(client: Client, names: TableNames) -> Self {
         Self { client: Arc::new(OnceCell::new_with(Some(client))), names, consumed: Arc::default() }
     }
@@ -160,6 +188,20 @@ fn key_condition(q: &Query) -> (String, Av) {
     (expr, values)
 }
 
+fn unzip((f, n): (String, HashMap<String, String>)) -> (Option<String>, Option<HashMap<String, String>>) {
+    (Some(f), Some(n))
+}
+
+/// The filter that leaves out items whose TTL has passed (DynamoDB deletes them only later), its
+/// names and values; added to the key condition's values. A TTL attribute that is not a number
+/// is no expiry, as for DynamoDB's TTL.
+fn unexpired(values: &mut Av) -> (String, HashMap<String, String>) {
+    values.insert(":now".into(), AttributeValue::N(epoch_now().to_string()));
+    values.insert(":num".into(), AttributeValue::S("N".into()));
+    let names = HashMap::from([("#ttl".to_owned(), TTL_ATTRIBUTE.to_owned())]);
+    ("attribute_not_exists(#ttl) OR NOT attribute_type(#ttl, :num) OR #ttl > :now".into(), names)
+}
+
 #[async_trait]
 impl Store for DynamoStore {
     async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
@@ -175,7 +217,7 @@ impl Store for DynamoStore {
             .await
             .map_err(backend)?;
         self.count_capacity(&out.consumed_capacity);
-        out.item.map(from_av).transpose()
+        Ok(out.item.map(from_av).transpose()?.filter(|i| !is_expired(i, epoch_now())))
     }
 
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
@@ -227,7 +269,10 @@ impl Store for DynamoStore {
     }
 
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError> {
-        let (expr, values) = key_condition(q);
+        let (expr, mut values) = key_condition(q);
+        // With a filter, DynamoDB's Limit counts the items read, not those returned: the loop
+        // below asks again until `limit` items have passed it.
+        let (filter, names) = if q.with_expired { (None, None) } else { unzip(unexpired(&mut values)) };
         let mut start = q.after.as_ref().map(|sk| key_av(&q.pk, sk));
         let mut items = Vec::new();
         loop {
@@ -241,6 +286,8 @@ impl Store for DynamoStore {
                 .query()
                 .table_name(self.name(table))
                 .key_condition_expression(&expr)
+                .set_filter_expression(filter.clone())
+                .set_expression_attribute_names(names.clone())
                 .set_expression_attribute_values(Some(values.clone()))
                 .scan_index_forward(!q.descending)
                 .consistent_read(true)
@@ -269,7 +316,8 @@ impl Store for DynamoStore {
 
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError> {
         let q = Query::new(pk, range.clone());
-        let (expr, values) = key_condition(&q);
+        let (expr, mut values) = key_condition(&q);
+        let (filter, names) = unexpired(&mut values);
         let mut start = None;
         let mut total = 0usize;
         loop {
@@ -279,6 +327,8 @@ impl Store for DynamoStore {
                 .query()
                 .table_name(self.name(table))
                 .key_condition_expression(&expr)
+                .filter_expression(&filter)
+                .set_expression_attribute_names(Some(names.clone()))
                 .set_expression_attribute_values(Some(values.clone()))
                 .select(Select::Count)
                 .consistent_read(true)
@@ -373,12 +423,26 @@ impl Store for DynamoStore {
             .await
     }
 
-    async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
-        // DeleteItem calls in flight together rather than BatchWriteItem: the same IAM action as
-        // every other delete (no extra grant), and each failure is the item's own.
-        futures::stream::iter(keys)
-            .map(|(pk, sk)| async move { self.delete(table, &pk, &sk, Cond::None).await })
-            .buffer_unordered(PUT_CONCURRENCY)
+    async fn delete_many(&self, table: Table, mut keys: Vec<(String, String)>) -> Result<(), StoreError> {
+        // BatchWriteItem: 25 deletes a request at one write unit each (a transaction would cost
+        // two), a few requests in flight. A batch may not name a key twice.
+        keys.sort_unstable();
+        keys.dedup();
+        let name = self.name(table).to_owned();
+        let batches = keys
+            .chunks(BATCH_WRITE)
+            .map(|c| {
+                c.iter()
+                    .map(|(pk, sk)| {
+                        let del = DeleteRequest::builder().set_key(Some(key_av(pk, sk))).build().map_err(backend)?;
+                        Ok(WriteRequest::builder().delete_request(del).build())
+                    })
+                    .collect::<Result<Vec<_>, StoreError>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        futures::stream::iter(batches)
+            .map(|b| self.batch_delete(&name, b))
+            .buffer_unordered(BATCHES_IN_FLIGHT)
             .try_collect::<()>()
             .await
     }

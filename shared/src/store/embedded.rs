@@ -10,7 +10,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::{Cond, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, WriteOp, cond_holds, key_of};
+use super::{
+    Cond, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, WriteOp, cond_holds, epoch_now, is_expired,
+    key_of,
+};
 
 type RedbTable = TableDefinition<'static, &'static str, &'static [u8]>;
 
@@ -82,6 +85,25 @@ fn encode(item: &Item) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec(item).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
+/// Whether a stored value is expired at `now`. Most items carry no TTL attribute: a byte search
+/// rules them out without parsing; the others are parsed for that one attribute.
+fn expired_value(bytes: &[u8], now: i64) -> bool {
+    // The attribute's name as JSON writes it (a test holds it to TTL_ATTRIBUTE).
+    const NEEDLE: &[u8] = b"\"expires_at\"";
+    #[derive(serde::Deserialize)]
+    struct Ttl {
+        #[serde(default)]
+        expires_at: Option<serde_json::Value>,
+    }
+    if !bytes.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
+        return false;
+    }
+    match serde_json::from_slice::<Ttl>(bytes) {
+        Ok(Ttl { expires_at: Some(v) }) => v.as_f64().is_some_and(|t| t <= now as f64),
+        _ => false,
+    }
+}
+
 /// The redb key bounds of a query's range, honouring the `after` cursor.
 fn bounds(pk: &str, range: &SkRange) -> (Bound<String>, Bound<String>) {
     match range {
@@ -136,7 +158,11 @@ fn query_page(db: &Database, table: Table, q: &Query) -> Result<Page, StoreError
     let mut items = Vec::new();
     let limit = q.limit.unwrap_or(usize::MAX);
     let mut more = false;
+    let now = epoch_now();
     scan(db, table, q, |v| {
+        if !q.with_expired && expired_value(v, now) {
+            return Ok(true);
+        }
         if items.len() == limit {
             more = true;
             return Ok(false);
@@ -148,7 +174,7 @@ fn query_page(db: &Database, table: Table, q: &Query) -> Result<Page, StoreError
     Ok(Page { items, last_sk })
 }
 
-/// The entries between `bounds`; `None` when there are more than `cap`.
+/// The unexpired entries between `bounds`; `None` when there are more than `cap`.
 fn count_range(
     db: &Database,
     table: Table,
@@ -158,10 +184,18 @@ fn count_range(
     let txn = db.begin_read().map_err(backend)?;
     let t = txn.open_table(redb_table(table)).map_err(backend)?;
     let r = t.range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str))).map_err(backend)?;
-    Ok(match cap {
-        None => Some(r.count()),
-        Some(cap) => Some(r.take(cap + 1).count()).filter(|&n| n <= cap),
-    })
+    let now = epoch_now();
+    let mut n = 0usize;
+    for e in r {
+        let (_, v) = e.map_err(backend)?;
+        if !expired_value(v.value(), now) {
+            n += 1;
+            if cap.is_some_and(|c| n > c) {
+                return Ok(None);
+            }
+        }
+    }
+    Ok(Some(n))
 }
 
 fn write_op(txn: &redb::WriteTransaction, op: &WriteOp) -> Result<(), StoreError> {
@@ -206,7 +240,8 @@ impl Store for EmbeddedStore {
     async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
         let txn = self.db.begin_read().map_err(backend)?;
         let t = txn.open_table(redb_table(table)).map_err(backend)?;
-        t.get(key(pk, sk).as_str()).map_err(backend)?.map(|g| decode(g.value())).transpose()
+        let item = t.get(key(pk, sk).as_str()).map_err(backend)?.map(|g| decode(g.value())).transpose()?;
+        Ok(item.filter(|i| !is_expired(i, epoch_now())))
     }
 
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
@@ -231,8 +266,11 @@ impl Store for EmbeddedStore {
         let q = q.clone();
         self.run(move |db| {
             let mut out = Vec::new();
+            let now = epoch_now();
             scan(db, table, &q, |v| {
-                out.push(v.to_vec());
+                if q.with_expired || !expired_value(v, now) {
+                    out.push(v.to_vec());
+                }
                 Ok(true)
             })?;
             Ok(out)
@@ -322,5 +360,22 @@ impl Store for EmbeddedStore {
 
     async fn ensure_tables(&self) -> Result<(), StoreError> {
         Ok(()) // created when opened
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiry_is_read_from_the_ttl_attribute_only() {
+        let v = |j: serde_json::Value| serde_json::to_vec(&j).unwrap();
+        let attr = super::super::TTL_ATTRIBUTE;
+        assert!(expired_value(&v(serde_json::json!({attr: 100})), 100));
+        assert!(!expired_value(&v(serde_json::json!({attr: 101})), 100));
+        // Not a number, nested, or absent: not an expiry (as DynamoDB's TTL reads it).
+        assert!(!expired_value(&v(serde_json::json!({attr: "1"})), 100));
+        assert!(!expired_value(&v(serde_json::json!({"secrets": [{attr: 1}]})), 100));
+        assert!(!expired_value(&v(serde_json::json!({"pk": "a"})), 100));
     }
 }

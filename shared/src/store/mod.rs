@@ -4,6 +4,13 @@
 //!
 //! Items are JSON objects that carry `pk` and `sk`; mapping to DynamoDB attribute values happens
 //! only in `dynamo.rs` (serde_dynamo), and typed records go through [`to_item`] / [`from_item`].
+//!
+//! Expiry: an item whose numeric [`TTL_ATTRIBUTE`] (epoch seconds) has passed is gone for every
+//! read ([`Store::get`], queries, counts) on both backends, although DynamoDB's TTL deletes it
+//! only later (typically within two days) and the embedded store never does by itself (the
+//! retention sweeper does). Only queries marked [`Query::with_expired`] see such items: the
+//! sweeper and erasure, whose job is to delete them. Conditions of writes still see them, as
+//! DynamoDB's do, so both backends agree there too.
 
 mod dynamo;
 mod embedded;
@@ -19,6 +26,21 @@ pub use embedded::EmbeddedStore;
 pub use tables::{TABLES, Table, TableDef, TableNames};
 
 pub type Item = Map<String, Value>;
+
+/// The numeric attribute (epoch seconds) after which an item is expired: DynamoDB TTL is enabled
+/// on it in both tables, and reads skip items past it (see the module's documentation).
+pub const TTL_ATTRIBUTE: &str = "expires_at";
+
+/// Whether `item` has expired at `now` (epoch seconds). A TTL attribute that is not a number is
+/// ignored, as DynamoDB ignores it.
+pub fn is_expired(item: &Item, now: i64) -> bool {
+    item.get(TTL_ATTRIBUTE).and_then(Value::as_f64).is_some_and(|t| t <= now as f64)
+}
+
+/// Now, in epoch seconds, as expiry is compared.
+pub(crate) fn epoch_now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -68,11 +90,13 @@ pub struct Query {
     /// Start after this sort key (a cursor from a previous page).
     pub after: Option<String>,
     pub descending: bool,
+    /// Include items whose TTL has passed (deleting them); reads leave them out.
+    pub with_expired: bool,
 }
 
 impl Query {
     pub fn new(pk: impl Into<String>, range: SkRange) -> Self {
-        Self { pk: pk.into(), range, limit: None, after: None, descending: false }
+        Self { pk: pk.into(), range, limit: None, after: None, descending: false, with_expired: false }
     }
     pub fn limit(mut self, n: usize) -> Self {
         self.limit = Some(n);
@@ -84,6 +108,11 @@ impl Query {
     }
     pub fn descending(mut self) -> Self {
         self.descending = true;
+        self
+    }
+    /// See expired items too (the retention sweeper and erasure, which delete them).
+    pub fn with_expired(mut self) -> Self {
+        self.with_expired = true;
         self
     }
 }
@@ -134,7 +163,7 @@ pub trait Store: Send + Sync + 'static {
         let page = self.query(table, q).await?;
         page.items.iter().map(|i| serde_json::to_vec(i).map_err(|e| StoreError::Corrupt(e.to_string()))).collect()
     }
-    /// How many items of the partition fall in `range`.
+    /// How many items of the partition fall in `range` (expired ones left out).
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError>;
     /// All or nothing, at most [`MAX_TRANSACT_OPS`] operations on distinct keys.
     async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError>;
@@ -142,7 +171,8 @@ pub trait Store: Send + Sync + 'static {
     /// Not atomic across items; each item is.
     async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError>;
     /// Delete the items at these keys, unconditionally; keys already gone are fine. Not atomic:
-    /// for bulk removal (retention) where each item goes on its own.
+    /// for bulk removal (retention, erasure) where each item goes on its own. On DynamoDB a
+    /// BatchWriteItem (its own IAM action) of 25 keys at a time, at one write unit a delete.
     async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
         for (pk, sk) in keys {
             self.delete(table, &pk, &sk, Cond::None).await?;

@@ -24,14 +24,19 @@ pub(crate) fn user_events_pk(project_id: &str, user_id: &str) -> String {
     format!("{project_id}#UTE#{user_id}")
 }
 
-/// The user-index copy of an event (none for an event of a trip without a user).
-pub(crate) fn index_put(project_id: &str, e: &TripEvent) -> Result<Option<WriteOp>, StoreError> {
+/// The user-index copy of an event (none for an event of a trip without a user), expiring with
+/// the project's `retention_days` (by the event id's time).
+pub(crate) fn index_put(
+    project_id: &str,
+    e: &TripEvent,
+    retention_days: Option<u32>,
+) -> Result<Option<WriteOp>, StoreError> {
     let Some(u) = &e.user_id else { return Ok(None) };
-    Ok(Some(WriteOp::Put {
-        table: Table::Main,
-        item: to_item(&user_events_pk(project_id, u), &e.id, e)?,
-        cond: Cond::None,
-    }))
+    let mut item = to_item(&user_events_pk(project_id, u), &e.id, e)?;
+    if let Some(t) = crate::domain::retention::expiry_of(&e.id, retention_days) {
+        item.insert(crate::store::TTL_ATTRIBUTE.into(), t.into());
+    }
+    Ok(Some(WriteOp::Put { table: Table::Main, item, cond: Cond::None }))
 }
 
 /// An event as listed, with the fix that caused it (when one did).

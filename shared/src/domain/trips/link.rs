@@ -23,7 +23,7 @@ pub async fn live_by_token(store: &dyn Store, token: &str, now: Timestamp) -> Re
     if trip.is_deleted || trip.tracking_token != token {
         return Ok(None);
     }
-    if trip.ended_at.is_some() && expired(&trip, settings::get(store, &trip.project_id).await?, now) {
+    if trip.ended_at.is_some() && expired(&trip, settings::cached(store, &trip.project_id).await?, now) {
         return Ok(None);
     }
     Ok(Some(trip))

@@ -287,14 +287,21 @@ pub(crate) fn events_pk(project_id: &str, trip_id: &str) -> String {
 
 /// Writes of the events pushed onto `trip` since `before` of them were stored, at the positions
 /// after the `stored` ones, and their copies in the user's trip-events list; advances
-/// `trip.event_count`.
-fn event_puts(p: &Project, trip: &mut Trip, before: usize, stored: u64) -> Result<Vec<WriteOp>, ApiError> {
+/// `trip.event_count`. The user-index copies expire with the project's `retention_days`; the
+/// trip's own copies stay as long as the trip (see README, Retention).
+fn event_puts(
+    p: &Project,
+    trip: &mut Trip,
+    before: usize,
+    stored: u64,
+    retention_days: Option<u32>,
+) -> Result<Vec<WriteOp>, ApiError> {
     let pk = events_pk(&p.project_id, &trip.id);
     let new = &trip.events[before.min(trip.events.len())..];
     let mut ops = Vec::with_capacity(new.len() * 2);
     for (e, n) in new.iter().zip(stored..) {
         ops.push(WriteOp::Put { table: Table::Main, item: to_item(&pk, &format!("{n:06}"), e)?, cond: Cond::None });
-        ops.extend(events::index_put(&p.project_id, e)?);
+        ops.extend(events::index_put(&p.project_id, e, retention_days)?);
     }
     trip.event_count = stored + new.len() as u64;
     Ok(ops)
@@ -434,7 +441,8 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
     trip.push_event("service:trip:created", Some("service:trip"), None, None);
     let tracking = TrackingRef { project_id: p.project_id.clone(), api, trip_id: trip.id.clone() };
     // Events first: they set the record's event count.
-    let events = event_puts(p, &mut trip, 0, 0)?;
+    let days = crate::domain::retention::days(store, &p.project_id).await?;
+    let events = event_puts(p, &mut trip, 0, 0, days)?;
     let mut ops = vec![
         WriteOp::Put {
             table: Table::Main,
@@ -486,7 +494,8 @@ async fn hook_ops(store: &dyn Store, p: &Project, trip: &Trip, before: usize) ->
         None => None,
     };
     let hooks: Vec<_> = new.into_iter().filter_map(|e| progress::hook_event(trip, e, user.as_ref())).collect();
-    crate::domain::webhooks::outbox::enqueue_ops(p, &subs, &hooks)
+    let days = crate::domain::retention::days(store, &p.project_id).await?;
+    crate::domain::webhooks::outbox::enqueue_ops(p, &subs, &hooks, days)
 }
 
 async fn is_deleted(store: &dyn Store, p: &Project, trip_id: &str) -> Result<bool, ApiError> {
@@ -735,7 +744,8 @@ async fn modify_once(
     let mut ops = change(&mut trip)?;
     trip.version += 1;
     trip.updated_at = Timestamp::now();
-    ops.extend(event_puts(p, &mut trip, snapshot.events.len(), snapshot.event_count)?);
+    let days = crate::domain::retention::days(store, &p.project_id).await?;
+    ops.extend(event_puts(p, &mut trip, snapshot.events.len(), snapshot.event_count, days)?);
     let item = to_item(&trips_pk(&p.project_id, api), &trip.id, &trip)?;
     ops.insert(0, WriteOp::Put { table: Table::Main, item, cond: Cond::Equals("version", snapshot.version.into()) });
     ops.extend(hook_ops(store, p, &trip, snapshot.events.len()).await?);

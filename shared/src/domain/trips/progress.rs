@@ -126,6 +126,7 @@ pub async fn plan(
     let pk = user_trips_pk(&p.project_id, &user.id);
     let entries = store.query(Table::Main, &Query::new(&pk, SkRange::All)).await?.items;
     let now = Timestamp::now();
+    let days = crate::domain::retention::days(store, &p.project_id).await?;
     let mut out = TripPlan::default();
     for e in entries {
         let e: UserTrip = from_item(e)?;
@@ -182,7 +183,7 @@ pub async fn plan(
         t.version += 1;
         t.updated_at = now;
         // The record read here holds no events: the new ones go after the stored ones.
-        let event_ops = event_puts(p, &mut t, 0, trip.event_count)?;
+        let event_ops = event_puts(p, &mut t, 0, trip.event_count, days)?;
         out.states.push(WriteOp::Put {
             table: Table::Main,
             item: to_item(&trips_pk(&p.project_id, e.api), &t.id, &t)?,

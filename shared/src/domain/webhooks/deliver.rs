@@ -307,7 +307,8 @@ impl Worker {
                 ops.push(match &outcome {
                     Outcome::Final => drop_ref.clone(),
                     Outcome::Wait(at) => {
-                        let next = PendingRef { event_id: r.event_id.clone(), next_attempt_at: *at };
+                        let next =
+                            PendingRef { event_id: r.event_id.clone(), next_attempt_at: *at, expires_at: r.expires_at };
                         WriteOp::Put { table: Table::Main, item: to_item(&ppk, sk, &next)?, cond: Cond::None }
                     }
                 });

@@ -41,6 +41,10 @@ pub struct Message {
     /// The JSON body sent, as bytes on the wire.
     pub body: String,
     pub created_at: Timestamp,
+    /// The retention's TTL (`domain::retention`): the message, its deliveries and pending
+    /// entries expire together, so an expired event is neither listed nor sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +91,9 @@ pub struct Delivery {
     pub next_attempt_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// Its message's TTL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
 }
 
 /// An entry of the pending index.
@@ -94,6 +101,9 @@ pub struct Delivery {
 pub struct PendingRef {
     pub event_id: String,
     pub next_attempt_at: Timestamp,
+    /// Its message's TTL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -134,13 +144,14 @@ pub fn body(p: &Project, e: &HookEvent) -> String {
     .to_string()
 }
 
-fn message(p: &Project, e: &HookEvent) -> Message {
+fn message(p: &Project, e: &HookEvent, retention_days: Option<u32>) -> Message {
     Message {
         id: e.id.clone(),
         event_type: e.kind.to_owned(),
         user_id: e.user_id.clone(),
         body: body(p, e),
         created_at: e.created_at,
+        expires_at: crate::domain::retention::expiry_of(&e.id, retention_days),
     }
 }
 
@@ -157,6 +168,7 @@ fn new_delivery(wh: &str, m: &Message, now: Timestamp) -> Delivery {
         next_attempt_at: Some(now),
         created_at: now,
         updated_at: now,
+        expires_at: m.expires_at,
     }
 }
 
@@ -173,16 +185,22 @@ fn work_mark(p: &Project, wh: &str) -> Result<WriteOp, ApiError> {
 
 /// The items that put `events` in the outbox of every endpoint that wants them: facts (message,
 /// delivery, pending entry; write them put-if-absent) and work marks (plain puts, after them).
-pub fn enqueue(p: &Project, subs: &[Endpoint], events: &[HookEvent]) -> Result<(Vec<Item>, Vec<WriteOp>), ApiError> {
+/// With the project's `retention_days`, the facts expire with the events they carry.
+pub fn enqueue(
+    p: &Project,
+    subs: &[Endpoint],
+    events: &[HookEvent],
+    retention_days: Option<u32>,
+) -> Result<(Vec<Item>, Vec<WriteOp>), ApiError> {
     let now = Timestamp::now();
     let mut facts = Vec::new();
     let mut marks = Vec::new();
     for ep in subs {
         let mine: Vec<&HookEvent> = events.iter().filter(|e| ep.wants(e.kind)).collect();
         for e in &mine {
-            let m = message(p, e);
+            let m = message(p, e, retention_days);
             let d = new_delivery(&ep.id, &m, now);
-            let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now };
+            let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now, expires_at: m.expires_at };
             facts.push(to_item(&messages_pk(&p.project_id), &m.id, &m)?);
             facts.push(to_item(&log_pk(&p.project_id, &ep.id), &m.id, &d)?);
             facts.push(to_item(&pending_pk(&p.project_id, &ep.id), &pending_sk(m.user_id.as_deref(), &m.id), &r)?);
@@ -198,8 +216,13 @@ pub fn enqueue(p: &Project, subs: &[Endpoint], events: &[HookEvent]) -> Result<(
 }
 
 /// The same as plain puts, for a transaction that also creates the events (fresh ids).
-pub fn enqueue_ops(p: &Project, subs: &[Endpoint], events: &[HookEvent]) -> Result<Vec<WriteOp>, ApiError> {
-    let (facts, marks) = enqueue(p, subs, events)?;
+pub fn enqueue_ops(
+    p: &Project,
+    subs: &[Endpoint],
+    events: &[HookEvent],
+    retention_days: Option<u32>,
+) -> Result<Vec<WriteOp>, ApiError> {
+    let (facts, marks) = enqueue(p, subs, events, retention_days)?;
     let mut ops: Vec<WriteOp> =
         facts.into_iter().map(|item| WriteOp::Put { table: Table::Main, item, cond: Cond::None }).collect();
     ops.extend(marks);
@@ -208,7 +231,8 @@ pub fn enqueue_ops(p: &Project, subs: &[Endpoint], events: &[HookEvent]) -> Resu
 
 /// Write `events` to the outbox outside a transaction (idempotent).
 pub async fn write(store: &dyn Store, p: &Project, subs: &[Endpoint], events: &[HookEvent]) -> Result<(), ApiError> {
-    let (facts, marks) = enqueue(p, subs, events)?;
+    let days = crate::domain::retention::days(store, &p.project_id).await?;
+    let (facts, marks) = enqueue(p, subs, events, days)?;
     if !facts.is_empty() {
         store.put_new(Table::Main, facts).await?;
     }
@@ -298,7 +322,7 @@ pub async fn replay(store: &dyn Store, p: &Project, endpoint: &Endpoint, set: Re
         d.round += 1;
         d.next_attempt_at = Some(now);
         d.updated_at = later(now, d.updated_at);
-        let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now };
+        let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now, expires_at: m.expires_at };
         store
             .transact(vec![
                 WriteOp::Put { table: Table::Main, item: to_item(&lpk, &m.id, &d)?, cond: Cond::None },
