@@ -42,9 +42,15 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     in_envelope(&uri, e)
 }
 
-/// Set up logging for a binary: JSON-free plain lines, level from `RUST_LOG` (default info).
+/// Set up logging for a binary: JSON-free plain lines, levels from `RUST_LOG` (`info`,
+/// `warn,shared=debug`: a level and per-target levels; default info). Read as `Targets`, not an
+/// `EnvFilter`, whose regular-expression engine was a megabyte of every function binary.
 pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).without_time().try_init();
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|s| s.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO));
+    let _ = tracing_subscriber::registry().with(tracing_subscriber::fmt::layer().without_time()).with(filter).try_init();
 }

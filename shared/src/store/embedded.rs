@@ -123,6 +123,7 @@ fn apply_cursor(q: &Query, (lo, hi): (Bound<String>, Bound<String>)) -> (Bound<S
 }
 
 /// Feed the stored values of a query's range to `f`, in the query's order, until it says stop.
+/// Expired values are left out unless the query asks for them.
 fn scan(
     db: &Database,
     table: Table,
@@ -133,8 +134,12 @@ fn scan(
     let t = txn.open_table(redb_table(table)).map_err(backend)?;
     let (lo, hi) = apply_cursor(q, bounds(&q.pk, &q.range));
     let range = t.range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str))).map_err(backend)?;
+    let now = epoch_now();
     let mut visit = |e: Result<(redb::AccessGuard<&str>, redb::AccessGuard<&[u8]>), redb::StorageError>| {
         let (_, v) = e.map_err(backend)?;
+        if !q.with_expired && expired_value(v.value(), now) {
+            return Ok(true);
+        }
         f(v.value())
     };
     if q.descending {
@@ -158,11 +163,7 @@ fn query_page(db: &Database, table: Table, q: &Query) -> Result<Page, StoreError
     let mut items = Vec::new();
     let limit = q.limit.unwrap_or(usize::MAX);
     let mut more = false;
-    let now = epoch_now();
     scan(db, table, q, |v| {
-        if !q.with_expired && expired_value(v, now) {
-            return Ok(true);
-        }
         if items.len() == limit {
             more = true;
             return Ok(false);
@@ -266,11 +267,8 @@ impl Store for EmbeddedStore {
         let q = q.clone();
         self.run(move |db| {
             let mut out = Vec::new();
-            let now = epoch_now();
             scan(db, table, &q, |v| {
-                if q.with_expired || !expired_value(v, now) {
-                    out.push(v.to_vec());
-                }
+                out.push(v.to_vec());
                 Ok(true)
             })?;
             Ok(out)
