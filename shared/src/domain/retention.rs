@@ -243,6 +243,8 @@ async fn sweep_project(
                     let done = locs.last_sk.is_none();
                     out.locations += keys.len();
                     out.items += keys.len();
+                    let pk = locations_pk(pid, &uid);
+                    super::history_pages::invalidate(store, &pk, keys.iter().map(|(_, sk)| sk.as_str())).await?;
                     store.delete_many(Table::Locations, keys).await?;
                     if done {
                         break;
