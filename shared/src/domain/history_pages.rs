@@ -62,6 +62,9 @@ struct Bucket {
     #[serde(default)]
     pending: BTreeMap<String, i64>,
     nonce: String,
+    /// Its sort key, when read from a stored document (written by `to_item`).
+    #[serde(default, skip_serializing)]
+    sk: String,
 }
 
 impl Bucket {
@@ -274,12 +277,6 @@ async fn build(store: &dyn Store, pk: &str) -> Result<(), StoreError> {
     }
 }
 
-/// A run of fixes known to hold `n` entries, starting at key `from`.
-struct Run {
-    from: String,
-    n: usize,
-}
-
 /// Page `page` of the fixes of partition `pk` whose keys lie in `lo..=hi` (hex ids), oldest
 /// first, with its paging fields: the same answer as counting the range and skipping, at the
 /// cost of the range's bucket items, a cell and a page.
@@ -294,51 +291,49 @@ pub async fn page(
         build(store, pk).await?;
     }
     let now = now_ms();
-    let (lo_b, hi_b) = (split(lo).0, split(hi).0);
-    let q = Query::new(pk, SkRange::Between(bucket_sk(lo_b), bucket_sk(hi_b)));
-    let mut runs = Vec::new();
-    for item in store.query(Table::Locations, &q).await?.items {
-        let (_, sk) = key_of(&item)?;
-        let bucket = sk[1..].to_owned();
-        let mut b: Bucket = from_item(item)?;
-        let seen = b.clone();
-        b.drop_dead(now);
+    let (first_cell, last_cell) = (split(lo), split(hi));
+    // Whether the range's ends cut their cells (else those cells' counts hold as they are).
+    let cut_first = lo.get(CELL_HEX..).is_some_and(|r| r.bytes().any(|c| c != b'0'));
+    let cut_last = hi.get(CELL_HEX..).is_some_and(|r| r.bytes().any(|c| c != b'f'));
+    let q = Query::new(pk, SkRange::Between(bucket_sk(first_cell.0), bucket_sk(last_cell.0)));
+    let offset = page.offset();
+    let mut total = 0;
+    // The first key of the cell holding entry `offset`, and how many of the cell's entries
+    // come before it.
+    let mut target: Option<(String, usize)> = None;
+    // Straight from the stored JSON: a page decodes every bucket of the range.
+    for doc in store.query_json(Table::Locations, &q).await? {
+        let b: Bucket = from_json(&doc)?;
+        let bucket = b.sk.get(1..).unwrap_or_default().to_owned();
         let (counts, exp) = if b.valid && b.pending.is_empty() {
             (b.n, b.exp)
         } else {
             // Just counted: exact now, whatever has expired.
-            (recount(store, pk, &bucket, Some(&seen), now).await?, BTreeMap::new())
+            (recount(store, pk, &bucket, Some(&b), now).await?, BTreeMap::new())
         };
-        for (cell, n) in counts.into_iter().filter(|(_, n)| *n > 0) {
-            let (first, last) =
-                (format!("{bucket}{cell}{}", "0".repeat(16)), format!("{bucket}{cell}{}", "f".repeat(16)));
-            if last.as_str() < lo || first.as_str() > hi {
+        for (cell, n) in counts.iter().filter(|(_, n)| **n > 0) {
+            let place = (bucket.as_str(), cell.as_str());
+            if place < first_cell || place > last_cell {
                 continue;
             }
-            let from = first.as_str().max(lo).to_owned();
-            let to = last.as_str().min(hi);
-            let expired = exp.get(&cell).is_some_and(|e| e.saturating_mul(1000) <= now);
-            let n = if from != first || to != last || expired {
-                store.count(Table::Locations, pk, &SkRange::Between(from.clone(), to.to_owned())).await?
+            let (at_first, at_last) = (place == first_cell, place == last_cell);
+            let from = if at_first { lo.to_owned() } else { format!("{bucket}{cell}{}", "0".repeat(16)) };
+            let expired = exp.get(cell).is_some_and(|e| e.saturating_mul(1000) <= now);
+            let n = if (at_first && cut_first) || (at_last && cut_last) || expired {
+                let to = if at_last { hi.to_owned() } else { format!("{bucket}{cell}{}", "f".repeat(16)) };
+                store.count(Table::Locations, pk, &SkRange::Between(from.clone(), to)).await?
             } else {
-                n as usize
+                *n as usize
             };
-            runs.push(Run { from, n });
+            if target.is_none() && offset < total + n {
+                target = Some((from, offset - total));
+            }
+            total += n;
         }
     }
-    let total: usize = runs.iter().map(|r| r.n).sum();
     let info = PageInfo::new(page, total);
-    let mut skip = page.offset();
-    let Some(run) = runs.iter().find(|r| {
-        if skip < r.n {
-            return true;
-        }
-        skip -= r.n;
-        false
-    }) else {
-        return Ok((Vec::new(), info));
-    };
-    let q = Query::new(pk, SkRange::Between(run.from.clone(), hi.to_owned())).limit(skip + PAGE_SIZE);
+    let Some((from, skip)) = target else { return Ok((Vec::new(), info)) };
+    let q = Query::new(pk, SkRange::Between(from, hi.to_owned())).limit(skip + PAGE_SIZE);
     let items = store.query(Table::Locations, &q).await?.items.into_iter().skip(skip).collect();
     Ok((items, info))
 }
