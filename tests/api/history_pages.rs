@@ -22,13 +22,14 @@ use crate::geofences::project;
 use crate::helpers::{Key, TestApp};
 use crate::trips::ts;
 
-/// `n` fixes from `start`, `step_s` seconds apart, `dx` shifting them so two series at the same
-/// times are distinct fixes.
+/// `n` fixes from `start`, `step_s` seconds apart, placed by their time (the same time gives the
+/// same fix), `dx` shifting them so two series at the same times are distinct fixes.
 fn series(start: DateTime<Utc>, n: usize, step_s: i64, dx: f64) -> Vec<Location> {
     (0..n)
         .map(|i| {
             let at = start + Duration::seconds(step_s * i as i64);
-            let v = json!({"coordinates": [13.0 + dx + i as f64 * 1e-5, 52.0], "recorded_at": ts(at)});
+            let lng = 13.0 + dx + (at.timestamp() % 100_000) as f64 * 1e-6;
+            let v = json!({"coordinates": [lng, 52.0], "recorded_at": ts(at)});
             serde_json::from_value(v).expect("a location")
         })
         .collect()
@@ -153,6 +154,19 @@ both!(pages_are_exact_while_a_writer_is_storing_and_after_one_died, |app| async 
     assert_pages_exact(&app, &p, &user, None).await;
     // Its client re-sends the batch: the rest is stored and counted once.
     assert_eq!(store(&app, &user, lost).await, 50);
+    assert_pages_exact(&app, &p, &user, None).await;
+});
+
+both!(pages_are_exact_after_concurrent_overlapping_batches, |app| async move {
+    let p = project(&app);
+    let user = app.create_user(json!({})).await;
+    let t0 = utc(2024, 8, 1, 4, 0);
+    // Six batches at once into the same cells, each sharing half its fixes with the next: every
+    // fix is stored by one of them and counted once.
+    let batches: Vec<Vec<Location>> = (0..6).map(|k| series(t0 + Duration::seconds(30 * k), 120, 3, 0.0)).collect();
+    let stored = futures::future::join_all(batches.iter().map(|b| store(&app, &user, b.clone()))).await;
+    let distinct: std::collections::BTreeSet<String> = batches.iter().flatten().map(|l| ts(l.recorded_at.0)).collect();
+    assert_eq!(stored.iter().sum::<usize>(), distinct.len(), "{stored:?}");
     assert_pages_exact(&app, &p, &user, None).await;
 });
 
