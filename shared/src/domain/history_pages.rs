@@ -14,7 +14,10 @@
 //!
 //! Page N reads the range's bucket items (one per 4.7 h of history, each small), adds up cell
 //! counts to find the cell that holds entry `offset`, and reads from that cell's first key: at
-//! most one cell's fixes plus a page. Cells cut by the range's ends are counted directly.
+//! most one cell's fixes plus a page. Cells cut by the range's ends are counted directly. The
+//! bucket reads grow with the range's span, not its page number (83 h of one fix a second: 18
+//! buckets, 9 to 12 read units a page on DynamoDB); a history of many months would want a level
+//! above (counts per 16^8 ms ≈ 50 days), not built yet.
 //!
 //! Exact without transactions: a writer registers in each bucket it will write to (`pending`,
 //! with the time) before storing fixes, and when done removes itself and adds the fixes that were
