@@ -52,5 +52,6 @@ pub fn init_tracing() {
         .ok()
         .and_then(|s| s.parse::<Targets>().ok())
         .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO));
-    let _ = tracing_subscriber::registry().with(tracing_subscriber::fmt::layer().without_time()).with(filter).try_init();
+    let _ =
+        tracing_subscriber::registry().with(tracing_subscriber::fmt::layer().without_time()).with(filter).try_init();
 }

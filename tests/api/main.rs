@@ -20,6 +20,7 @@ mod geofences;
 mod gps_truth;
 mod gpx_export;
 mod groups;
+mod history_pages;
 mod locations;
 mod moving;
 mod processor;

@@ -71,9 +71,12 @@ fn event_functions_have_their_stream_and_schedule() {
         assert_eq!(resource(&t, f.failures_queue)["Type"], "AWS::SQS::Queue", "{}", f.failures_queue);
         match f.key_prefix {
             None => {
-                // Every write of the stream is work; removals (expiry) are not.
+                // Every write of a fix is work (its sort key a hex id); removals (expiry) and the
+                // history's page counts (sort keys from `~`) are not.
                 let pattern = stream_filter(s).unwrap_or_else(|| panic!("{at}: FilterCriteria with one Pattern"));
-                assert_eq!(pattern, json!({"eventName": ["INSERT", "MODIFY"]}), "{at}: {pattern}");
+                let hex: Vec<Value> = "0123456789abcdef".chars().map(|c| json!({"prefix": c.to_string()})).collect();
+                let want = json!({"eventName": ["INSERT", "MODIFY"], "dynamodb": {"Keys": {"sk": {"S": hex}}}});
+                assert_eq!(pattern, want, "{at}: {pattern}");
             }
             Some(prefix) => {
                 let pattern = stream_filter(s).unwrap_or_else(|| panic!("{at}: FilterCriteria with one Pattern"));
@@ -148,6 +151,13 @@ fn stream_and_schedule_events_are_real_shapes() {
             let mut removed = batch.clone();
             removed.records.iter_mut().for_each(|r| r.event_name = "REMOVE".into());
             assert!(processor::users_in(&removed).is_empty(), "{stream}: removals name no user");
+            // Nor are writes of a history's page counts (sort keys from `~`).
+            let mut counts = v.clone();
+            for r in counts["Records"].as_array_mut().expect("Records") {
+                r["dynamodb"]["Keys"]["sk"] = json!({"S": "~01923f"});
+            }
+            let counts: StreamEvent = serde_json::from_value(counts).expect("a stream event");
+            assert!(processor::users_in(&counts).is_empty(), "{stream}: page counts name no user");
         }
 
         // An EventBridge scheduled event: no Records, so the processor sweeps.

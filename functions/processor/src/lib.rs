@@ -16,16 +16,20 @@ const ERASURE_SWEEP: std::time::Duration = std::time::Duration::from_secs(60);
 #[derive(Deserialize)]
 struct Keys {
     pk: String,
+    #[serde(default)]
+    sk: String,
 }
 
-/// The (project, user) pairs whose location partitions a stream batch wrote to. Removals (TTL
-/// expiry, the retention sweeper) are no work; the stream's filter drops them already.
+/// The (project, user) pairs whose location partitions a stream batch wrote fixes to. Removals
+/// (TTL expiry, the retention sweeper) are no work, nor are writes of a history's page counts
+/// (sort keys from `~`, see `history_pages`); the stream's filter drops both already.
 pub fn users_in(event: &StreamEvent) -> BTreeSet<(String, String)> {
     event
         .records
         .iter()
         .filter(|r| r.event_name != "REMOVE")
         .filter_map(|r| serde_dynamo::from_item::<_, Keys>(r.change.keys.clone()).ok())
+        .filter(|k| !k.sk.starts_with('~'))
         .filter_map(|k| k.pk.split_once('#').map(|(p, u)| (p.to_owned(), u.to_owned())))
         .collect()
 }

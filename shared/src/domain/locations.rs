@@ -3,18 +3,20 @@
 //! in milliseconds, so history is listed in `recorded_at` order and a date range is a key range.
 //! The rest of the id is a hash of user, time and coordinates: a re-sent fix has the same key and
 //! is stored once. With the project's `retention_days`, fixes recorded longer ago than that are
-//! removed (`domain::retention`).
+//! removed (`domain::retention`). The partition also holds its own counts for paging, under
+//! sort keys from `~` (`domain::history_pages`): every read of fixes is a range of hex ids.
 
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::history_pages;
 use crate::auth::Project;
 use crate::error::ApiError;
 use crate::geometry::{GeoPoint, LngLat, encode_polyline, encode_time_aware_polyline};
 use crate::ids::{id_at, id_range};
-use crate::paging::{PageInfo, PageNumber, list_page};
+use crate::paging::{PageInfo, PageNumber};
 use crate::store::{Query, SkRange, Store, Table, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
 
@@ -211,15 +213,38 @@ pub async fn store_prepared(
     for (item, l) in items.iter_mut().zip(&locs) {
         crate::domain::retention::stamp(item, l.recorded_at, days);
     }
-    let stored = store.put_new(Table::Locations, items).await?;
+    // Counted for paging (`history_pages`): registered before the fixes, finished after.
+    let ids: Vec<&str> = locs.iter().map(|l| l.id.as_str()).collect();
+    let writer = history_pages::begin(store, &pk, &ids).await?;
+    let ttls: Vec<Option<i64>> =
+        items.iter().map(|i| i.get(crate::domain::retention::TTL_ATTRIBUTE).and_then(Value::as_i64)).collect();
+    let stored = match store.put_new(Table::Locations, items).await {
+        Ok(s) => s,
+        Err(e) => {
+            // Best effort: should this fail too, the writer counts as dead within a minute.
+            let _ = history_pages::finish(store, writer, None).await;
+            return Err(e.into());
+        }
+    };
+    let new: Vec<(String, Option<i64>)> =
+        locs.iter().zip(&ttls).zip(&stored).filter(|(_, s)| **s).map(|((l, t), _)| (l.id.clone(), *t)).collect();
+    history_pages::finish(store, writer, Some(&new)).await?;
     Ok(locs.into_iter().zip(stored).filter_map(|(l, s)| s.then_some(l)).collect())
 }
 
-fn range_of(range: Option<DateRange>) -> SkRange {
-    range.map(|r| id_range(&r)).map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All)
+/// The key range of the fixes recorded inside `range` (all of them without one); never the
+/// partition's count items (`history_pages`).
+fn bounds(range: Option<DateRange>) -> (String, String) {
+    range.map(|r| id_range(&r)).unwrap_or_else(|| ("0".repeat(24), "f".repeat(24)))
 }
 
-/// One page of a user's history in `recorded_at` order.
+fn range_of(range: Option<DateRange>) -> SkRange {
+    let (lo, hi) = bounds(range);
+    SkRange::Between(lo, hi)
+}
+
+/// One page of a user's history in `recorded_at` order, at a cost independent of the page
+/// number (`history_pages`).
 pub async fn list(
     store: &dyn Store,
     p: &Project,
@@ -228,7 +253,9 @@ pub async fn list(
     page: PageNumber,
 ) -> Result<(Vec<Location>, PageInfo), ApiError> {
     let pk = locations_pk(&p.project_id, user_id);
-    Ok(list_page(store, Table::Locations, &pk, range_of(range), page, None).await?)
+    let (lo, hi) = bounds(range);
+    let (items, info) = history_pages::page(store, &pk, &lo, &hi, page).await?;
+    Ok((items.into_iter().map(from_item).collect::<Result<_, _>>()?, info))
 }
 
 /// The whole range as a Google polyline and a time-aware polyline.

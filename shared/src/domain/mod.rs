@@ -5,6 +5,7 @@ pub mod erasure;
 pub mod export;
 pub mod geofences;
 pub mod groups;
+pub mod history_pages;
 pub mod ingest;
 pub mod insights;
 pub mod keys;

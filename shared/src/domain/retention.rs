@@ -399,6 +399,9 @@ impl Run<'_> {
                         let keys = got.items.iter().map(key_of).collect::<Result<Vec<_>, _>>()?;
                         if table == Table::Locations {
                             self.out.locations += keys.len();
+                            // The history's page counts (see history_pages) must not count them.
+                            let sks = keys.iter().map(|(_, sk)| sk.as_str());
+                            super::history_pages::invalidate(self.store, &pk, sks).await?;
                         }
                         self.out.items += keys.len();
                         self.store.delete_many(table, keys).await?;

@@ -1,0 +1,363 @@
+//! Exact `page_number` paging of a user's location history at a cost that does not grow with the
+//! page number.
+//!
+//! Counting a range is linear in it on both stores (on DynamoDB a `Select=COUNT` query reads
+//! every item), and DynamoDB cannot skip N items without reading them. So a history partition
+//! carries its own counts, beside the fixes, under sort keys from `~` (after every hex id: every
+//! key range of fixes leaves them out, and erasing the partition removes them with it):
+//!
+//! - a *bucket* item per 16^6 ms (≈ 4.7 h) of `recorded_at` that has held fixes, sort key `~` and
+//!   the ids' first 6 hex digits, with the number of fixes in each of its 256 *cells* (16^8 ms ≈
+//!   65 s: the ids' next 2 digits);
+//! - a *root* item (`~`) saying every bucket with fixes has its item. A history stored before
+//!   the counts existed has none: the first list builds them, once.
+//!
+//! Page N reads the range's bucket items (one per 4.7 h of history, each small), adds up cell
+//! counts to find the cell that holds entry `offset`, and reads from that cell's first key: at
+//! most one cell's fixes plus a page. Cells cut by the range's ends are counted directly. The
+//! bucket reads grow with the range's span, not its page number (83 h of one fix a second: 18
+//! buckets, 9 to 12 read units a page on DynamoDB); a history of many months would want a level
+//! above (counts per 16^8 ms ≈ 50 days), not built yet.
+//!
+//! Exact without transactions: a writer registers in each bucket it will write to (`pending`,
+//! with the time) before storing fixes, and when done removes itself and adds the fixes that were
+//! new to the log (`put_new` says which), so a re-sent batch adds nothing. A bucket's counts are
+//! exact but for the inserts of its pending writers; while one is in flight a reader counts that
+//! bucket itself. Every write of a bucket is conditional on the nonce read before it. A writer
+//! pending for longer than any request lives died part-way: the bucket becomes `valid: false`,
+//! as it does before retention's sweeper deletes fixes ([`invalidate`]), and the next reader
+//! recounts it and writes it back. DynamoDB TTL deletes fixes without telling anyone: a cell keeps
+//! the earliest `expires_at` of its fixes, and once that has passed the cell is counted directly.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::paging::{PAGE_SIZE, PageInfo, PageNumber};
+use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, from_item, from_json, key_of, to_item};
+
+/// Hex digits of an id that name its bucket, and its cell.
+const BUCKET_HEX: usize = 6;
+const CELL_HEX: usize = 8;
+const ROOT_SK: &str = "~";
+/// Attempts at a conditional update of a bucket before giving up (contention).
+const TRIES: usize = 20;
+/// A writer pending longer than this died (ms): no request lives that long (the processor's
+/// batch marks rely on the same bound).
+const DEAD_AFTER_MS: i64 = super::processor::ABANDONED_SECONDS * 1000;
+
+/// The sort-key range of every fix of a partition (ids are 24 hex digits).
+pub fn fixes() -> SkRange {
+    SkRange::Between("0".repeat(24), "f".repeat(24))
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Bucket {
+    /// Fixes per cell (the two hex digits after the bucket's).
+    #[serde(default)]
+    n: BTreeMap<String, u64>,
+    /// Per cell, the earliest TTL (`expires_at`, epoch seconds) of its fixes, when any has one.
+    #[serde(default)]
+    exp: BTreeMap<String, i64>,
+    /// Whether `n` is exact but for the inserts of `pending` writers.
+    valid: bool,
+    /// Writers storing fixes in this bucket: writer id → when it registered (epoch ms).
+    #[serde(default)]
+    pending: BTreeMap<String, i64>,
+    nonce: String,
+    /// Its sort key, when read from a stored document (written by `to_item`).
+    #[serde(default, skip_serializing)]
+    sk: String,
+}
+
+impl Bucket {
+    /// Forget writers that died; their inserts are unknown, so the counts are too.
+    fn drop_dead(&mut self, now_ms: i64) {
+        let before = self.pending.len();
+        self.pending.retain(|_, at| now_ms - *at < DEAD_AFTER_MS);
+        if self.pending.len() < before {
+            self.valid = false;
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Root {
+    /// Epoch ms when the partition's counts became complete.
+    since: i64,
+}
+
+fn bucket_sk(bucket: &str) -> String {
+    format!("~{bucket}")
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// A fix id's bucket and cell. Ids are ASCII hex; anything shorter falls in bucket "" (none).
+fn split(id: &str) -> (&str, &str) {
+    match (id.get(..BUCKET_HEX), id.get(BUCKET_HEX..CELL_HEX)) {
+        (Some(b), Some(c)) => (b, c),
+        _ => ("", ""),
+    }
+}
+
+/// A fix as far as counting needs it.
+#[derive(Deserialize)]
+struct Counted {
+    sk: String,
+    #[serde(default)]
+    expires_at: Option<f64>,
+}
+
+/// A writer registered in the buckets of the fixes it is about to store (see [`begin`]).
+pub struct Writer {
+    pk: String,
+    id: String,
+    buckets: BTreeSet<String>,
+}
+
+/// Read, change and write back a bucket, conditional on the nonce read; absent buckets are made
+/// only when `create` says with what validity.
+async fn update(
+    store: &dyn Store,
+    pk: &str,
+    bucket: &str,
+    create: Option<bool>,
+    now_ms: i64,
+    f: impl Fn(&mut Bucket),
+) -> Result<(), StoreError> {
+    let sk = bucket_sk(bucket);
+    for _ in 0..TRIES {
+        let current = store.get(Table::Locations, pk, &sk).await?;
+        let (mut b, cond) = match current {
+            Some(item) => {
+                let b: Bucket = from_item(item)?;
+                let cond = Cond::Equals("nonce", b.nonce.clone().into());
+                (b, cond)
+            }
+            None => match create {
+                Some(valid) => (Bucket { valid, ..Bucket::default() }, Cond::NotExists),
+                None => return Ok(()),
+            },
+        };
+        b.drop_dead(now_ms);
+        f(&mut b);
+        b.nonce = crate::ids::random_hex(8);
+        match store.put(Table::Locations, to_item(pk, &sk, &b)?, cond).await {
+            Ok(()) => return Ok(()),
+            Err(StoreError::ConditionFailed) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(StoreError::ConditionFailed)
+}
+
+/// Register as a writer in the buckets of `ids` (fixes about to be stored in partition `pk`).
+pub async fn begin(store: &dyn Store, pk: &str, ids: &[&str]) -> Result<Writer, StoreError> {
+    begin_at(store, pk, ids, now_ms()).await
+}
+
+/// [`begin`] as of `at_ms` (tests stand for a writer that died long ago with a past time).
+pub async fn begin_at(store: &dyn Store, pk: &str, ids: &[&str], at_ms: i64) -> Result<Writer, StoreError> {
+    let buckets: BTreeSet<String> =
+        ids.iter().map(|i| split(i).0).filter(|b| !b.is_empty()).map(str::to_owned).collect();
+    let indexed = match store.get(Table::Locations, pk, ROOT_SK).await? {
+        Some(_) => true,
+        // A new history is counted from its first fix; an older one is left for the first read.
+        None => {
+            let empty = store.query(Table::Locations, &Query::new(pk, fixes()).limit(1)).await?.items.is_empty();
+            if empty {
+                match store.put(Table::Locations, to_item(pk, ROOT_SK, &Root { since: at_ms })?, Cond::NotExists).await
+                {
+                    Ok(()) | Err(StoreError::ConditionFailed) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            empty
+        }
+    };
+    let id = crate::ids::random_hex(8);
+    for b in &buckets {
+        update(store, pk, b, Some(indexed), now_ms(), |bk| {
+            bk.pending.insert(id.clone(), at_ms);
+        })
+        .await?;
+    }
+    Ok(Writer { pk: pk.to_owned(), id, buckets })
+}
+
+/// Done writing: `stored` are the fixes that were new to the log (id and TTL), or `None` when the
+/// writer does not know (its store call failed part-way).
+pub async fn finish(store: &dyn Store, w: Writer, stored: Option<&[(String, Option<i64>)]>) -> Result<(), StoreError> {
+    for b in &w.buckets {
+        update(store, &w.pk, b, None, now_ms(), |bk| {
+            bk.pending.remove(&w.id);
+            let Some(stored) = stored else {
+                bk.valid = false;
+                return;
+            };
+            for (id, exp) in stored.iter().filter(|(id, _)| split(id).0 == b) {
+                let cell = split(id).1;
+                *bk.n.entry(cell.to_owned()).or_default() += 1;
+                if let Some(e) = *exp {
+                    let cur = bk.exp.entry(cell.to_owned()).or_insert(e);
+                    *cur = (*cur).min(e);
+                }
+            }
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// Fixes with these ids are about to be deleted (not the whole partition): their buckets will
+/// be recounted by the next read.
+pub async fn invalidate<'a>(
+    store: &dyn Store,
+    pk: &str,
+    ids: impl IntoIterator<Item = &'a str>,
+) -> Result<(), StoreError> {
+    let buckets: BTreeSet<&str> = ids.into_iter().map(|i| split(i).0).filter(|b| !b.is_empty()).collect();
+    for b in buckets {
+        update(store, pk, b, None, now_ms(), |bk| bk.valid = false).await?;
+    }
+    Ok(())
+}
+
+/// Cell counts of a bucket, by reading its fixes. Written back when `seen` (the bucket as read
+/// before counting, or `None` when absent) has no live writer: conditional on its nonce, so a
+/// writer that registered meanwhile wins.
+async fn recount(
+    store: &dyn Store,
+    pk: &str,
+    bucket: &str,
+    seen: Option<&Bucket>,
+    now_ms: i64,
+) -> Result<BTreeMap<String, u64>, StoreError> {
+    let range = SkRange::Between(format!("{bucket}{}", "0".repeat(18)), format!("{bucket}{}", "f".repeat(18)));
+    let mut b = Bucket { valid: true, ..Bucket::default() };
+    for doc in store.query_json(Table::Locations, &Query::new(pk, range)).await? {
+        let fix: Counted = from_json(&doc)?;
+        let cell = split(&fix.sk).1.to_owned();
+        if let Some(e) = fix.expires_at.map(|e| e as i64) {
+            let cur = b.exp.entry(cell.clone()).or_insert(e);
+            *cur = (*cur).min(e);
+        }
+        *b.n.entry(cell).or_default() += 1;
+    }
+    let live = seen.is_some_and(|s| s.pending.values().any(|at| now_ms - *at < DEAD_AFTER_MS));
+    if !live {
+        let cond = match seen {
+            Some(s) => Cond::Equals("nonce", s.nonce.clone().into()),
+            None => Cond::NotExists,
+        };
+        b.nonce = crate::ids::random_hex(8);
+        match store.put(Table::Locations, to_item(pk, &bucket_sk(bucket), &b)?, cond).await {
+            Ok(()) | Err(StoreError::ConditionFailed) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(b.n)
+}
+
+/// Count a history stored before the counts existed: bucket by bucket, once.
+async fn build(store: &dyn Store, pk: &str) -> Result<(), StoreError> {
+    let mut after = None;
+    loop {
+        let q = Query::new(pk, fixes()).after(after).limit(1);
+        let Some(first) = store.query(Table::Locations, &q).await?.items.into_iter().next() else { break };
+        let (_, sk) = key_of(&first)?;
+        let bucket = split(&sk).0.to_owned();
+        let seen = store.get(Table::Locations, pk, &bucket_sk(&bucket)).await?.map(from_item::<Bucket>).transpose()?;
+        recount(store, pk, &bucket, seen.as_ref(), now_ms()).await?;
+        after = Some(format!("{bucket}{}", "f".repeat(18)));
+    }
+    match store.put(Table::Locations, to_item(pk, ROOT_SK, &Root { since: now_ms() })?, Cond::NotExists).await {
+        Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Page `page` of the fixes of partition `pk` whose keys lie in `lo..=hi` (hex ids), oldest
+/// first, with its paging fields: the same answer as counting the range and skipping, at the
+/// cost of the range's bucket items, a cell and a page.
+pub async fn page(
+    store: &dyn Store,
+    pk: &str,
+    lo: &str,
+    hi: &str,
+    page: PageNumber,
+) -> Result<(Vec<Item>, PageInfo), StoreError> {
+    if store.get(Table::Locations, pk, ROOT_SK).await?.is_none() {
+        build(store, pk).await?;
+    }
+    let now = now_ms();
+    let (first_cell, last_cell) = (split(lo), split(hi));
+    // Whether the range's ends cut their cells (else those cells' counts hold as they are).
+    let cut_first = lo.get(CELL_HEX..).is_some_and(|r| r.bytes().any(|c| c != b'0'));
+    let cut_last = hi.get(CELL_HEX..).is_some_and(|r| r.bytes().any(|c| c != b'f'));
+    let q = Query::new(pk, SkRange::Between(bucket_sk(first_cell.0), bucket_sk(last_cell.0)));
+    let offset = page.offset();
+    let mut total = 0;
+    // The first key of the cell holding entry `offset`, and how many of the cell's entries
+    // come before it.
+    let mut target: Option<(String, usize)> = None;
+    // Straight from the stored JSON: a page decodes every bucket of the range.
+    for doc in store.query_json(Table::Locations, &q).await? {
+        let b: Bucket = from_json(&doc)?;
+        let bucket = b.sk.get(1..).unwrap_or_default().to_owned();
+        let (counts, exp) = if b.valid && b.pending.is_empty() {
+            (b.n, b.exp)
+        } else {
+            // Just counted: exact now, whatever has expired.
+            (recount(store, pk, &bucket, Some(&b), now).await?, BTreeMap::new())
+        };
+        for (cell, n) in counts.iter().filter(|(_, n)| **n > 0) {
+            let place = (bucket.as_str(), cell.as_str());
+            if place < first_cell || place > last_cell {
+                continue;
+            }
+            let (at_first, at_last) = (place == first_cell, place == last_cell);
+            let from = if at_first { lo.to_owned() } else { format!("{bucket}{cell}{}", "0".repeat(16)) };
+            let expired = exp.get(cell).is_some_and(|e| e.saturating_mul(1000) <= now);
+            let n = if (at_first && cut_first) || (at_last && cut_last) || expired {
+                let to = if at_last { hi.to_owned() } else { format!("{bucket}{cell}{}", "f".repeat(16)) };
+                store.count(Table::Locations, pk, &SkRange::Between(from.clone(), to)).await?
+            } else {
+                *n as usize
+            };
+            if target.is_none() && offset < total + n {
+                target = Some((from, offset - total));
+            }
+            total += n;
+        }
+    }
+    let info = PageInfo::new(page, total);
+    let Some((from, skip)) = target else { return Ok((Vec::new(), info)) };
+    let q = Query::new(pk, SkRange::Between(from, hi.to_owned())).limit(skip + PAGE_SIZE);
+    let items = store.query(Table::Locations, &q).await?.items.into_iter().skip(skip).collect();
+    Ok((items, info))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_splits_into_bucket_and_cell() {
+        assert_eq!(split("0192a3b4c5d6e7f801234567"), ("0192a3", "b4"));
+        assert_eq!(split("short"), ("", ""));
+    }
+
+    #[test]
+    fn dead_writers_make_a_bucket_unknown() {
+        let mut b = Bucket { valid: true, ..Bucket::default() };
+        b.pending.insert("a".into(), 1_000);
+        b.drop_dead(1_000 + DEAD_AFTER_MS - 1);
+        assert!(b.valid && b.pending.len() == 1);
+        b.drop_dead(1_000 + DEAD_AFTER_MS);
+        assert!(!b.valid && b.pending.is_empty());
+    }
+}
