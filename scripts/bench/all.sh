@@ -2,8 +2,8 @@
 # One benchmark command: builds the workspace and the hello-world peers (scripts/bench/peers) once
 # in release, then measures each figure next to its peer in the same run and prints a markdown
 # table of ratios (the README keeps it):
-#   - GET /v1/api/user/ on `waymark serve` (file store, 25 users) against a hello-world axum
-#     server: wrk -t2 -c32, requests/s and p99;
+#   - GET /v1/api/user/ on `waymark serve` (file store, 25 users; the first page of 10, and one
+#     user by user_id) against a hello-world axum server: wrk -t2 -c32, requests/s and p99;
 #   - POST /v1/api/location/ (100 new locations a request, wrk -t2 -c8) against the issue's target;
 #   - start to ready of every Lambda function binary against a hello-world lambda_http binary
 #     (coldstart.py, runs interleaved);
@@ -82,6 +82,7 @@ WM_USER="$(curl -sf "$url/v1/api/user/" -H "Api-Key: $WM_KEY" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["users"][0]["id"])')"
 export WM_USER
 run_wrk waymark_get -t2 -c32 -s scripts/bench/get.lua "$url/v1/api/user/"
+run_wrk waymark_get_one -t2 -c32 -s scripts/bench/get.lua "$url/v1/api/user/?user_id=$WM_USER"
 run_wrk waymark_ingest -t2 -c8 -s scripts/bench/ingest.lua "$url/v1/api/location/"
 kill "${pids[-1]}"
 

@@ -14,7 +14,7 @@ use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{PageInfo, PageNumber, list_page};
-use crate::store::{Cond, SkRange, Store, StoreError, Table, from_item, to_item};
+use crate::store::{Cond, SkRange, Store, StoreError, Table, get_as, to_item};
 use crate::time::{DateRange, Timestamp};
 
 use super::locations::{Location, location_json};
@@ -168,8 +168,7 @@ pub async fn get(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option
     if !is_id(user_id) {
         return Ok(None);
     }
-    let item = store.get(Table::Main, &users_pk(&p.project_id), user_id).await?;
-    Ok(item.map(from_item).transpose()?)
+    Ok(get_as(store, Table::Main, &users_pk(&p.project_id), user_id).await?)
 }
 
 pub async fn require(store: &dyn Store, p: &Project, field: &str, user_id: &str) -> Result<User, ApiError> {

@@ -245,6 +245,13 @@ impl Store for EmbeddedStore {
         Ok(item.filter(|i| !is_expired(i, epoch_now())))
     }
 
+    async fn get_doc(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        let t = txn.open_table(redb_table(table)).map_err(backend)?;
+        let doc = t.get(key(pk, sk).as_str()).map_err(backend)?.map(|g| g.value().to_vec());
+        Ok(doc.filter(|d| !expired_value(d, epoch_now())))
+    }
+
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
         self.run(move |db| write_all(db, &[WriteOp::Put { table, item, cond }])).await
     }

@@ -156,6 +156,12 @@ pub trait Store: Send + Sync + 'static {
             }
         }
     }
+    /// One item as a JSON document, for a record decoded straight from it ([`get_as`]). By default
+    /// [`Store::get`]'s item, encoded.
+    async fn get_doc(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let item = self.get(table, pk, sk).await?;
+        item.map(|i| serde_json::to_vec(&i).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
+    }
     /// One page of a query (its limit and cursor honoured) as JSON documents: a list decodes only
     /// the items it returns, each straight into its record ([`from_json`]). By default the items
     /// of [`Store::query`], encoded.
@@ -199,6 +205,17 @@ pub fn to_item<T: Serialize>(pk: &str, sk: &str, record: &T) -> Result<Item, Sto
         return Err(StoreError::TooLarge(size));
     }
     Ok(item)
+}
+
+/// One item as a record, without building the item's tree first (the warm path's reads of the
+/// key and the user).
+pub async fn get_as<T: DeserializeOwned>(
+    store: &dyn Store,
+    table: Table,
+    pk: &str,
+    sk: &str,
+) -> Result<Option<T>, StoreError> {
+    store.get_doc(table, pk, sk).await?.map(|d| from_json(&d)).transpose()
 }
 
 /// A record from a JSON document of [`Store::query_json`].
