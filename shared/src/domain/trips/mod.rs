@@ -18,6 +18,7 @@ pub mod gps;
 pub mod json;
 pub mod link;
 mod progress;
+pub mod render;
 pub mod route;
 
 pub use progress::{TripPlan, plan as plan_progress};
