@@ -335,21 +335,26 @@ fn stop_radius(mean_sigma: f64) -> f64 {
 /// STRAY_SECONDS (and less than three radii) when a later one comes back; then neighbouring
 /// runs at the same place are merged.
 fn detect_stops(fixes: &[&Location]) -> Vec<(usize, usize, LngLat)> {
-    let secs = |a: usize, b: usize| (fixes[b].recorded_at.0 - fixes[a].recorded_at.0).num_seconds();
+    // What the scans read, side by side: each fix is looked at many times (a minute of fixes
+    // around each), and a whole record per look is a cache miss each.
+    let pos: Vec<LngLat> = fixes.iter().map(|l| l.coordinates).collect();
+    let ms: Vec<i64> = fixes.iter().map(|l| l.recorded_at.0.timestamp_millis()).collect();
+    let sigmas: Vec<f64> = fixes.iter().map(|l| sigma(*l)).collect();
+    // Whole seconds between fixes, cut toward zero as chrono's `num_seconds` cuts them.
+    let secs = |a: usize, b: usize| (ms[b] - ms[a]) / 1000;
     let mut runs: Vec<(usize, usize, LngLat, f64)> = Vec::new();
     let mut i = 0;
     while i < fixes.len() {
-        let (mut sum_lng, mut sum_lat, mut sum_sigma, mut n) =
-            (fixes[i].coordinates.lng, fixes[i].coordinates.lat, sigma(fixes[i]), 1.0);
+        let (mut sum_lng, mut sum_lat, mut sum_sigma, mut n) = (pos[i].lng, pos[i].lat, sigmas[i], 1.0);
         let mut j = i;
-        let scan = gps::NearScan::new(fixes[i].coordinates.lat);
+        let scan = gps::NearScan::new(pos[i].lat);
         loop {
             let c = LngLat { lng: sum_lng / n, lat: sum_lat / n };
             let r = stop_radius(sum_sigma / n);
             let mut k = j + 1;
             let mut found = None;
             while k < fixes.len() {
-                match scan.ring(c, fixes[k].coordinates, r) {
+                match scan.ring(c, pos[k], r) {
                     gps::Ring::Within => {
                         found = Some(k);
                         break;
@@ -362,9 +367,9 @@ fn detect_stops(fixes: &[&Location]) -> Vec<(usize, usize, LngLat)> {
             }
             let Some(k) = found else { break };
             j = k;
-            sum_lng += fixes[k].coordinates.lng;
-            sum_lat += fixes[k].coordinates.lat;
-            sum_sigma += sigma(fixes[k]);
+            sum_lng += pos[k].lng;
+            sum_lat += pos[k].lat;
+            sum_sigma += sigmas[k];
             n += 1.0;
         }
         if j > i && secs(i, j) >= STOP_MIN_SECONDS {
