@@ -11,34 +11,64 @@ pub const TS_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.3f";
 /// Format a UTC instant in the interface's form, shifted into `tz` when one was requested.
 pub fn format_ts(t: DateTime<Utc>, tz: Option<Tz>) -> String {
     match tz {
-        Some(tz) => format_local(t.with_timezone(&tz).naive_local()),
-        None => format_local(t.naive_utc()),
+        Some(tz) => t.with_timezone(&tz).format(TS_FORMAT).to_string(),
+        None => {
+            let mut buf = [0u8; 23];
+            match write_utc(t, &mut buf) {
+                Some(s) => s.to_owned(),
+                None => t.format(TS_FORMAT).to_string(),
+            }
+        }
     }
 }
 
-/// [`TS_FORMAT`] written field by field: chrono's `format` parses the pattern again on every
-/// call, which showed in the profile of every list (each item has several timestamps).
-fn format_local(t: NaiveDateTime) -> String {
+/// `t` in [`TS_FORMAT`] written into `buf` without chrono's format interpreter (a summary
+/// writes hundreds of thousands of them); `None` outside years 0..=9999 or in a leap second,
+/// which [`format_ts`] leaves to chrono.
+pub fn write_utc(t: DateTime<Utc>, buf: &mut [u8; 23]) -> Option<&str> {
     use chrono::{Datelike, Timelike};
-    use std::fmt::Write;
-    if !(0..=9999).contains(&t.year()) {
-        return t.format(TS_FORMAT).to_string();
+    let (year, nanos) = (t.year(), t.nanosecond());
+    if !(0..=9999).contains(&year) || nanos >= 1_000_000_000 {
+        return None;
     }
-    let mut s = String::with_capacity(23);
-    // A leap second (nanosecond ≥ 1e9) shows as :60, as chrono writes it.
-    let (sec, ms) = (t.second() + t.nanosecond() / 1_000_000_000, t.nanosecond() % 1_000_000_000 / 1_000_000);
-    let _ = write!(
-        s,
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}",
-        t.year(),
-        t.month(),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        sec,
-        ms
-    );
-    s
+    let mut put = |at: usize, width: usize, mut v: u32| {
+        for k in (at..at + width).rev() {
+            buf[k] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, 4, year as u32);
+    put(5, 2, t.month());
+    put(8, 2, t.day());
+    put(11, 2, t.hour());
+    put(14, 2, t.minute());
+    put(17, 2, t.second());
+    put(20, 3, nanos / 1_000_000);
+    for (k, c) in [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':'), (19, b'.')] {
+        buf[k] = c;
+    }
+    std::str::from_utf8(buf).ok()
+}
+
+/// The stored form `YYYY-MM-DDThh:mm:ss.mmm` read directly (every stored fix carries several);
+/// `None` for anything else, which [`parse_ts`] hands to chrono's general parsers.
+fn parse_canonical(s: &str) -> Option<DateTime<Utc>> {
+    let b = s.as_bytes();
+    if b.len() != 23
+        || [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':'), (19, b'.')].iter().any(|&(k, c)| b[k] != c)
+    {
+        return None;
+    }
+    let num = |at: usize, width: usize| -> Option<u32> {
+        b[at..at + width].iter().try_fold(0u32, |n, &d| d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0')))
+    };
+    let date = NaiveDate::from_ymd_opt(num(0, 4)? as i32, num(5, 2)?, num(8, 2)?)?;
+    // A leap second (ss = 60) goes the general way.
+    let (h, m, sec) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    if sec > 59 {
+        return None;
+    }
+    Some(date.and_hms_milli_opt(h, m, sec, num(20, 3)?)?.and_utc())
 }
 
 /// Current time truncated to milliseconds, the precision we store and return.
@@ -54,12 +84,7 @@ pub fn truncate_ms(t: DateTime<Utc>) -> DateTime<Utc> {
 /// zone-less form, which is read as UTC. Years 1970..=9999 only.
 pub fn parse_ts(field: &str, s: &str) -> Result<DateTime<Utc>, ApiError> {
     let s = s.trim();
-    // The stored form first: chrono's `FromStr` reads it without parsing a pattern (every stored
-    // record has a few timestamps, and pattern parsing showed in the profile of every list).
-    let parsed = s
-        .parse::<NaiveDateTime>()
-        .map(|n| n.and_utc())
-        .ok()
+    let parsed = parse_canonical(s)
         .or_else(|| DateTime::parse_from_rfc3339(s).map(|t| t.with_timezone(&Utc)).ok())
         .or_else(|| {
             ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"]
@@ -280,16 +305,30 @@ impl Timestamp {
 
 impl serde::Serialize for Timestamp {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format_ts(self.0, None))
+        let mut buf = [0u8; 23];
+        match write_utc(self.0, &mut buf) {
+            Some(text) => s.serialize_str(text),
+            None => s.serialize_str(&format_ts(self.0, None)),
+        }
     }
 }
 
 impl<'de> serde::Deserialize<'de> for Timestamp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        parse_ts("timestamp", &s)
-            .map(Timestamp)
-            .map_err(|e| serde::de::Error::custom(e.msg.trim_start_matches("timestamp: ").to_owned()))
+        // A visitor rather than a String: no allocation per timestamp read.
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Timestamp;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a timestamp")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Timestamp, E> {
+                parse_ts("timestamp", s)
+                    .map(Timestamp)
+                    .map_err(|e| E::custom(e.msg.trim_start_matches("timestamp: ").to_owned()))
+            }
+        }
+        d.deserialize_str(V)
     }
 }
 
@@ -339,6 +378,29 @@ mod tests {
         assert_eq!(format_ts(a, None), "2024-01-02T03:04:05.678");
         assert!(parse_ts("t", "yesterday").is_err());
         assert!(parse_tz(Some("Mars/Olympus")).is_err());
+    }
+
+    #[test]
+    fn the_direct_reader_and_writer_agree_with_chrono() {
+        let general = |s: &str| NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").ok().map(|n| n.and_utc());
+        for s in
+            ["2024-01-02T03:04:05.678", "1970-01-01T00:00:00.000", "2024-02-29T23:59:59.999", "9999-12-31T23:59:59.001"]
+        {
+            let t = parse_canonical(s).unwrap();
+            assert_eq!(Some(t), general(s));
+            assert_eq!(format_ts(t, None), t.format(TS_FORMAT).to_string());
+            assert_eq!(serde_json::to_string(&Timestamp(t)).unwrap(), format!("\"{s}\""));
+        }
+        for s in
+            ["2023-02-29T00:00:00.000", "2024-01-02T24:00:00.000", "2024-01-02 03:04:05.678", "2024-01-02T03:04:05.67"]
+        {
+            assert!(parse_canonical(s).is_none(), "{s}");
+        }
+        // Sub-millisecond digits are cut, as chrono's %.3f cuts them.
+        let t = DateTime::from_timestamp(1_700_000_000, 123_999_999).unwrap();
+        assert_eq!(format_ts(t, None), t.format(TS_FORMAT).to_string());
+        let back: Timestamp = serde_json::from_str("\"2024-01-02T03:04:05.678+01:00\"").unwrap();
+        assert_eq!(back.0, parse_ts("t", "2024-01-02T02:04:05.678").unwrap());
     }
 
     #[test]

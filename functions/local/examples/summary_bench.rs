@@ -1,78 +1,166 @@
-//! Time to compute a trip summary (read the trip's locations, analyse the route) for trips of
-//! 10,000 and 100,000 points, on the in-memory embedded store. Run in release:
-//! `cargo run --release -p local --example summary_bench`.
+//! Time to answer a trip summary for trips of 10,000 and 100,000 fixes on the in-memory embedded
+//! store, end to end (`GET /v1/api/trips/summary/` through the router, body read out) and split
+//! into its parts: reading the fixes, computing the figures, rendering the JSON body. Run in
+//! release: `cargo run --release -p local --example summary_bench` (`SUMMARY_SIZES=100000` for
+//! one size; `SUMMARY_BODY=/tmp/x` also writes each body to `/tmp/x.<size>.json`).
+//!
+//! The trip is realistic GPS (the API tests' generator, `tests/api/gps_truth.rs`): a fix a
+//! second, correlated error of 3–15 m while moving and 20–50 m accuracy while still, 1 % multipath
+//! outliers reporting an optimistic accuracy, altitude noise; city drives with waits at lights,
+//! delivery stops, walks and a tunnel, repeated.
+
+#[allow(dead_code)]
+#[path = "../../../tests/api/trace.rs"]
+mod trace;
+
+#[allow(dead_code)]
+#[path = "../../../tests/api/gps_truth.rs"]
+mod gps_truth;
 
 use std::time::Instant;
 
-use chrono::{Duration, Utc};
+use axum::body::Body;
+use axum::http::Request;
+use chrono::{DateTime, Duration, Utc};
+use gps_truth::{Outliers, Timeline, city_route, sample, walking_route};
+use shared::AppState;
 use shared::auth::{KeyKind, Project};
 use shared::domain::locations::{Location, prepare, store_prepared};
 use shared::domain::projects::{self, ChosenKeys};
+use shared::domain::trips::render::SummaryBody;
 use shared::domain::trips::{self, Action, Api, NewTrip, route};
 use shared::domain::users;
 use shared::store::EmbeddedStore;
+use shared::time::Timestamp;
+use tower::ServiceExt;
+
+const HOME: (f64, f64) = (13.3777, 52.5163);
+const RUNS: usize = 5;
+
+/// At least `seconds` of a working day: drives, stops, walks, a tunnel; a fix every second.
+fn timeline(t0: DateTime<Utc>, seconds: usize) -> Timeline {
+    let mut tl = Timeline::new(t0, HOME, 34.0);
+    let mut round = 0.0;
+    while tl.states.len() < seconds {
+        // Each round starts a little further east, so rounds do not retrace one another.
+        let shift = |p: &[(f64, f64)]| p.iter().map(|&(x, y)| (x + round * 300.0, y)).collect::<Vec<_>>();
+        let route = shift(&city_route(1.0));
+        for (k, chunk) in route.chunks(route.len().div_ceil(4)).enumerate() {
+            tl.travel(chunk, 12.0, 34.0 + 10.0 * k as f64, [3.0, 6.0, 10.0, 15.0][k], false);
+            tl.stay(40, 10.0);
+        }
+        tl.stay(300, 35.0);
+        tl.travel(&shift(&[(2600.0, 3000.0)]), 12.0, 40.0, 5.0, true);
+        tl.travel(&shift(&walking_route((2600.0, 3000.0))), 1.4, 50.0, 5.0, false);
+        tl.stay(600, 25.0);
+        tl.travel(&shift(&[(0.0, 3000.0), (0.0, 0.0)]), 10.0, 34.0, 6.0, false);
+        round += 1.0;
+    }
+    tl.states.truncate(seconds);
+    tl
+}
+
+fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn ms(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1000.0
+}
 
 #[tokio::main]
 async fn main() {
-    for n in [10_000usize, 100_000] {
-        let store = EmbeddedStore::memory().expect("store");
-        let issued = projects::create(&store, "bench", &ChosenKeys::default()).await.expect("project");
-        let p = Project { project_id: issued.project_id, account_id: issued.account_id, kind: KeyKind::Secret };
+    let sizes: Vec<usize> = std::env::var("SUMMARY_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![10_000, 100_000]);
+    for n in sizes {
+        let state = AppState::new(EmbeddedStore::memory().expect("store"));
+        let store = state.store.as_ref();
+        let issued = projects::create(store, "bench", &ChosenKeys::default()).await.expect("project");
+        let p = Project { project_id: issued.project_id.clone(), account_id: issued.account_id, kind: KeyKind::Secret };
         let create = serde_json::from_value(serde_json::json!({"app_type": 1, "device_token": "t"})).expect("body");
-        let user = users::create(&store, &p, create).await.expect("user");
+        let user = users::create(store, &p, create).await.expect("user");
         let input = NewTrip { user_id: Some(user.id.clone()), ..NewTrip::default() };
-        let trip = trips::create(&store, &p, Api::V1, input).await.expect("trip");
-        let t0 = Utc::now() - Duration::seconds(n as i64 + 60);
-        trips::control(&store, &p, Api::V1, &trip.id, Action::Start, Some(shared::time::Timestamp(t0)))
-            .await
-            .expect("start");
-        // A fix a second along a gently curving line, with a few meters of jitter.
-        let fixes: Vec<Location> = (0..n)
-            .map(|i| {
-                let f = i as f64;
-                let jitter = ((f * 12.9898).sin() * 43_758.545).fract() * 4e-5;
-                serde_json::from_value(serde_json::json!({
-                    "coordinates": [13.0 + f * 1e-4 + jitter, 52.0 + (f / 500.0).sin() * 0.01 - jitter],
-                    "recorded_at": (t0 + Duration::seconds(i as i64 + 1)).format("%Y-%m-%dT%H:%M:%S").to_string(),
-                    "accuracy": 5.0, "altitude": 30.0 + (f / 300.0).sin() * 20.0,
-                }))
-                .expect("fix")
-            })
+        let trip = trips::create(store, &p, Api::V1, input).await.expect("trip");
+        // Whole seconds, far enough back that every fix is in the past.
+        let t0 =
+            DateTime::from_timestamp((Utc::now() - Duration::seconds(n as i64 + 3600)).timestamp(), 0).expect("time");
+        trips::control(store, &p, Api::V1, &trip.id, Action::Start, Some(Timestamp(t0))).await.expect("start");
+        let tl = timeline(t0, n);
+        let fixes: Vec<Location> = sample(&tl, 1, Outliers::Optimistic, 7)
+            .into_iter()
+            .map(|s| serde_json::from_value(s.json).expect("fix"))
             .collect();
         for chunk in fixes.chunks(1000) {
             let _stored =
-                store_prepared(&store, &p, &user.id, prepare(&p, &user.id, chunk.to_vec())).await.expect("ingest");
-            shared::domain::processor::process_user(&store, &p, &user.id).await.expect("hook");
+                store_prepared(store, &p, &user.id, prepare(&p, &user.id, chunk.to_vec())).await.expect("ingest");
+            shared::domain::processor::process_user(store, &p, &user.id).await.expect("process");
         }
-        let end = t0 + Duration::seconds(n as i64 + 2);
-        trips::control(&store, &p, Api::V1, &trip.id, Action::End, Some(shared::time::Timestamp(end)))
-            .await
-            .expect("end");
+        let end = Timestamp(t0 + Duration::seconds(n as i64 + 1));
+        trips::control(store, &p, Api::V1, &trip.id, Action::End, Some(end)).await.expect("end");
 
-        let mut times = Vec::new();
-        let mut points = 0;
-        for _ in 0..5 {
+        // End to end: the request through the router, the body read out.
+        let router = local::app(state.clone());
+        let uri = format!("/v1/api/trips/summary/?trip_id={}", trip.id);
+        let (mut total, mut bytes) = (Vec::new(), 0);
+        for _ in 0..RUNS {
+            let req = Request::get(&uri).header("Api-Key", &issued.api_key).body(Body::empty()).expect("request");
             let start = Instant::now();
-            let s = trips::summary(&store, &p, Api::V1, &trip.id).await.expect("summary");
-            let json = trips::json::summary_json(&s, true);
-            times.push(start.elapsed().as_secs_f64() * 1000.0);
-            points = json["route"].as_array().map(Vec::len).unwrap_or(0);
+            let res = router.clone().oneshot(req).await.expect("router is infallible");
+            assert!(res.status().is_success(), "summary answered {}", res.status());
+            let body = axum::body::to_bytes(res.into_body(), usize::MAX).await.expect("body");
+            total.push(ms(start));
+            bytes = body.len();
+            if let Ok(path) = std::env::var("SUMMARY_BODY") {
+                std::fs::write(format!("{path}.{n}.json"), &body).expect("body written");
+            }
         }
-        times.sort_by(f64::total_cmp);
-        let record = trips::get(&store, &p, Api::V1, &trip.id).await.expect("trip");
-        let start = Instant::now();
-        let locs = trips::trip_locations(&store, &p, &record, shared::time::Timestamp::now()).await.expect("locations");
-        let read_ms = start.elapsed().as_secs_f64() * 1000.0;
-        let start = Instant::now();
-        let r = route::analyse(&locs, &[]);
-        let analyse_ms = start.elapsed().as_secs_f64() * 1000.0;
+        // The parts: reading, computing, rendering.
+        let (mut read, mut compute, mut render) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut r, mut points) = (route::Route::default(), 0);
+        for _ in 0..RUNS {
+            let start = Instant::now();
+            let record = trips::get(store, &p, Api::V1, &trip.id).await.expect("trip");
+            let locs = trips::trip_locations(store, &p, &record, Timestamp::now()).await.expect("locations");
+            read.push(ms(start));
+            points = locs.len();
+            let start = Instant::now();
+            r = route::analyse_owned(locs, &record.pause_intervals(end));
+            compute.push(ms(start));
+            let summary = trips::Summary {
+                trip: record,
+                route: r.clone(),
+                distance_m: r.distance_m,
+                duration_s: 0,
+                computed_at: end,
+            };
+            let s = SummaryBody { summary, detailed: true };
+            let start = Instant::now();
+            let body = serde_json::to_vec(&s).expect("json");
+            render.push(ms(start));
+            // The body written directly is the one a tree of JSON values (sorted keys) gives.
+            let tree = serde_json::to_vec(&serde_json::to_value(&s).expect("value")).expect("json");
+            assert!(body == tree, "the summary's bytes differ from its JSON value's");
+        }
+        let f = |v: Vec<f64>| {
+            let (m, lo, hi) = median(v);
+            format!("{m:.1} ms ({lo:.1}–{hi:.1})")
+        };
         println!(
-            "{n:>7} points: summary (read + analyse + JSON) median {:.1} ms (min {:.1}, max {:.1}) over 5 runs; read alone {read_ms:.1} ms; analysis alone {analyse_ms:.1} ms; route {points} points, {:.0} m, {} stops",
-            times[2],
-            times[0],
-            times[4],
+            "{n:>7} fixes: summary end to end median {} over {RUNS} runs, {:.1} MB body; read {}; compute {}; render {}; \
+             {points} fixes read, route {} points, {:.3} m, {:?} m climbed, {} stops, {} excluded",
+            f(total),
+            bytes as f64 / 1e6,
+            f(read),
+            f(compute),
+            f(render),
+            r.points.len(),
             r.distance_m,
-            r.stops.len()
+            r.elevation_gain_m,
+            r.stops.len(),
+            r.excluded.len(),
         );
     }
 }

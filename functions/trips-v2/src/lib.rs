@@ -188,7 +188,7 @@ async fn delete(Bearer(p): Bearer, State(s): State<AppState>, TripId(id): TripId
 
 async fn summary(Bearer(p): Bearer, State(s): State<AppState>, TripId(id): TripId) -> Result<V2Envelope, V2Error> {
     let sum = trips::summary(s.store.as_ref(), &p, Api::V2, &id).await?;
-    Ok(V2Envelope::new(200, "trip_summary", "Trip summary").with("summary", summary_json(&sum, true)))
+    Ok(V2Envelope::new(200, "trip_summary", "Trip summary").with("summary", summary_json(sum, true)))
 }
 
 #[derive(Debug, Deserialize)]

@@ -8,7 +8,8 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use shared::auth::{Project, SecretKey};
-use shared::domain::trips::json::{summary_json, tracking_url, trip_v1_json};
+use shared::domain::trips::json::{tracking_url, trip_v1_json};
+use shared::domain::trips::render::SummaryBody;
 use shared::domain::trips::{self, Action, Api, ListFilter, NewTrip, Trip, TripUpdate, WaypointInput, WaypointKind};
 use shared::domain::trips::{eta, link};
 use shared::geometry::LngLat;
@@ -219,9 +220,9 @@ async fn summary(
     SecretKey(p): SecretKey,
     State(s): State<AppState>,
     q: Params,
-) -> Result<Envelope<Value>, ApiError> {
+) -> Result<Envelope<SummaryBody>, ApiError> {
     let sum = trips::summary(s.store.as_ref(), &p, Api::V1, q.required("trip_id")?).await?;
-    Ok(Envelope::ok(shared::envelope::SUCCESS, summary_json(&sum, ver == Ver::V1)))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, SummaryBody { summary: sum, detailed: ver == Ver::V1 }))
 }
 
 /// A lifecycle move: `action` and, optionally, the time of the move in its own field.

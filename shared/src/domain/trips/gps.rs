@@ -126,15 +126,84 @@ fn secs(a: Timestamp, b: Timestamp) -> f64 {
 /// when every fix of a 100,000-point trip is judged several times.
 pub fn near_m(a: LngLat, b: LngLat) -> f64 {
     const M_PER_DEG: f64 = 6_371_008.8 * std::f64::consts::PI / 180.0;
-    let dlng = (b.lng - a.lng + 540.0).rem_euclid(360.0) - 180.0;
+    let dlng = wrap_deg(b.lng - a.lng);
     let x = dlng * ((a.lat + b.lat) * 0.5).to_radians().cos();
     let y = b.lat - a.lat;
     M_PER_DEG * (x * x + y * y).sqrt()
 }
 
+/// Where a position lies from a centre, against a radius `r`: within it, beyond `3 r`, or
+/// between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ring {
+    Within,
+    Between,
+    Beyond,
+}
+
+/// [`near_m`] compared with a radius, for many comparisons around one place (stop detection
+/// scans up to a minute of fixes around each fix): the cosine is taken once, at `lat0`, and
+/// bounds the one [`near_m`] would take (|cos a − cos b| ≤ |a − b|); only when the bounds do not
+/// settle the comparison is the distance computed. The answer is always the one [`near_m`] gives.
+pub struct NearScan {
+    lat0: f64,
+    cos0: f64,
+}
+
+impl NearScan {
+    pub fn new(lat0: f64) -> Self {
+        Self { lat0, cos0: lat0.to_radians().cos() }
+    }
+
+    /// How `near_m(c, p)` compares with `r` (`Within`: at most `r`) and `3 r` (`Beyond`: more).
+    pub fn ring(&self, c: LngLat, p: LngLat, r: f64) -> Ring {
+        const M_PER_DEG: f64 = 6_371_008.8 * std::f64::consts::PI / 180.0;
+        // Far wider than the rounding of either computation (a few units in the last place).
+        const MARGIN: f64 = 1e-9;
+        let dlng = wrap_deg(p.lng - c.lng).abs();
+        let y2 = (p.lat - c.lat) * (p.lat - c.lat);
+        let slack = ((c.lat + p.lat) * 0.5 - self.lat0).abs().to_radians();
+        let lo = M_PER_DEG * ((dlng * (self.cos0 - slack).max(0.0)).powi(2) + y2).sqrt();
+        let hi = M_PER_DEG * ((dlng * (self.cos0 + slack)).powi(2) + y2).sqrt();
+        if hi < r * (1.0 - MARGIN) {
+            return Ring::Within;
+        }
+        if lo > 3.0 * r * (1.0 + MARGIN) {
+            return Ring::Beyond;
+        }
+        if lo > r * (1.0 + MARGIN) && hi < 3.0 * r * (1.0 - MARGIN) {
+            return Ring::Between;
+        }
+        let d = near_m(c, p);
+        if d <= r {
+            Ring::Within
+        } else if d > 3.0 * r {
+            Ring::Beyond
+        } else {
+            Ring::Between
+        }
+    }
+}
+
+/// `(d + 540) mod 360 − 180`: a longitude difference wrapped into [−180, 180), bit for bit as
+/// `rem_euclid` gives it (each subtraction is exact), without a libm `fmod` per call.
+pub fn wrap_deg(d: f64) -> f64 {
+    let x = d + 540.0;
+    let r = if (0.0..360.0).contains(&x) {
+        x
+    } else if (360.0..720.0).contains(&x) {
+        x - 360.0
+    } else if (720.0..1080.0).contains(&x) {
+        x - 720.0
+    } else {
+        x.rem_euclid(360.0)
+    };
+    r - 180.0
+}
+
 /// `a` moved towards `b` by the fraction `f`, in the small-distance approximation.
 fn lerp(a: LngLat, b: LngLat, f: f64) -> LngLat {
-    let dlng = (b.lng - a.lng + 540.0).rem_euclid(360.0) - 180.0;
+    let dlng = wrap_deg(b.lng - a.lng);
     LngLat { lng: a.lng + dlng * f, lat: a.lat + (b.lat - a.lat) * f }
 }
 
@@ -191,10 +260,12 @@ pub fn judge(fixes: &[&Location]) -> Vec<Option<Exclusion>> {
     };
     let mut score = vec![0.0f64; n];
     // Each round scores every accepted fix against its current neighbours and removes the worst
-    // of each neighbourhood; a few rounds settle it.
+    // of each neighbourhood; a few rounds settle it. A score depends on the two accepted fixes
+    // on either side only, so after the first round only those around a removed fix are scored
+    // again (the rest would come out the same).
+    let mut rescore = alive.clone();
     for _ in 0..64 {
-        let mut i = alive.first().copied().unwrap_or(usize::MAX);
-        while i != usize::MAX {
+        for &i in &rescore {
             let (a, b) = (prev[i], next[i]);
             score[i] = match (a != usize::MAX, b != usize::MAX) {
                 (true, true) => {
@@ -205,7 +276,6 @@ pub fn judge(fixes: &[&Location]) -> Vec<Option<Exclusion>> {
                 (true, false) => end_strain(fixes[i], fixes[a]),
                 (false, false) => 0.0,
             };
-            i = b;
         }
         let mut worst = Vec::new();
         let mut i = alive.first().copied().unwrap_or(usize::MAX);
@@ -230,6 +300,30 @@ pub fn judge(fixes: &[&Location]) -> Vec<Option<Exclusion>> {
             }
         }
         alive.retain(|&i| out[i].is_none());
+        rescore.clear();
+        for &w in &worst {
+            // The nearest accepted fixes before and after `w` (a removed neighbour is skipped),
+            // and the next ones out.
+            let (mut a, mut b) = (prev[w], next[w]);
+            while a != usize::MAX && out[a].is_some() {
+                a = prev[a];
+            }
+            while b != usize::MAX && out[b].is_some() {
+                b = next[b];
+            }
+            for x in [a, b] {
+                if x != usize::MAX {
+                    rescore.push(x);
+                }
+            }
+            for x in [(a != usize::MAX).then(|| prev[a]), (b != usize::MAX).then(|| next[b])].into_iter().flatten() {
+                if x != usize::MAX {
+                    rescore.push(x);
+                }
+            }
+        }
+        rescore.sort_unstable();
+        rescore.dedup();
     }
     out
 }
@@ -342,6 +436,65 @@ mod tests {
             assert_eq!(j[10], Some(Exclusion::Outlier), "claimed {claimed:?}");
             assert_eq!(j.iter().filter(|x| x.is_some()).count(), 1, "only the spike: {j:?}");
         }
+    }
+
+    #[test]
+    fn wrapping_is_rem_euclid_bit_for_bit() {
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        for k in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let d = match k % 4 {
+                0 => (x >> 11) as f64 / (1u64 << 53) as f64 * 720.0 - 360.0,
+                1 => ((x >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 1e-3,
+                2 => [180.0, -180.0, 360.0, -360.0, 0.0, 539.0][(x % 6) as usize],
+                _ => ((x >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 1e4,
+            };
+            let want = (d + 540.0).rem_euclid(360.0) - 180.0;
+            assert_eq!(wrap_deg(d).to_bits(), want.to_bits(), "{d}");
+        }
+    }
+
+    #[test]
+    fn the_ring_is_what_the_distance_says() {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut u = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut settled = 0;
+        for _ in 0..200_000 {
+            let lat0 = u() * 170.0 - 85.0;
+            let start = LngLat { lng: u() * 359.0 - 179.5, lat: lat0 };
+            // A centre and a fix within a few hundred meters of the start, the fix often right
+            // at r or 3 r from the centre.
+            let c = LngLat { lng: start.lng + (u() - 0.5) * 2e-3, lat: start.lat + (u() - 0.5) * 2e-3 };
+            let r = 25.0 + u() * 75.0;
+            let p0 = LngLat { lng: c.lng + (u() - 0.5) * 4e-3, lat: c.lat + (u() - 0.5) * 4e-3 };
+            let d0 = near_m(c, p0);
+            let p = match (u() * 3.0) as u32 {
+                0 => p0,
+                k => {
+                    let want = if k == 1 { r } else { 3.0 * r } * (1.0 + (u() - 0.5) * 1e-12);
+                    let f = want / d0.max(1e-9);
+                    LngLat { lng: c.lng + wrap_deg(p0.lng - c.lng) * f, lat: c.lat + (p0.lat - c.lat) * f }
+                }
+            };
+            let d = near_m(c, p);
+            let exact = if d <= r {
+                Ring::Within
+            } else if d > 3.0 * r {
+                Ring::Beyond
+            } else {
+                Ring::Between
+            };
+            assert_eq!(NearScan::new(lat0).ring(c, p, r), exact, "{c:?} {p:?} {r}");
+            settled += usize::from((d - r).abs() > 1e-6 && (d - 3.0 * r).abs() > 1e-6);
+        }
+        assert!(settled > 1000);
     }
 
     #[test]

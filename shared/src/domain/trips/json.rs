@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::eta::{self, Eta};
-use super::route::{Route, active_seconds};
+use super::render::SummaryBody;
 use super::{Summary, Trip, TripEvent, TripState, Waypoint, WaypointKind};
 use crate::domain::locations::location_json;
 use crate::domain::users::User;
@@ -138,86 +138,8 @@ pub fn trip_v2_json(t: &Trip, user: Option<&User>, tracking_base: &str, eta: Opt
     })
 }
 
-/// `route_indexes`: 1-based positions in `route`, one for a one-point segment, else its first and
-/// last (as Roam numbers them).
-pub fn route_indexes(r: &Route) -> Vec<Vec<usize>> {
-    r.segments.iter().map(|&(a, b, _)| if a == b { vec![a + 1] } else { vec![a + 1, b + 1] }).collect()
-}
-
-/// The summary; `detailed` adds v1's per-point figures and `total_elevation_gain`. Per-point
-/// `distance`, `duration` and `elevation_gain` are cumulative from the trip's start (as Roam's),
-/// so the last point's equal the trip's totals: the first point counts the time since the start,
-/// the last the time until the end (or now, for a trip under way).
-pub fn summary_json(s: &Summary, detailed: bool) -> Value {
-    let t = &s.trip;
-    let end = t.ended_at.unwrap_or(s.computed_at);
-    let pauses = t.pause_intervals(end);
-    let last = s.route.points.len().saturating_sub(1);
-    let (mut distance, mut gain) = (0.0, 0.0);
-    let route: Vec<Value> = s
-        .route
-        .points
-        .iter()
-        .enumerate()
-        .map(|(i, pt)| {
-            let mut v = json!({
-                "coordinates": GeoPoint::from(pt.location.coordinates),
-                "altitude": pt.location.altitude,
-                "activity": pt.activity.as_str(),
-                "recorded_at": pt.location.recorded_at.format(None),
-            });
-            if detailed {
-                distance += pt.distance;
-                gain += pt.elevation_gain;
-                let duration = match (i == last, t.started_at) {
-                    (true, _) => s.duration_s,
-                    (false, Some(start)) => active_seconds(start, pt.location.recorded_at, &pauses).min(s.duration_s),
-                    (false, None) => 0,
-                };
-                v["distance"] = round2(distance).into();
-                v["duration"] = duration.into();
-                v["elevation_gain"] = round2(gain).into();
-            }
-            v
-        })
-        .collect();
-    let status = match t.state {
-        TripState::Ended => "completed",
-        other => other.as_str(),
-    };
-    let excluded: Vec<Value> = s
-        .route
-        .excluded
-        .iter()
-        .map(|e| {
-            json!({
-                "location_id": e.location.id, "coordinates": GeoPoint::from(e.location.coordinates),
-                "recorded_at": e.location.recorded_at.format(None), "reason": e.reason.as_str(),
-            })
-        })
-        .collect();
-    let paused: Vec<Value> =
-        pauses.iter().map(|(a, b)| json!({"paused_at": a.format(None), "resumed_at": b.format(None)})).collect();
-    let gaps: Vec<Value> = s
-        .route
-        .gaps
-        .iter()
-        .map(|g| {
-            json!({
-                "from": g.from.format(None), "to": g.to.format(None),
-                "seconds": (g.to.0 - g.from.0).num_seconds(),
-                "distance": round2(g.distance_m), "bridged": g.bridged,
-            })
-        })
-        .collect();
-    let mut v = json!({
-        "trip_id": t.id, "user_id": t.user_id, "project_id": t.project_id, "trip_status": status,
-        "distance_covered": round2(s.distance_m), "duration": s.duration_s,
-        "route": route, "route_indexes": route_indexes(&s.route),
-        "excluded_points": excluded, "paused_intervals": paused, "gaps": gaps,
-    });
-    if detailed {
-        v["total_elevation_gain"] = s.route.elevation_gain_m.map(round2).into();
-    }
-    v
+/// The summary as a JSON value (v2 nests it in its envelope); see [`SummaryBody`].
+pub fn summary_json(s: Summary, detailed: bool) -> Value {
+    // Only string keys: the conversion cannot fail.
+    serde_json::to_value(SummaryBody { summary: s, detailed }).unwrap_or(Value::Null)
 }

@@ -18,6 +18,7 @@ pub mod gps;
 pub mod json;
 pub mod link;
 mod progress;
+pub mod render;
 pub mod route;
 
 pub use progress::{TripPlan, plan as plan_progress};
@@ -985,7 +986,7 @@ pub async fn summary(store: &dyn Store, p: &Project, api: Api, trip_id: &str) ->
     let now = Timestamp::now();
     let end = trip.ended_at.unwrap_or(now);
     let locs = trip_locations(store, p, &trip, now).await?;
-    let mut route = route::analyse(&locs, &trip.pause_intervals(end));
+    let mut route = route::analyse_owned(locs, &trip.pause_intervals(end));
     let duration_s = trip.started_at.map(|s| route::active_seconds(s, end, &trip.pause_intervals(end))).unwrap_or(0);
     // Fixes may have expired (retention): the figures stored at the end were taken from all of
     // them. (A trip under way has none stored yet and is measured from what remains.)

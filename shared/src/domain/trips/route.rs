@@ -151,8 +151,40 @@ fn active_ms(a: Timestamp, b: Timestamp, pauses: &[(Timestamp, Timestamp)]) -> i
 
 /// Analyse fixes in `recorded_at` order (already limited to the trip's active time).
 pub fn analyse(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> Route {
+    analyse_owned(locations.to_vec(), pauses)
+}
+
+/// [`analyse`] of fixes the caller has no further use for: they move into the route's points
+/// and exclusions instead of being copied (a copy of each of 100,000 fixes is a good part of a
+/// summary's time).
+pub fn analyse_owned(locations: Vec<Location>, pauses: &[(Timestamp, Timestamp)]) -> Route {
+    let (mut route, per_fix) = figures(&locations, pauses);
+    route.points.reserve(locations.len());
+    for (l, fate) in locations.into_iter().zip(per_fix) {
+        match fate {
+            Fate::Point { activity, distance, elevation_gain } => {
+                route.points.push(RoutePoint { location: l, activity, distance, elevation_gain })
+            }
+            Fate::Excluded(reason) => route.excluded.push(ExcludedPoint { location: l, reason }),
+        }
+    }
+    route
+}
+
+/// What became of one fix.
+#[derive(Clone, Copy)]
+enum Fate {
+    Point { activity: Activity, distance: f64, elevation_gain: f64 },
+    Excluded(Exclusion),
+}
+
+/// The route's figures, without its points and exclusions, and what became of each fix (in
+/// order).
+fn figures(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> (Route, Vec<Fate>) {
     let all: Vec<&Location> = locations.iter().collect();
     let mut route = Route::default();
+    let mut fate = vec![Fate::Excluded(Exclusion::Accuracy); all.len()];
+    let mut accepted_at: Vec<usize> = Vec::with_capacity(all.len());
     // Legs between pauses, judged on their own: a fix is never compared across a pause.
     let leg_of = |l: &Location| pauses.iter().filter(|(_, r)| *r <= l.recorded_at).count();
     let mut accepted: Vec<(&Location, usize)> = Vec::with_capacity(all.len());
@@ -164,10 +196,13 @@ pub fn analyse(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> Rou
             end += 1;
         }
         let verdict = gps::judge(&all[start..end]);
-        for (l, v) in all[start..end].iter().zip(verdict) {
+        for (k, (l, v)) in all[start..end].iter().zip(verdict).enumerate() {
             match v {
-                None => accepted.push((l, leg)),
-                Some(reason) => route.excluded.push(ExcludedPoint { location: (*l).clone(), reason }),
+                None => {
+                    accepted.push((l, leg));
+                    accepted_at.push(start + k);
+                }
+                Some(reason) => fate[start + k] = Fate::Excluded(reason),
             }
         }
         start = end;
@@ -208,20 +243,13 @@ pub fn analyse(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> Rou
         distances[a..b].copy_from_slice(&dist);
     }
     let (gains, total_gain) = elevation::gains(&fixes, &activity);
-    route.points = fixes
-        .iter()
-        .enumerate()
-        .map(|(i, l)| RoutePoint {
-            location: (*l).clone(),
-            activity: activity[i],
-            distance: distances[i],
-            elevation_gain: gains[i],
-        })
-        .collect();
+    for (i, &at) in accepted_at.iter().enumerate() {
+        fate[at] = Fate::Point { activity: activity[i], distance: distances[i], elevation_gain: gains[i] };
+    }
     route.distance_m = distances.iter().sum();
     route.elevation_gain_m = total_gain;
     route.segments = segments(&activity);
-    route
+    (route, fate)
 }
 
 /// Stops (indexes local to the piece) and meters since the previous fix along the cleaned path.
@@ -293,7 +321,7 @@ fn segment_m(a: LngLat, b: LngLat) -> f64 {
     let phi = ((a.lat + b.lat) * 0.5).to_radians();
     let w = 1.0 - E2 * phi.sin().powi(2);
     let (meridian, normal) = (A * (1.0 - E2) / (w * w.sqrt()), A / w.sqrt());
-    let dlng = ((b.lng - a.lng + 540.0).rem_euclid(360.0) - 180.0).to_radians();
+    let dlng = gps::wrap_deg(b.lng - a.lng).to_radians();
     let (x, y) = (dlng * normal * phi.cos(), (b.lat - a.lat).to_radians() * meridian);
     (x * x + y * y).sqrt()
 }
@@ -307,34 +335,41 @@ fn stop_radius(mean_sigma: f64) -> f64 {
 /// STRAY_SECONDS (and less than three radii) when a later one comes back; then neighbouring
 /// runs at the same place are merged.
 fn detect_stops(fixes: &[&Location]) -> Vec<(usize, usize, LngLat)> {
-    let secs = |a: usize, b: usize| (fixes[b].recorded_at.0 - fixes[a].recorded_at.0).num_seconds();
+    // What the scans read, side by side: each fix is looked at many times (a minute of fixes
+    // around each), and a whole record per look is a cache miss each.
+    let pos: Vec<LngLat> = fixes.iter().map(|l| l.coordinates).collect();
+    let ms: Vec<i64> = fixes.iter().map(|l| l.recorded_at.0.timestamp_millis()).collect();
+    let sigmas: Vec<f64> = fixes.iter().map(|l| sigma(*l)).collect();
+    // Whole seconds between fixes, cut toward zero as chrono's `num_seconds` cuts them.
+    let secs = |a: usize, b: usize| (ms[b] - ms[a]) / 1000;
     let mut runs: Vec<(usize, usize, LngLat, f64)> = Vec::new();
     let mut i = 0;
     while i < fixes.len() {
-        let (mut sum_lng, mut sum_lat, mut sum_sigma, mut n) =
-            (fixes[i].coordinates.lng, fixes[i].coordinates.lat, sigma(fixes[i]), 1.0);
+        let (mut sum_lng, mut sum_lat, mut sum_sigma, mut n) = (pos[i].lng, pos[i].lat, sigmas[i], 1.0);
         let mut j = i;
+        let scan = gps::NearScan::new(pos[i].lat);
         loop {
             let c = LngLat { lng: sum_lng / n, lat: sum_lat / n };
             let r = stop_radius(sum_sigma / n);
             let mut k = j + 1;
             let mut found = None;
             while k < fixes.len() {
-                let d = gps::near_m(c, fixes[k].coordinates);
-                if d <= r {
-                    found = Some(k);
-                    break;
-                }
-                if d > 3.0 * r || secs(j, k) > STRAY_SECONDS {
-                    break;
+                match scan.ring(c, pos[k], r) {
+                    gps::Ring::Within => {
+                        found = Some(k);
+                        break;
+                    }
+                    gps::Ring::Beyond => break,
+                    gps::Ring::Between if secs(j, k) > STRAY_SECONDS => break,
+                    gps::Ring::Between => {}
                 }
                 k += 1;
             }
             let Some(k) = found else { break };
             j = k;
-            sum_lng += fixes[k].coordinates.lng;
-            sum_lat += fixes[k].coordinates.lat;
-            sum_sigma += sigma(fixes[k]);
+            sum_lng += pos[k].lng;
+            sum_lat += pos[k].lat;
+            sum_sigma += sigmas[k];
             n += 1.0;
         }
         if j > i && secs(i, j) >= STOP_MIN_SECONDS {
@@ -477,12 +512,12 @@ impl Frame {
     }
     fn to_xy(&self, p: LngLat) -> (f64, f64) {
         // Wrap longitude differences so a route across the antimeridian stays continuous.
-        let dlng = (p.lng - self.lng0 + 540.0).rem_euclid(360.0) - 180.0;
+        let dlng = gps::wrap_deg(p.lng - self.lng0);
         (dlng * self.kx, (p.lat - self.lat0) * self.ky)
     }
     fn to_lnglat(&self, x: f64, y: f64) -> LngLat {
         let lng = self.lng0 + x / self.kx;
-        LngLat { lng: (lng + 540.0).rem_euclid(360.0) - 180.0, lat: (self.lat0 + y / self.ky).clamp(-90.0, 90.0) }
+        LngLat { lng: gps::wrap_deg(lng), lat: (self.lat0 + y / self.ky).clamp(-90.0, 90.0) }
     }
 }
 
