@@ -79,6 +79,15 @@ impl TestApp {
         Self { state, router, project }
     }
 
+    /// An app on DynamoDB Local tables of its own, named after `tag` (see [`both_alone!`]).
+    pub async fn with_own_tables(tag: &str) -> Self {
+        let _ = dynamo_store().await; // checks DynamoDB Local is there
+        let prefix = format!("test-{}-{}-", std::process::id(), tag.replace('_', "-"));
+        let store = DynamoStore::from_env(TableNames::with_prefix(&prefix)).await;
+        store.ensure_tables().await.expect("tables");
+        Self::with_state(AppState::new(store)).await
+    }
+
     /// The same app with webhook endpoints allowed on loopback `http` (what
     /// `WAYMARK_WEBHOOK_ALLOW_PRIVATE=1` does for `waymark serve`).
     pub fn with_private_webhooks(mut self) -> Self {
@@ -148,6 +157,30 @@ pub fn assert_error(status: StatusCode, body: &Value, expected: StatusCode, fiel
     assert!(body["data"].is_null(), "{body}");
     let msg = body["msg"].as_str().unwrap_or_default();
     assert!(msg.contains(field), "message should name '{field}': {msg}");
+}
+
+/// [`both!`] for a test whose whole-registry sweeps would reach other tests' projects in the
+/// DynamoDB tables this process shares (and theirs its own): on DynamoDB it gets tables of its own.
+#[macro_export]
+macro_rules! both_alone {
+    ($name:ident, |$app:ident| $body:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[tokio::test]
+            async fn embedded() {
+                let $app = $crate::helpers::TestApp::new($crate::helpers::Backend::Embedded).await;
+                $body.await
+            }
+
+            #[tokio::test]
+            async fn dynamodb() {
+                let $app = $crate::helpers::TestApp::with_own_tables(stringify!($name)).await;
+                $body.await
+            }
+        }
+    };
 }
 
 /// Run a test body against both backends: `both!(name, |app| async move { ... });`.

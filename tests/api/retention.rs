@@ -14,11 +14,11 @@ use shared::domain::trips::{self, Action, Api, NewTrip};
 use shared::store::{Item, Query, SkRange, Table};
 use shared::time::Timestamp;
 
-use crate::both;
 use crate::geofences::{HOME, circle, enabled_fence, project};
 use crate::helpers::{Key, TestApp, assert_error};
 use crate::trace::offset;
 use crate::trips::ts;
+use crate::{both, both_alone};
 
 const SETTINGS: &str = "/v1/api/project/settings/";
 
@@ -109,7 +109,7 @@ both!(retention_days_is_validated_and_stays_in_its_project, |app| async move {
     assert_eq!(app.get(SETTINGS).await.1["data"]["retention_days"], Value::Null);
 });
 
-both!(expired_locations_and_events_are_swept_and_the_rest_stays, |app| async move {
+both_alone!(expired_locations_and_events_are_swept_and_the_rest_stays, |app| async move {
     let pid = app.project.project_id.clone();
     let other = app.other_project().await;
     let now = Utc::now();

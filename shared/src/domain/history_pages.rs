@@ -145,7 +145,11 @@ async fn update(
         b.drop_dead(now_ms);
         f(&mut b);
         b.nonce = crate::ids::random_hex(8);
-        match store.put(Table::Locations, to_item(pk, &sk, &b)?, cond).await {
+        // Unsynced (embedded store): a registration is made durable by the fixes' own commit,
+        // which follows it, or was for nothing; a lost count leaves the registration, which
+        // goes dead and makes the bucket recounted; a lost invalidation went with the deletes
+        // that followed it.
+        match store.put_unsynced(Table::Locations, to_item(pk, &sk, &b)?, cond).await {
             Ok(()) => return Ok(()),
             Err(StoreError::ConditionFailed) => continue,
             Err(e) => return Err(e),

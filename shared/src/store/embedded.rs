@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{
     Cond, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, WriteOp, cond_holds, epoch_now, is_expired,
@@ -226,7 +226,14 @@ fn write_op(txn: &redb::WriteTransaction, op: &WriteOp) -> Result<(), StoreError
 
 /// Apply ops in one redb transaction; nothing is written unless every condition holds.
 fn write_all(db: &Database, ops: &[WriteOp]) -> Result<(), StoreError> {
-    let txn = db.begin_write().map_err(backend)?;
+    write_all_as(db, ops, Durability::Immediate)
+}
+
+/// [`write_all`] with the given durability: `None` commits without syncing the file, and the
+/// next synced commit makes it durable (redb's guarantee).
+fn write_all_as(db: &Database, ops: &[WriteOp], durability: Durability) -> Result<(), StoreError> {
+    let mut txn = db.begin_write().map_err(backend)?;
+    txn.set_durability(durability).map_err(backend)?;
     for op in ops {
         if let Err(e) = write_op(&txn, op) {
             txn.abort().map_err(backend)?;
@@ -254,6 +261,10 @@ impl Store for EmbeddedStore {
 
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
         self.run(move |db| write_all(db, &[WriteOp::Put { table, item, cond }])).await
+    }
+
+    async fn put_unsynced(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
+        self.run(move |db| write_all_as(db, &[WriteOp::Put { table, item, cond }], Durability::None)).await
     }
 
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError> {

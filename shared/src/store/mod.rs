@@ -137,6 +137,13 @@ pub const MAX_TRANSACT_OPS: usize = 100;
 pub trait Store: Send + Sync + 'static {
     async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError>;
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError>;
+    /// A put that a crash may undo unless a later write commits after it, for bookkeeping that
+    /// stays right either way (the history's page counts: see `domain::history_pages`). The
+    /// embedded store commits it without syncing its file, the sync that bounds its ingest rate;
+    /// DynamoDB has one kind of put.
+    async fn put_unsynced(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
+        self.put(table, item, cond).await
+    }
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError>;
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError>;
     /// The items of a query as JSON documents, for reads of many items decoded straight into
