@@ -246,7 +246,8 @@ fn figures(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> (Route,
     for (i, &at) in accepted_at.iter().enumerate() {
         fate[at] = Fate::Point { activity: activity[i], distance: distances[i], elevation_gain: gains[i] };
     }
-    route.distance_m = distances.iter().sum();
+    // `+ 0.0`: a float sum starts from -0.0, which an empty route would answer as `-0.0`.
+    route.distance_m = distances.iter().sum::<f64>() + 0.0;
     route.elevation_gain_m = total_gain;
     route.segments = segments(&activity);
     (route, fate)
@@ -561,6 +562,12 @@ mod tests {
             "accuracy": accuracy,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn an_empty_route_is_zero_not_minus_zero() {
+        let r = analyse(&[], &[]);
+        assert!(r.distance_m == 0.0 && r.distance_m.is_sign_positive(), "{}", r.distance_m);
     }
 
     #[test]
