@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One benchmark command: builds the workspace and the hello-world peers (scripts/bench/peers) once
 # in release, then measures each figure next to its peer in the same run and prints a markdown
-# table of ratios (the README keeps it):
+# table of ratios (docs/measurements.md keeps it):
 #   - GET /v1/api/user/ on `waymark serve` (file store, 25 users; the first page of 10, and one
 #     user by user_id) against a hello-world axum server: wrk -t2 -c32, requests/s and p99;
 #   - POST /v1/api/location/ (100 new locations a request, wrk -t2 -c8) against the target;

@@ -350,7 +350,7 @@ both!(erasure_is_refused_to_other_projects_publishable_keys_and_bad_input, |app|
     assert_eq!(s, StatusCode::OK);
 });
 
-/// The time to erase a long history (run with `--ignored --nocapture`; figures in the README).
+/// The time to erase a long history (run with `--ignored --nocapture`; figures in docs/erasure.md).
 /// The fixes are stored as ingest stores them, without deriving anything, so the run measures
 /// the erasure of the location partition, which dominates.
 /// `capacity` reads the capacity units the store has consumed so far (DynamoDB), or 0.

@@ -3,7 +3,7 @@
 //! traffic lights (halts of 15-90 s), now and then a crawl in traffic, fixes every 5 s with GPS
 //! noise and a few multipath outliers. The true arrival (first true position within the
 //! destination's 100 m radius) is kept; the estimate is asked for when 25 %, 50 % and 75 % of the
-//! road is driven, from the fixes recorded so far only. Prints the error table (README, "ETA")
+//! road is driven, from the fixes recorded so far only. Prints the error table (docs/tracking-page.md, "ETA")
 //! and holds the estimate to it.
 //!
 //! `cargo test -p waymark-tests --test api -- eta_eval --nocapture` prints the table.
@@ -198,7 +198,7 @@ fn eta_error_against_the_true_arrival() {
         assert!(e.len() as f64 >= DRIVES as f64 * 0.95, "{f}: estimates for {} of {DRIVES} drives", e.len());
     }
     for (((med, p90, mean), f), most) in medians.iter().zip(fractions).zip([600.0, 400.0, 240.0]) {
-        // What this method achieves on these drives (README, "ETA"), with a little room: the
+        // What this method achieves on these drives (docs/tracking-page.md, "ETA"), with a little room: the
         // error is mostly the speed of streets not yet driven, which no recent speed foretells.
         assert!(*med < 0.33, "{f}: median relative error {med}");
         assert!(*p90 < most, "{f}: p90 absolute error {p90} s");

@@ -10,7 +10,7 @@
 //! - cumulative per-point distance and duration ending at the totals, each point's duration the active time from the start to its fix;
 //! - every outlier left out of the route.
 //!
-//! `cargo test -p waymark-tests --test api trip_gps -- --nocapture` prints the table the README
+//! `cargo test -p waymark-tests --test api trip_gps -- --nocapture` prints the table docs/trips.md
 //! keeps.
 
 use axum::http::StatusCode;

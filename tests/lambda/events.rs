@@ -530,7 +530,7 @@ impl Fixture {
             assert_eq!(reply.status, StatusCode::OK, "{name}: {text}");
             let ty = reply.header("content-type");
             assert!(ty.starts_with(content_type), "{name}: content-type {ty}, not {content_type}");
-            // What every answer of the public function carries (README, "Trip tracking page").
+            // What every answer of the public function carries (docs/tracking-page.md).
             for (h, want) in [("referrer-policy", "no-referrer"), ("x-content-type-options", "nosniff")] {
                 assert_eq!(reply.header(h), want, "{name}: {h}");
             }

@@ -21,7 +21,7 @@ use shared::http::in_envelope;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-/// The limits, from the environment (README: "Limits of `waymark serve`").
+/// The limits, from the environment (README, "`waymark serve`": its options and limits).
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// A client must send a request's headers within this; an idle connection closes after it.

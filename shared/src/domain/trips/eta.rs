@@ -1,7 +1,7 @@
 //! Estimated time of arrival at the place a trip is heading to: the next v2 stop not yet arrived
 //! at, or the first v1/v3 destination not yet reached.
 //!
-//! Method (README, "ETA"):
+//! Method (docs/tracking-page.md, "ETA"):
 //! - where: the latest fix the route cleaning keeps (outliers dropped), if it is at most
 //!   [`LOST_AFTER_SECONDS`] old; an older one means the device is lost and the ETA unknown;
 //! - how far: the great-circle distance from there to the edge of the target's arrival radius

@@ -289,7 +289,7 @@ pub(crate) fn events_pk(project_id: &str, trip_id: &str) -> String {
 /// Writes of the events pushed onto `trip` since `before` of them were stored, at the positions
 /// after the `stored` ones, and their copies in the user's trip-events list; advances
 /// `trip.event_count`. The user-index copies expire with the project's `retention_days`; the
-/// trip's own copies stay as long as the trip (see README, Retention).
+/// trip's own copies stay as long as the trip (see docs/endpoints.md, Retention).
 fn event_puts(
     p: &Project,
     trip: &mut Trip,

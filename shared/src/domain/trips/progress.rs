@@ -72,7 +72,7 @@ fn reach_event(kind: WaypointKind, reached: bool) -> &'static str {
     }
 }
 
-/// The webhook event type of a trip event, if it has one (README: "Webhooks").
+/// The webhook event type of a trip event, if it has one (docs/events.md, "Webhooks").
 pub fn hook_type(event_type: &str) -> Option<&'static str> {
     Some(match event_type {
         "service:trip:created" => "trip.created",

@@ -3,7 +3,7 @@
 //! written in the same step as the events they carry ([`outbox`]), and a delivery worker that
 //! signs, sends and retries them ([`deliver`]).
 //!
-//! Event types and the events API names they come from (README "Webhooks"):
+//! Event types and the events API names they come from (docs/events.md, "Webhooks"):
 //! `location.updated` (one per processed range of a user's new fixes, with the newest fix),
 //! `geofence.entry|exit|dwell` (`motion:geofence:*`), `trip.created` (`service:trip:created`),
 //! `trip.started|paused|resumed` (`trip:started|paused|resumed`), `trip.ended`
