@@ -37,7 +37,7 @@ use super::users::{self, User, check_user_id};
 use super::{groups, insights, locations, processor, webhooks};
 use crate::auth::Project;
 use crate::error::ApiError;
-use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, key_of, to_item};
+use crate::store::{Cond, Item, Page, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, key_of, to_item};
 use crate::time::Timestamp;
 
 /// Partition of the erasure markers: one partition for every project, so the sweep finds
@@ -157,6 +157,22 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    /// The next page of `pk` in `range` from `after`, expired items included; `None` when time
+    /// is up.
+    async fn next_page(
+        &self,
+        table: Table,
+        pk: &str,
+        range: &SkRange,
+        after: &Option<String>,
+    ) -> Result<Option<Page>, ApiError> {
+        if self.out_of_time() {
+            return Ok(None);
+        }
+        let q = Query::new(pk, range.clone()).with_expired().limit(PAGE).after(after.clone());
+        Ok(Some(self.store.query(table, &q).await?))
+    }
+
     /// Delete the items of `pk` in `range` that `keep` selects, page by page, until none is
     /// left or time is up (then `false`).
     async fn drain(
@@ -168,11 +184,7 @@ impl Ctx<'_> {
     ) -> Result<bool, ApiError> {
         let mut after = None;
         loop {
-            if self.out_of_time() {
-                return Ok(false);
-            }
-            let page =
-                self.store.query(table, &Query::new(pk, range.clone()).with_expired().limit(PAGE).after(after)).await?;
+            let Some(page) = self.next_page(table, pk, &range, &after).await? else { return Ok(false) };
             let keys = page.items.iter().filter(|i| pick(i)).map(key_of).collect::<Result<_, _>>()?;
             self.delete_keys(table, keys).await?;
             match page.last_sk {
@@ -410,13 +422,9 @@ async fn indexed_trips(cx: &mut Ctx<'_>) -> Result<bool, ApiError> {
 /// later), paged from `cursor`.
 async fn project_trips(cx: &mut Ctx<'_>, pk: &str, mut cursor: Option<String>) -> Result<Run, ApiError> {
     loop {
-        if cx.out_of_time() {
+        let Some(page) = cx.next_page(Table::Main, pk, &SkRange::All, &cursor).await? else {
             return Ok(Run::Paused(cursor));
-        }
-        let page = cx
-            .store
-            .query(Table::Main, &Query::new(pk, SkRange::All).with_expired().limit(PAGE).after(cursor.clone()))
-            .await?;
+        };
         let uid = cx.uid.clone();
         for t in page.items.iter().filter(|t| str_of(t, "user_id") == uid) {
             erase_trip(cx, pk, t).await?;
@@ -433,11 +441,9 @@ async fn project_trips(cx: &mut Ctx<'_>, pk: &str, mut cursor: Option<String>) -
 async fn geofence_events(cx: &mut Ctx<'_>) -> Result<bool, ApiError> {
     let upk = fence_events::user_events_pk(&cx.pid, &cx.uid);
     loop {
-        if cx.out_of_time() {
-            return Ok(false);
-        }
-        let items =
-            cx.store.query(Table::Main, &Query::new(&upk, SkRange::All).with_expired().limit(PAGE)).await?.items;
+        // From the start each time: what the last page found is deleted by now.
+        let Some(page) = cx.next_page(Table::Main, &upk, &SkRange::All, &None).await? else { return Ok(false) };
+        let items = page.items;
         if items.is_empty() {
             return Ok(true);
         }
@@ -518,13 +524,9 @@ async fn moving_fences(cx: &mut Ctx<'_>, pk: &str, live: bool) -> Result<bool, A
 /// everyone, so it is disabled instead of widened (the customer decides what it becomes).
 async fn scoped_fences(cx: &mut Ctx<'_>, pk: &str, live: bool, mut cursor: Option<String>) -> Result<Run, ApiError> {
     loop {
-        if cx.out_of_time() {
+        let Some(page) = cx.next_page(Table::Main, pk, &SkRange::All, &cursor).await? else {
             return Ok(Run::Paused(cursor));
-        }
-        let page = cx
-            .store
-            .query(Table::Main, &Query::new(pk, SkRange::All).with_expired().limit(PAGE).after(cursor.clone()))
-            .await?;
+        };
         for item in page.items {
             let mut g: Geofence = from_item(item)?;
             if !g.user_ids.contains(&cx.uid) {
@@ -570,13 +572,9 @@ async fn webhook_messages(cx: &mut Ctx<'_>, mut cursor: Option<String>) -> Resul
         .collect::<Result<_, _>>()?;
     let mpk = webhooks::outbox::messages_pk(&pid);
     loop {
-        if cx.out_of_time() {
+        let Some(page) = cx.next_page(Table::Main, &mpk, &SkRange::All, &cursor).await? else {
             return Ok(Run::Paused(cursor));
-        }
-        let page = cx
-            .store
-            .query(Table::Main, &Query::new(&mpk, SkRange::All).with_expired().limit(PAGE).after(cursor.clone()))
-            .await?;
+        };
         let mut refs = Vec::new();
         let mut own = Vec::new();
         let mut redacted = Vec::new();
