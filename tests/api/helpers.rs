@@ -164,22 +164,7 @@ pub fn assert_error(status: StatusCode, body: &Value, expected: StatusCode, fiel
 #[macro_export]
 macro_rules! both_alone {
     ($name:ident, |$app:ident| $body:expr) => {
-        mod $name {
-            #[allow(unused_imports)]
-            use super::*;
-
-            #[tokio::test]
-            async fn embedded() {
-                let $app = $crate::helpers::TestApp::new($crate::helpers::Backend::Embedded).await;
-                $body.await
-            }
-
-            #[tokio::test]
-            async fn dynamodb() {
-                let $app = $crate::helpers::TestApp::with_own_tables(stringify!($name)).await;
-                $body.await
-            }
-        }
+        $crate::both_on!($name, $crate::helpers::TestApp::with_own_tables(stringify!($name)), |$app| $body);
     };
 }
 
@@ -187,6 +172,14 @@ macro_rules! both_alone {
 #[macro_export]
 macro_rules! both {
     ($name:ident, |$app:ident| $body:expr) => {
+        $crate::both_on!($name, $crate::helpers::TestApp::new($crate::helpers::Backend::DynamoDb), |$app| $body);
+    };
+}
+
+/// [`both!`] with the DynamoDB app made by `$dynamodb`.
+#[macro_export]
+macro_rules! both_on {
+    ($name:ident, $dynamodb:expr, |$app:ident| $body:expr) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
@@ -199,7 +192,7 @@ macro_rules! both {
 
             #[tokio::test]
             async fn dynamodb() {
-                let $app = $crate::helpers::TestApp::new($crate::helpers::Backend::DynamoDb).await;
+                let $app = $dynamodb.await;
                 $body.await
             }
         }

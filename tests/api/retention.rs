@@ -282,77 +282,55 @@ both!(retention_sweep_is_bounded_resumes_and_reports_its_rate, |app| async move 
     println!("retention sweep: {n} locations of {users} users deleted in {secs:.2} s = {:.0} items/s", n as f64 / secs);
 });
 
-/// The whole-registry sweep goes through every project with retention. On DynamoDB Local the
-/// tests of this process share tables, so this test has tables of its own: its runs would
-/// otherwise sweep other tests' projects under them, and theirs its own.
-mod a_sweep_with_few_queries_a_run_reaches_every_user_in_turn {
-    use super::*;
-    use crate::helpers::Backend;
+// The whole-registry sweep goes through every project with retention (so, on DynamoDB, on
+// tables of its own: see `both_alone!`).
+both_alone!(a_sweep_with_few_queries_a_run_reaches_every_user_in_turn, |app| few_queries_a_run(app));
 
-    #[tokio::test]
-    async fn embedded() {
-        run(TestApp::new(Backend::Embedded).await).await
-    }
-
-    #[tokio::test]
-    async fn dynamodb() {
-        let _ = crate::helpers::dynamo_store().await; // checks DynamoDB Local is there
-        let prefix = format!("test-{}-sweep-", std::process::id());
-        let store = shared::store::DynamoStore::from_env(shared::store::TableNames::with_prefix(&prefix)).await;
-        shared::store::Store::ensure_tables(&store).await.expect("tables");
-        run(TestApp::with_state(shared::AppState::new(store)).await).await
-    }
-
-    async fn run(app: TestApp) {
-        let store = app.state.store.clone();
-        let now = Utc::now();
-        let other = app.other_project().await;
-        let mut users = Vec::new();
-        for (key, pid, n) in
-            [(Key::Secret, app.project.project_id.clone(), 6), (Key::Raw(&other.api_key), other.project_id.clone(), 2)]
-        {
-            for _ in 0..n {
-                let body = json!({"app_type": 1, "device_token": "t"});
-                let (status, res) = app.call("POST", "/v1/api/user/", key, Some(&body)).await;
-                assert_eq!(status, StatusCode::CREATED, "{res}");
-                let user = res["data"]["user_id"].as_str().expect("user_id").to_owned();
-                let old = (0..3)
-                    .map(|i| fix(10.0 * f64::from(i), now - Duration::days(10) + Duration::minutes(i.into())))
-                    .collect();
-                send(&app, key, &user, old).await;
-                send(&app, key, &user, vec![fix(0.0, now - Duration::minutes(1))]).await;
-                users.push(locations_pk(&pid, &user));
-            }
-            set_retention(&app, key, json!(1)).await;
+async fn few_queries_a_run(app: TestApp) {
+    let store = app.state.store.clone();
+    let now = Utc::now();
+    let other = app.other_project().await;
+    let mut users = Vec::new();
+    for (key, pid, n) in
+        [(Key::Secret, app.project.project_id.clone(), 6), (Key::Raw(&other.api_key), other.project_id.clone(), 2)]
+    {
+        for _ in 0..n {
+            let body = json!({"app_type": 1, "device_token": "t"});
+            let (status, res) = app.call("POST", "/v1/api/user/", key, Some(&body)).await;
+            assert_eq!(status, StatusCode::CREATED, "{res}");
+            let user = res["data"]["user_id"].as_str().expect("user_id").to_owned();
+            let old = (0..3)
+                .map(|i| fix(10.0 * f64::from(i), now - Duration::days(10) + Duration::minutes(i.into())))
+                .collect();
+            send(&app, key, &user, old).await;
+            send(&app, key, &user, vec![fix(0.0, now - Duration::minutes(1))]).await;
+            users.push(locations_pk(&pid, &user));
         }
-        // Four queries a run: fewer than the users, so no run gets round them all; the stored cursor
-        // takes each run on from where the last stopped (a restart reads the same cursor).
-        let budget = || retention::Budget {
-            items: usize::MAX,
-            queries: 4,
-            deadline: Instant::now() + StdDuration::from_secs(60),
-        };
-        let mut runs = 0;
-        loop {
-            let s = retention::sweep(store.as_ref(), budget(), Timestamp::now()).await.expect("sweep");
-            assert!(s.queries <= 4, "{s:?}");
-            runs += 1;
-            let mut left = 0;
-            for pk in &users {
-                left += items(&app, Table::Locations, pk).await.len() - 1;
-            }
-            if left == 0 {
-                break;
-            }
-            assert!(runs < 30, "{left} expired fixes left after {runs} runs");
-        }
-        assert!(runs >= 3, "eight users at four queries a run take several runs: {runs}");
-        // A full run (no bound reached) ends its lap and starts the next from the beginning.
-        let s = retention::sweep(store.as_ref(), retention::Budget::items(usize::MAX), Timestamp::now())
-            .await
-            .expect("sweep");
-        assert!(s.finished && s.items == 0, "{s:?}");
+        set_retention(&app, key, json!(1)).await;
     }
+    // Four queries a run: fewer than the users, so no run gets round them all; the stored cursor
+    // takes each run on from where the last stopped (a restart reads the same cursor).
+    let budget =
+        || retention::Budget { items: usize::MAX, queries: 4, deadline: Instant::now() + StdDuration::from_secs(60) };
+    let mut runs = 0;
+    loop {
+        let s = retention::sweep(store.as_ref(), budget(), Timestamp::now()).await.expect("sweep");
+        assert!(s.queries <= 4, "{s:?}");
+        runs += 1;
+        let mut left = 0;
+        for pk in &users {
+            left += items(&app, Table::Locations, pk).await.len() - 1;
+        }
+        if left == 0 {
+            break;
+        }
+        assert!(runs < 30, "{left} expired fixes left after {runs} runs");
+    }
+    assert!(runs >= 3, "eight users at four queries a run take several runs: {runs}");
+    // A full run (no bound reached) ends its lap and starts the next from the beginning.
+    let s =
+        retention::sweep(store.as_ref(), retention::Budget::items(usize::MAX), Timestamp::now()).await.expect("sweep");
+    assert!(s.finished && s.items == 0, "{s:?}");
 }
 
 /// The sweeper's rate on the embedded store as `waymark serve` keeps it (a file; each batch of
