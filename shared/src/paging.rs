@@ -81,7 +81,7 @@ pub async fn list_page_in<T: serde::de::DeserializeOwned>(
     filter: Option<&(dyn Fn(&T) -> bool + Sync)>,
     order: Order,
 ) -> Result<(Vec<T>, PageInfo), crate::store::StoreError> {
-    use crate::store::{Query, from_item, from_json};
+    use crate::store::{Query, from_json};
     let mut query = Query::new(pk, range.clone());
     if order == Order::NewestFirst {
         query = query.descending();
@@ -97,16 +97,9 @@ pub async fn list_page_in<T: serde::de::DeserializeOwned>(
             Ok((items, PageInfo::new(page, total)))
         }
         Some(keep) => {
-            let all: Vec<T> = store
-                .query(table, &query)
-                .await?
-                .items
-                .into_iter()
-                .map(from_item)
-                .collect::<Result<Vec<T>, _>>()?
-                .into_iter()
-                .filter(|t| keep(t))
-                .collect();
+            let docs = store.query_docs(table, &query).await?;
+            let all = docs.iter().map(|d| from_json::<T>(d)).collect::<Result<Vec<_>, _>>()?;
+            let all: Vec<T> = all.into_iter().filter(|t| keep(t)).collect();
             let info = PageInfo::new(page, all.len());
             Ok((all.into_iter().skip(page.offset()).take(PAGE_SIZE).collect(), info))
         }

@@ -96,7 +96,7 @@ both!(items_past_their_ttl_are_gone_for_reads_but_not_for_the_sweeper, |app| asy
     let q = Query::new(&pk, SkRange::All);
     assert_eq!(sks(&s.query(Table::Main, &q).await.unwrap().items), ["b", "c", "e"]);
     assert_eq!(s.count(Table::Main, &pk, &SkRange::All).await.unwrap(), 3);
-    assert_eq!(s.query_json(Table::Main, &q).await.unwrap().len(), 3);
+    assert_eq!(s.query_docs(Table::Main, &q).await.unwrap().len(), 3);
     assert!(s.get(Table::Main, &pk, "a").await.unwrap().is_none());
     assert!(s.get(Table::Main, &pk, "c").await.unwrap().is_some());
     // A limit counts the items returned, not those skipped; the cursor goes on from there.

@@ -242,7 +242,7 @@ async fn recount(
 ) -> Result<BTreeMap<String, u64>, StoreError> {
     let range = SkRange::Between(format!("{bucket}{}", "0".repeat(18)), format!("{bucket}{}", "f".repeat(18)));
     let mut b = Bucket { valid: true, ..Bucket::default() };
-    for doc in store.query_json(Table::Locations, &Query::new(pk, range)).await? {
+    for doc in store.query_docs(Table::Locations, &Query::new(pk, range)).await? {
         let fix: Counted = from_json(&doc)?;
         let cell = split(&fix.sk).1.to_owned();
         if let Some(e) = fix.expires_at.map(|e| e as i64) {
@@ -309,7 +309,7 @@ pub async fn page(
     // come before it.
     let mut target: Option<(String, usize)> = None;
     // Straight from the stored JSON: a page decodes every bucket of the range.
-    for doc in store.query_json(Table::Locations, &q).await? {
+    for doc in store.query_docs(Table::Locations, &q).await? {
         let b: Bucket = from_json(&doc)?;
         let bucket = b.sk.get(1..).unwrap_or_default().to_owned();
         let (counts, exp) = if b.valid && b.pending.is_empty() {

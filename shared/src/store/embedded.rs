@@ -280,20 +280,6 @@ impl Store for EmbeddedStore {
         self.run(move |db| query_page(db, table, &q)).await
     }
 
-    async fn query_json(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
-        // Items are stored as JSON: hand them out as they are.
-        let q = q.clone();
-        self.run(move |db| {
-            let mut out = Vec::new();
-            scan(db, table, &q, |v| {
-                out.push(v.to_vec());
-                Ok(true)
-            })?;
-            Ok(out)
-        })
-        .await
-    }
-
     async fn query_docs(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
         let page = move |db: &Database, q: &Query| {
             let (limit, mut out) = (q.limit.unwrap_or(usize::MAX), Vec::new());

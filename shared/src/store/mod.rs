@@ -146,32 +146,16 @@ pub trait Store: Send + Sync + 'static {
     }
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError>;
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError>;
-    /// The items of a query as JSON documents, for reads of many items decoded straight into
-    /// records ([`from_json`]) without building each item's tree first. The limit and cursor are
-    /// ignored: all items of the range. By default the items of [`Store::query`], encoded.
-    async fn query_json(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
-        let mut q = q.clone();
-        let mut out = Vec::new();
-        loop {
-            let page = self.query(table, &q).await?;
-            for item in &page.items {
-                out.push(serde_json::to_vec(item).map_err(|e| StoreError::Corrupt(e.to_string()))?);
-            }
-            match page.last_sk {
-                Some(sk) => q = q.after(Some(sk)),
-                None => return Ok(out),
-            }
-        }
-    }
     /// One item as a JSON document, for a record decoded straight from it ([`get_as`]). By default
     /// [`Store::get`]'s item, encoded.
     async fn get_doc(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let item = self.get(table, pk, sk).await?;
         item.map(|i| serde_json::to_vec(&i).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
     }
-    /// One page of a query (its limit and cursor honoured) as JSON documents: a list decodes only
-    /// the items it returns, each straight into its record ([`from_json`]). By default the items
-    /// of [`Store::query`], encoded.
+    /// The items of a query (its limit and cursor honoured; without a limit, all of the range) as
+    /// JSON documents, each decoded straight into its record ([`from_json`]) without building the
+    /// item's tree first: long reads, and lists that decode only the page they return. By default
+    /// the items of [`Store::query`], encoded.
     async fn query_docs(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
         let page = self.query(table, q).await?;
         page.items.iter().map(|i| serde_json::to_vec(i).map_err(|e| StoreError::Corrupt(e.to_string()))).collect()
@@ -225,7 +209,7 @@ pub async fn get_as<T: DeserializeOwned>(
     store.get_doc(table, pk, sk).await?.map(|d| from_json(&d)).transpose()
 }
 
-/// A record from a JSON document of [`Store::query_json`].
+/// A record from a JSON document of [`Store::query_docs`].
 pub fn from_json<T: DeserializeOwned>(doc: &[u8]) -> Result<T, StoreError> {
     serde_json::from_slice(doc).map_err(|e| StoreError::Corrupt(e.to_string()))
 }

@@ -870,7 +870,7 @@ pub async fn trip_locations_since(
     }
     let (lo, hi) = id_range(&DateRange { start: start.0, end: end.0 + chrono::Duration::milliseconds(1) });
     let q = Query::new(locations_pk(&p.project_id, user), SkRange::Between(lo, hi));
-    let docs = store.query_json(Table::Locations, &q).await?;
+    let docs = store.query_docs(Table::Locations, &q).await?;
     let intervals = trip.active_intervals(end);
     let mut locs = Vec::with_capacity(docs.len());
     for doc in docs {
