@@ -40,9 +40,10 @@ impl AppState {
         }
     }
 
-    /// DynamoDB with table names from the environment (how a Lambda function starts).
+    /// DynamoDB with table names, region, credentials and endpoint from the environment (how a
+    /// Lambda function starts; see `DynamoStore::in_lambda`).
     pub async fn dynamodb_from_env() -> Self {
-        Self::new(DynamoStore::from_env(TableNames::from_env("waymark-")).await)
+        Self::new(DynamoStore::in_lambda(TableNames::from_env("waymark-")))
     }
 
     /// An in-memory embedded store (tests).

@@ -14,6 +14,7 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, ConsumedCapacity, Delete, DeleteRequest, KeySchemaElement,
     KeyType, Put, ReturnConsumedCapacity, ScalarAttributeType, Select, TransactWriteItem, WriteRequest,
 };
+use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 
@@ -38,6 +39,10 @@ pub struct DynamoStore {
     /// milliseconds that a Lambda function would otherwise spend before it can ask for its first
     /// event (see `from_env`).
     client: Arc<OnceCell<Client>>,
+    /// How `client` is built. A function pointer chosen by the constructor, so a Lambda binary,
+    /// which never calls `from_env`, links none of the configuration chain (STS, SSO, profiles,
+    /// IMDS): 1.1 MB of its size.
+    make_client: fn() -> BoxFuture<'static, Client>,
     names: TableNames,
     /// Capacity units consumed by this store's calls so far (DynamoDB reports them per call).
     consumed: Arc<Mutex<f64>>,
@@ -50,7 +55,11 @@ fn backend<E: std::fmt::Debug>(e: E) -> StoreError {
 /// A client from the standard AWS configuration chain. `AWS_ENDPOINT_URL_DYNAMODB` points it at
 /// DynamoDB Local; there, when no credentials are configured, dummy ones are used (DynamoDB Local
 /// accepts any). HTTPS trusts the bundled roots of [`crate::tls`].
-async fn client_from_env() -> Client {
+fn client_from_env() -> BoxFuture<'static, Client> {
+    Box::pin(client_from_chain())
+}
+
+async fn client_from_chain() -> Client {
     let started = std::time::Instant::now();
     let mut loader =
         aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(crate::tls::sdk_http_client());
@@ -70,6 +79,24 @@ async fn client_from_env() -> Client {
     let client = Client::new(&loader.load().await);
     tracing::debug!(elapsed = ?started.elapsed(), "DynamoDB client built");
     client
+}
+
+/// A client from what Lambda gives every function: region and the function role's credentials
+/// in environment variables (`AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+/// `AWS_SESSION_TOKEN`), plus `AWS_ENDPOINT_URL_DYNAMODB` or `AWS_ENDPOINT_URL` if set. Retries,
+/// timeouts and the clock are the SDK's defaults for the same behaviour version.
+fn client_in_lambda() -> BoxFuture<'static, Client> {
+    let var = |names: &[&str]| names.iter().find_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()));
+    let region = var(&["AWS_REGION", "AWS_DEFAULT_REGION"]).unwrap_or_else(|| "us-east-1".into());
+    let mut config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(region))
+        .credentials_provider(aws_config::environment::EnvironmentVariableCredentialsProvider::new())
+        .http_client(crate::tls::sdk_http_client());
+    if let Some(url) = var(&["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"]) {
+        config = config.endpoint_url(url);
+    }
+    Box::pin(std::future::ready(Client::from_conf(config.build())))
 }
 
 impl DynamoStore {
@@ -97,12 +124,17 @@ impl DynamoStore {
     }
 
     pub fn new(client: Client, names: TableNames) -> Self {
-        Self { client: Arc::new(OnceCell::new_with(Some(client))), names, consumed: Arc::default() }
+        Self {
+            client: Arc::new(OnceCell::new_with(Some(client))),
+            make_client: client_from_env,
+            names,
+            consumed: Arc::default(),
+        }
     }
 
     /// The client, built by the first call that needs it.
     async fn client(&self) -> &Client {
-        self.client.get_or_init(client_from_env).await
+        self.client.get_or_init(self.make_client).await
     }
 
     /// Read and write capacity units consumed by this store's calls so far.
@@ -120,7 +152,13 @@ impl DynamoStore {
     /// read then; the conditions it fails on are the SDK's as before (credentials were always
     /// resolved lazily), and they fail that call with the SDK's error.
     pub async fn from_env(names: TableNames) -> Self {
-        Self { client: Arc::new(OnceCell::new()), names, consumed: Arc::default() }
+        Self { client: Arc::new(OnceCell::new()), make_client: client_from_env, names, consumed: Arc::default() }
+    }
+
+    /// A store for a Lambda function: the client (built on first use) takes its region,
+    /// credentials and endpoint from the environment only (see `client_in_lambda`).
+    pub fn in_lambda(names: TableNames) -> Self {
+        Self { client: Arc::new(OnceCell::new()), make_client: client_in_lambda, names, consumed: Arc::default() }
     }
 
     fn name(&self, t: Table) -> &str {
