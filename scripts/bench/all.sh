@@ -4,18 +4,21 @@
 # table of ratios (docs/measurements.md keeps it):
 #   - GET /v1/api/user/ on `waymark serve` (file store, 25 users; the first page of 10, and one
 #     user by user_id) against a hello-world axum server: wrk -t2 -c32, requests/s and p99;
+#   - the other read endpoints (locations, geofences, trips, one trip, events, search, insights,
+#     settings; scripts/bench/seed_reads.py) against the same axum figure;
 #   - POST /v1/api/location/ (100 new locations a request, wrk -t2 -c8) against the issue's target;
 #   - start to ready of every Lambda function binary against a hello-world lambda_http binary
 #     (coldstart.py, runs interleaved);
 #   - stripped binary sizes against the hello-world lambda_http binary and the 8 MB limit.
 # Installs wrk from Debian's packages when missing.
 # Usage: scripts/bench/all.sh
-#   env: DURATION=10s (wrk), RUNS=20 (cold starts per binary), SKIP_BUILD=1 (reuse the build),
+#   env: DURATION=10s (wrk), READ_DURATION=5s (each other read), RUNS=20 (cold starts per binary), SKIP_BUILD=1 (reuse the build),
 #   BIN_DIR=dir (measure binaries saved there, e.g. an earlier build), FUNCTIONS="users ..." (a subset)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dur="${DURATION:-10s}"
 runs="${RUNS:-20}"
+read_dur="${READ_DURATION:-5s}"
 # The target dir scripts/test.sh uses, so one build serves both (release lands in release/).
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/waymark-target}"
 peers=scripts/bench/peers
@@ -28,7 +31,9 @@ fi
 # The peers are only a floor if they are built the way the workspace ships its binaries.
 python3 - "$peers/Cargo.toml" <<'PY'
 import sys, tomllib
+# (Per-package settings aside: they name crates the peers do not use.)
 root = tomllib.load(open("Cargo.toml", "rb"))["profile"]["release"]
+root.pop("package", None)
 peer = tomllib.load(open(sys.argv[1], "rb"))["profile"]["release"]
 if root != peer:
     sys.exit(f"release profiles differ: workspace {root}, peers {peer}")
@@ -83,6 +88,12 @@ WM_USER="$(curl -sf "$url/v1/api/user/" -H "Api-Key: $WM_KEY" |
 export WM_USER
 run_wrk waymark_get -t2 -c32 -s scripts/bench/get.lua "$url/v1/api/user/"
 run_wrk waymark_get_one -t2 -c32 -s scripts/bench/get.lua "$url/v1/api/user/?user_id=$WM_USER"
+# Every other kind of read, on seeded data, for the same time each (READ_DURATION).
+python3 scripts/bench/seed_reads.py "$url" "$WM_USER" >"$out/reads"
+while read -r name path; do
+  wrk -d1s -t2 -c32 -s scripts/bench/get.lua "$url$path" >/dev/null
+  wrk -d"$read_dur" --latency -t2 -c32 -s scripts/bench/get.lua "$url$path" >"$out/read_$name"
+done <"$out/reads"
 run_wrk waymark_ingest -t2 -c8 -s scripts/bench/ingest.lua "$url/v1/api/location/"
 kill "${pids[-1]}"
 

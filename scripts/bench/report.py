@@ -44,6 +44,13 @@ rows.append(("`GET /v1/api/user/?user_id=` requests/s (wrk -t2 -c32)", f"{o_rps:
              f"{o_rps / h_rps:.0%}", "≥ 50%", verdict(o_rps >= 0.5 * h_rps)))
 rows.append(("`GET /v1/api/user/?user_id=` p99", f"{o_p99:.2f} ms", f"{h_p99:.2f} ms (axum)",
              f"{o_p99 / h_p99:.1f}×", "≤ 5 ms", verdict(o_p99 <= 5)))
+for line in open(os.path.join(out, "reads")):
+    name, path = line.split()
+    r_rps, r_p99, r_bad = wrk(f"read_{name}")
+    if r_bad:
+        notes.append(f"{path}: {'; '.join(r_bad)}")
+    rows.append((f"`GET {path.split('?')[0]}` ({name}) requests/s", f"{r_rps:,.0f} (p99 {r_p99:.2f} ms)",
+                 f"{h_rps:,.0f} (axum)", f"{r_rps / h_rps:.0%}", "≥ 30%", verdict(r_rps >= 0.3 * h_rps)))
 locs = i_rps * 100
 rows.append(("`POST /v1/api/location/` locations/s (100 a request, wrk -t2 -c8)", f"{locs:,.0f}", "60,000 (target)",
              f"{locs / 60000:.0%}", "≥ 100%", verdict(locs >= 60000)))
