@@ -17,6 +17,8 @@ const FILES: &[(&str, &str)] = &[
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    // A position-dependent executable, as every function's (see ../link.rs).
+    println!("cargo::rustc-link-arg-bins=-no-pie");
     println!("cargo:rerun-if-env-changed=WAYMARK_LEAFLET_DIR");
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
