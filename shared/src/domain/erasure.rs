@@ -272,15 +272,20 @@ async fn start(store: &dyn Store, p: &Project, user_id: &str) -> Result<Marker, 
             cursor: None,
             items: 1,
         };
-        let ops = vec![
+        // A live user leaves the list's page counts with the record.
+        let counted = pk == users::users_pk(&p.project_id);
+        let mut ops = vec![
+            WriteOp::Put { table: Table::Main, item: to_item(MARKERS_PK, &msk, &marker)?, cond: Cond::NotExists },
             WriteOp::Delete {
                 table: Table::Main,
-                pk,
+                pk: pk.clone(),
                 sk: user.id.clone(),
                 cond: Cond::Equals("version", user.version.into()),
             },
-            WriteOp::Put { table: Table::Main, item: to_item(MARKERS_PK, &msk, &marker)?, cond: Cond::NotExists },
         ];
+        if counted {
+            ops.extend(super::list_pages::count_ops(Table::Main, &pk, &user.id, -1));
+        }
         match store.transact(ops).await {
             Ok(()) => return Ok(marker),
             // The user changed, or another request began the erasure: read again.
