@@ -27,6 +27,10 @@ use crate::helpers::{Key, TestApp};
 enum List {
     Users,
     Fences,
+    /// v1/v3 trips.
+    Trips,
+    /// Moving geofences (always listed in a date range).
+    Moving,
 }
 
 impl List {
@@ -34,12 +38,23 @@ impl List {
         match self {
             List::Users => format!("{}#U", p.project_id),
             List::Fences => format!("{}#F", p.project_id),
+            List::Trips => format!("{}#T1", p.project_id),
+            List::Moving => format!("{}#MF", p.project_id),
+        }
+    }
+
+    /// The range the list reads for `range` (moving geofences need one).
+    fn range(self, range: Option<DateRange>) -> Option<DateRange> {
+        match self {
+            List::Moving => range.or(Some(DateRange { start: utc(2000, 1, 1, 0), end: utc(2100, 1, 1, 0) })),
+            _ => range,
         }
     }
 
     /// The ids of one page, and its paging fields, as the list answers.
     async fn page(self, app: &TestApp, range: Option<DateRange>, n: usize) -> (Vec<String>, PageInfo) {
         let (s, p) = (app.state.store.as_ref(), project(app));
+        let range = self.range(range);
         match self {
             List::Users => {
                 let (got, info) = users::list(s, &p, range, None, PageNumber(n)).await.expect("users page");
@@ -50,13 +65,23 @@ impl List {
                 let (got, info) = geofences::list(s, &p, &f, PageNumber(n)).await.expect("fences page");
                 (got.into_iter().map(|g| g.id).collect(), info)
             }
+            List::Trips => {
+                let f = shared::domain::trips::ListFilter { range, ..Default::default() };
+                let (got, info) = shared::domain::trips::list_v1(s, &p, &f, PageNumber(n)).await.expect("trips page");
+                (got.into_iter().map(|t| t.id).collect(), info)
+            }
+            List::Moving => {
+                let r = range.expect("a range");
+                let (got, info) = geofences::moving::list(s, &p, r, PageNumber(n)).await.expect("moving page");
+                (got.into_iter().map(|g| g.id).collect(), info)
+            }
         }
     }
 
     fn order(self) -> Order {
         match self {
             List::Users => Order::OldestFirst,
-            List::Fences => Order::NewestFirst,
+            _ => Order::NewestFirst,
         }
     }
 }
@@ -64,7 +89,7 @@ impl List {
 /// Every page of the list (and two past the end) against the ids read in one query.
 async fn assert_pages_exact(app: &TestApp, list: List, range: Option<DateRange>) {
     let s = app.state.store.as_ref();
-    let sk = range.map(|r| id_range(&r)).map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
+    let sk = list.range(range).map(|r| id_range(&r)).map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
     let mut all: Vec<String> = s
         .query(Table::Main, &Query::new(list.pk(&project(app)), sk))
         .await
@@ -112,6 +137,18 @@ async fn create(app: &TestApp, list: List) -> String {
             assert_eq!(status, StatusCode::CREATED, "{res}");
             res["data"]["id"].as_str().or(res["data"]["geofence_id"].as_str()).expect("id").to_owned()
         }
+        List::Trips => {
+            let (status, res) = app.post("/v3/api/trips/", &json!({"origins": [[13.4, 52.5]]})).await;
+            assert_eq!(status, StatusCode::CREATED, "{res}");
+            res["data"][0]["id"].as_str().expect("id").to_owned()
+        }
+        List::Moving => {
+            let u = app.create_user(json!({})).await;
+            let body = json!({"users": [u], "geometry_type": "circle", "geometry_radius": 100});
+            let (status, res) = app.post("/v3/api/moving-geofence/", &body).await;
+            assert_eq!(status, StatusCode::CREATED, "{res}");
+            res["data"]["id"].as_str().expect("id").to_owned()
+        }
     }
 }
 
@@ -119,6 +156,8 @@ async fn delete(app: &TestApp, list: List, id: &str) {
     let uri = match list {
         List::Users => format!("/v1/api/user/?user_id={id}"),
         List::Fences => format!("/v1/api/geofence/?geofence_id={id}"),
+        List::Trips => format!("/v3/api/trips/?trip_id={id}"),
+        List::Moving => format!("/v3/api/moving-geofence/?geofence_id={id}"),
     };
     let (status, res) = app.call("DELETE", &uri, Key::Secret, None).await;
     assert_eq!(status, StatusCode::OK, "{uri}: {res}");
@@ -195,8 +234,16 @@ both!(geofence_pages_are_exact_through_creates_and_deletes, |app| async move {
     interleaved(app, List::Fences).await;
 });
 
+both!(trip_pages_are_exact_through_creates_and_deletes, |app| async move {
+    interleaved(app, List::Trips).await;
+});
+
+both!(moving_geofence_pages_are_exact_through_creates_and_deletes, |app| async move {
+    interleaved(app, List::Moving).await;
+});
+
 both!(pages_are_exact_for_lists_stored_before_the_counts, |app| async move {
-    for list in [List::Users, List::Fences] {
+    for list in [List::Users, List::Fences, List::Trips, List::Moving] {
         let tpl = template(&app, list).await;
         let ids = insert_at(&app, &tpl, &spread(60), true).await;
         // As if stored by a version without counts: the counts gone, items added uncounted, and
@@ -238,14 +285,17 @@ both!(the_lists_through_the_api_match_the_domain_pages, |app| async move {
     }
 });
 
-/// Page cost against page number on a list of users (`WAYMARK_PAGES_USERS`, 100,000 by
-/// default): run with `--ignored --nocapture` (DynamoDB Local adds capacity units read).
+/// Page cost against page number on a list of users (`WAYMARK_PAGES_USERS`, 100,000 by default;
+/// on DynamoDB Local `WAYMARK_PAGES_USERS_DYNAMODB`, 20,000): run with `--ignored --nocapture`
+/// (DynamoDB Local adds capacity units read and written).
 #[tokio::test]
 #[ignore]
 async fn user_page_cost_does_not_grow_with_the_page_number() {
-    let n: usize = std::env::var("WAYMARK_PAGES_USERS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let size = |var: &str, n| std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(n);
     for backend in [crate::helpers::Backend::Embedded, crate::helpers::Backend::DynamoDb] {
         let dynamo = matches!(backend, crate::helpers::Backend::DynamoDb);
+        let n: usize =
+            if dynamo { size("WAYMARK_PAGES_USERS_DYNAMODB", 20_000) } else { size("WAYMARK_PAGES_USERS", 100_000) };
         if dynamo && std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_none() {
             continue;
         }
@@ -294,10 +344,17 @@ async fn user_page_cost_does_not_grow_with_the_page_number() {
             measure(format!("page {page} (count and skip, before)"), t.elapsed(), units() - u0);
             assert_eq!(old.iter().map(|u| &u.id).collect::<Vec<_>>(), got.iter().map(|u| &u.id).collect::<Vec<_>>());
         }
-        // Create and delete one user more: their cost in capacity units.
+        // Create and delete one user more: their cost in capacity units, against the former
+        // create (one conditional put of the record).
         let (u0, t) = (units(), Instant::now());
-        let id = app.create_user(json!({})).await;
-        measure("create a user (units written)".into(), t.elapsed(), units() - u0);
+        let u = users::create(s, &p, serde_json::from_value(json!({"app_type": 1, "device_token": "t"})).unwrap());
+        let u = u.await.unwrap();
+        measure("create a user, counted (units written)".into(), t.elapsed(), units() - u0);
+        let item = shared::store::to_item(&format!("{pk}-before"), &u.id, &u).unwrap();
+        let (u0, t) = (units(), Instant::now());
+        s.put(Table::Main, item, Cond::NotExists).await.unwrap();
+        measure("its record alone (the create before)".into(), t.elapsed(), units() - u0);
+        let id = u.id;
         let (u0, t) = (units(), Instant::now());
         let (status, res) = app.call("DELETE", &format!("/v1/api/user/?user_id={id}"), Key::Secret, None).await;
         assert_eq!(status, StatusCode::OK, "{res}");

@@ -1,5 +1,5 @@
 //! Exact `page_number` paging of the lists keyed by id (a project's users, geofences, moving
-//! geofences) at a cost that does not grow with the page number.
+//! geofences, v1/v3 trips) at a cost that does not grow with the page number.
 //!
 //! Counting a range reads all of it on both stores, and DynamoDB cannot skip N items without
 //! reading them, so such a list keeps counts beside it, in a partition of their own
@@ -15,7 +15,8 @@
 //! (as many as were created in it) — about 6 small queries whatever N is. A date range adds the
 //! rank of each end, found the same way.
 //!
-//! Items stored before the counts existed are counted once, by the first list ([`build`]);
+//! A project made since starts with its lists marked counted ([`counted_from_start`]). Items
+//! stored before the counts existed are counted once, by the first list ([`build`]);
 //! writers count from their first write, and a build only adds what is missing, cell by cell,
 //! conditional on the leaf counter it read, so both can run at once.
 
@@ -63,12 +64,31 @@ pub fn count_ops(table: Table, pk: &str, id: &str, delta: i64) -> Vec<WriteOp> {
         .collect()
 }
 
+/// The put that marks the (empty) list at `pk` counted from the start: part of the transaction
+/// that makes its project, so a new project's first list builds nothing.
+pub fn counted_from_start(table: Table, pk: &str) -> WriteOp {
+    let marker = Item::from_iter([("pk".to_owned(), counts_pk(pk).into()), ("sk".to_owned(), BUILT_SK.into())]);
+    WriteOp::Put { table, item: marker, cond: Cond::None }
+}
+
 /// Put `item` (a new entry of the list at `pk`, sort key its id) only if its key is free, counted.
 pub async fn insert(store: &dyn Store, table: Table, item: Item) -> Result<(), StoreError> {
     let (pk, id) = key_of(&item)?;
     let mut ops = vec![WriteOp::Put { table, item, cond: Cond::NotExists }];
     ops.extend(count_ops(table, &pk, &id, 1));
     store.transact(ops).await
+}
+
+/// Remove the entry `id` of the list at `pk`, counted out; false when it was already gone (a
+/// retried erasure).
+pub async fn remove(store: &dyn Store, table: Table, pk: &str, id: &str) -> Result<bool, StoreError> {
+    let mut ops = vec![WriteOp::Delete { table, pk: pk.to_owned(), sk: id.to_owned(), cond: Cond::Exists }];
+    ops.extend(count_ops(table, pk, id, -1));
+    match store.transact(ops).await {
+        Ok(()) => Ok(true),
+        Err(StoreError::ConditionFailed) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// One level's counters under `parent` (all of the root level when `parent` is empty), limited to
