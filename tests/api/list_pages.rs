@@ -24,7 +24,7 @@ use crate::helpers::{Key, TestApp};
 
 /// Which list.
 #[derive(Clone, Copy, Debug)]
-enum List {
+pub(crate) enum List {
     Users,
     Fences,
     /// v1/v3 trips.
@@ -129,7 +129,7 @@ async fn insert_at(app: &TestApp, template: &Item, times: &[DateTime<Utc>], coun
     ids
 }
 
-async fn create(app: &TestApp, list: List) -> String {
+pub(crate) async fn create(app: &TestApp, list: List) -> String {
     match list {
         List::Users => app.create_user(json!({})).await,
         List::Fences => {
