@@ -145,6 +145,7 @@ async fn locate(
     store: &dyn Store,
     table: Table,
     pk: &str,
+    mut root: Option<Vec<(String, i64)>>,
     mut at: i64,
 ) -> Result<Option<(String, i64, i64)>, StoreError> {
     let cpk = counts_pk(pk);
@@ -152,7 +153,12 @@ async fn locate(
     let mut count = 0;
     for level in 0..LEVELS.len() {
         let mut found = None;
-        for (p, c) in children(store, table, &cpk, &parent, level, None).await? {
+        // The root level, when the caller has read it already (for the total).
+        let nodes = match root.take() {
+            Some(r) => r,
+            None => children(store, table, &cpk, &parent, level, None).await?,
+        };
+        for (p, c) in nodes {
             if at < c {
                 found = Some((p, c));
                 break;
@@ -256,8 +262,12 @@ pub async fn page<T: DeserializeOwned>(
     }
     let (lo, hi) = range.unwrap_or_else(ids);
     // Positions [a, b) of the whole list hold the range.
+    let mut root = None;
     let b = if hi == ids().1 {
-        children(store, table, &cpk, "", 0, None).await?.iter().map(|(_, c)| *c).sum::<i64>().max(0) as usize
+        let r = children(store, table, &cpk, "", 0, None).await?;
+        let total = r.iter().map(|(_, c)| *c).sum::<i64>().max(0) as usize;
+        root = Some(r);
+        total
     } else {
         rank_le(store, table, pk, &hi).await?
     };
@@ -271,15 +281,24 @@ pub async fn page<T: DeserializeOwned>(
     if offset >= total {
         return Ok((Vec::new(), info));
     }
+    let take = PAGE_SIZE.min(total - offset);
+    if offset == 0 {
+        // The first page (the one most asked for) starts at an end of the range: no walk.
+        let mut q = Query::new(pk, SkRange::Between(lo, hi)).limit(take);
+        if order == Order::NewestFirst {
+            q = q.descending();
+        }
+        let docs = store.query_docs(table, &q).await?;
+        return Ok((docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?, info));
+    }
     let at = match order {
         Order::OldestFirst => a + offset,
         Order::NewestFirst => b - 1 - offset,
     };
-    let Some((cell, skip, count)) = locate(store, table, pk, at as i64).await? else {
+    let Some((cell, skip, count)) = locate(store, table, pk, root, at as i64).await? else {
         return Ok((Vec::new(), info));
     };
     let pad = |c: char| format!("{cell}{}", c.to_string().repeat(24 - cell.len()));
-    let take = PAGE_SIZE.min(total - offset);
     let (q, skip) = match order {
         Order::OldestFirst => (Query::new(pk, SkRange::Between(pad('0'), hi)), skip),
         // From the cell's end down: the cell's entries after the one at `at` come first.
