@@ -296,7 +296,7 @@ async fn user_page_cost_does_not_grow_with_the_page_number() {
         let dynamo = matches!(backend, crate::helpers::Backend::DynamoDb);
         let n: usize =
             if dynamo { size("WAYMARK_PAGES_USERS_DYNAMODB", 20_000) } else { size("WAYMARK_PAGES_USERS", 100_000) };
-        if dynamo && std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_none() {
+        if n == 0 || (dynamo && std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_none()) {
             continue;
         }
         let (app, units): (TestApp, Box<dyn Fn() -> f64>) = if dynamo {
@@ -330,10 +330,17 @@ async fn user_page_cost_does_not_grow_with_the_page_number() {
         let measure = |label: String, f: std::time::Duration, u: f64| {
             eprintln!("[{backend:?}] {label:<40} {:>9.2} ms {u:>8.1} RCU", f.as_secs_f64() * 1e3);
         };
-        for page in [1, last / 2, last] {
-            let (u0, t) = (units(), Instant::now());
-            let (got, info) = users::list(s, &p, None, None, PageNumber(page)).await.unwrap();
-            measure(format!("page {page} (counted)"), t.elapsed(), units() - u0);
+        for page in [1, 2, last / 4, last / 2, last] {
+            // The least of 5 reads (the machine is shared), and the units of one.
+            let mut best = std::time::Duration::MAX;
+            let (mut got, mut info, mut used) = (Vec::new(), PageInfo::new(PageNumber(1), 0), 0.0);
+            for _ in 0..5 {
+                let (u0, t) = (units(), Instant::now());
+                (got, info) = users::list(s, &p, None, None, PageNumber(page)).await.unwrap();
+                best = best.min(t.elapsed());
+                used = units() - u0;
+            }
+            measure(format!("page {page} (counted, least of 5)"), best, used);
             assert_eq!((got.len(), info.pages), (PAGE_SIZE.min(n - (page - 1) * PAGE_SIZE), last));
             // The former way: count the list, read up to the page and skip.
             let (u0, t) = (units(), Instant::now());

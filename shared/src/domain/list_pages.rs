@@ -22,6 +22,7 @@
 
 use std::collections::BTreeSet;
 
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -36,6 +37,14 @@ const BUILT_SK: &str = "~";
 const BUILD_PAGE: usize = 1000;
 /// Attempts at counting one cell while writers change it.
 const TRIES: usize = 20;
+
+/// A counter as stored.
+#[derive(Deserialize)]
+struct Counter {
+    sk: String,
+    #[serde(default)]
+    n: i64,
+}
 
 /// The partition of a list's counters.
 pub fn counts_pk(list_pk: &str) -> String {
@@ -106,13 +115,13 @@ async fn children(
     let hi = upto.map(str::to_owned).unwrap_or_else(|| pad('f'));
     let q = Query::new(cpk, SkRange::Between(counter_sk(&pad('0')), counter_sk(&hi)));
     let mut out = Vec::new();
-    for item in store.query(table, &q).await?.items {
-        let (_, sk) = key_of(&item)?;
-        let n = item.get("n").and_then(Value::as_i64).unwrap_or(0);
+    // Straight from the stored JSON: a walk reads up to 256 counters a level.
+    for doc in store.query_docs(table, &q).await? {
+        let c: Counter = from_json(&doc)?;
         // Keys of another length cannot fall in the range (the length leads the key); checked
-        // all the same, as a counter of a removed cell may read 0.
-        if sk.len() == len + 1 && n > 0 {
-            out.push((sk[1..].to_owned(), n));
+        // all the same. A counter of an emptied cell reads 0.
+        if c.sk.len() == len + 1 && c.n > 0 {
+            out.push((c.sk[1..].to_owned(), c.n));
         }
     }
     Ok(out)
