@@ -7,13 +7,15 @@
 //! 12 hex digits (ms), and a counter counts the list's items whose ids share a prefix of 4, 6, 8,
 //! 10 or 12 hex digits (≈ 50 days, 4.7 h, 65 s, 256 ms, 1 ms): a tree of fan-out 256 whose root
 //! level has one counter per 50 days that had items. Counters are kept by `ADD` in the same
-//! transaction as the insert or removal they count ([`count_ops`]), so they never drift, and
-//! concurrent writers never fail each other's conditions.
+//! transaction as the insert or removal they count ([`count_ops`]), so they never drift; an ADD
+//! has no condition to fail (on DynamoDB two transactions on one counter at once may still be
+//! cancelled: the store sends the loser again). A create or delete writes 5 counters more: on
+//! AWS 2 WCU each, in the transaction.
 //!
 //! Page N finds the entry at its offset by walking down the tree: the root counters, then at each
 //! level the (at most 256) counters under the chosen prefix, then the items of one millisecond
-//! (as many as were created in it) — about 6 small queries whatever N is. A date range adds the
-//! rank of each end, found the same way.
+//! (as many as were created in it) — about 6 small queries whatever N is; page 1 reads from the
+//! range's end directly. A date range adds the rank of each end, found the same way.
 //!
 //! A project made since starts with its lists marked counted ([`counted_from_start`]). Items
 //! stored before the counts existed are counted once, by the first list ([`build`]);
