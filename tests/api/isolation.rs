@@ -115,3 +115,41 @@ both!(another_projects_key_reaches_none_of_keys_webhooks_erasure_and_settings, |
 
     assert_eq!(snapshot(&app, &user, &wh).await, before, "A's data is unchanged");
 });
+
+both!(another_projects_key_sees_none_of_our_paged_lists, |app| async move {
+    use crate::list_pages::{List, create};
+    // A: two pages and more of each list that pages by counts; B: a few of its own.
+    let mut a_ids = Vec::new();
+    for list in [List::Users, List::Fences, List::Trips, List::Moving] {
+        for _ in 0..13 {
+            a_ids.push(create(&app, list).await);
+        }
+    }
+    let b = app.other_project().await;
+    let b_app = TestApp { state: app.state.clone(), router: app.router.clone(), project: b };
+    let b_trip = create(&b_app, List::Trips).await;
+    let days = "start_date=2000-01-01&end_date=2100-01-01";
+    // (list, its field, B's own count, A's pages: each moving fence made a user of A's)
+    let lists = [
+        ("/v1/api/user/?", "users", 0, 3),
+        ("/v1/api/geofence/?", "geofences", 0, 2),
+        ("/v1/api/trips/?", "trips", 1, 2),
+        (&format!("/v3/api/moving-geofence/?{days}&") as &str, "geofences", 0, 2),
+    ];
+    for (uri, field, own, a_pages) in lists {
+        for n in 1..=3 {
+            let uri = format!("{uri}page_number={n}");
+            let (status, res) = app.call("GET", &uri, Key::Raw(&b_app.project.api_key), None).await;
+            assert_eq!(status, StatusCode::OK, "{uri}: {res}");
+            let text = res.to_string();
+            assert!(a_ids.iter().all(|id| !text.contains(id.as_str())), "{uri} shows A's data: {res}");
+            assert_eq!(res["data"]["pages"], json!(own), "{uri}: {res}");
+            let items = res["data"][field].as_array().map(Vec::len).unwrap_or(0);
+            assert_eq!(items, if n == 1 { own } else { 0 }, "{uri}: {res}");
+        }
+        // A's own key still pages A's.
+        let (_, res) = app.get(&format!("{uri}page_number=2")).await;
+        assert_eq!(res["data"]["pages"], json!(a_pages), "{uri}: {res}");
+    }
+    assert!(!b_trip.is_empty());
+});

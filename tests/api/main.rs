@@ -21,6 +21,7 @@ mod gps_truth;
 mod gpx_export;
 mod groups;
 mod history_pages;
+mod list_pages;
 mod locations;
 mod moving;
 mod processor;

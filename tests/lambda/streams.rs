@@ -239,7 +239,10 @@ async fn processor_finishes_a_stored_batch_from_its_stream_event_within_its_poli
     let events = fx.ok("geofences-events-list", V1(200)).await;
     assert_eq!(events["data"]["events"], json!([]), "{events}");
     // An erasure whose DELETE ran out of time (here at once, so it answered 202): the schedule
-    // finishes it, deleting the user's history and derived items.
+    // finishes it, deleting the user's history and derived items, and their v1/v3 trip (counted
+    // out of the project's trip list: `UpdateItem`).
+    let new_trip = shared::domain::trips::NewTrip { user_id: Some(fx.user_id.clone()), ..Default::default() };
+    shared::domain::trips::create(store.as_ref(), &p, shared::domain::trips::Api::V1, new_trip).await.expect("trip");
     let started = erasure::erase(store.as_ref(), &p, &fx.user_id, std::time::Instant::now()).await.expect("erase");
     assert!(!started.complete);
     fx.store.take();

@@ -517,6 +517,7 @@ impl Store for Recording {
             match op {
                 WriteOp::Put { table, .. } => self.note(*table, "PutItem"),
                 WriteOp::Delete { table, .. } => self.note(*table, "DeleteItem"),
+                WriteOp::Add { table, .. } => self.note(*table, "UpdateItem"),
             }
         }
         self.inner.transact(ops).await

@@ -272,15 +272,20 @@ async fn start(store: &dyn Store, p: &Project, user_id: &str) -> Result<Marker, 
             cursor: None,
             items: 1,
         };
-        let ops = vec![
+        // A live user leaves the list's page counts with the record.
+        let counted = pk == users::users_pk(&p.project_id);
+        let mut ops = vec![
+            WriteOp::Put { table: Table::Main, item: to_item(MARKERS_PK, &msk, &marker)?, cond: Cond::NotExists },
             WriteOp::Delete {
                 table: Table::Main,
-                pk,
+                pk: pk.clone(),
                 sk: user.id.clone(),
                 cond: Cond::Equals("version", user.version.into()),
             },
-            WriteOp::Put { table: Table::Main, item: to_item(MARKERS_PK, &msk, &marker)?, cond: Cond::NotExists },
         ];
+        if counted {
+            ops.extend(super::list_pages::count_ops(Table::Main, &pk, &user.id, -1));
+        }
         match store.transact(ops).await {
             Ok(()) => return Ok(marker),
             // The user changed, or another request began the erasure: read again.
@@ -390,6 +395,12 @@ async fn erase_trip(cx: &mut Ctx<'_>, pk: &str, trip: &Item) -> Result<(), ApiEr
     keys.extend(events.iter().map(key_of).collect::<Result<Vec<_>, _>>()?);
     keys.push((trips::user_trips_pk(&cx.pid, &cx.uid), trip_id.clone()));
     cx.delete_keys(Table::Main, keys).await?;
+    if pk == trips::trips_pk(&cx.pid, Api::V1) {
+        // Counted out of the v1/v3 list's pages with it.
+        super::list_pages::remove(cx.store, Table::Main, pk, &trip_id).await?;
+        cx.items += 1;
+        return Ok(());
+    }
     cx.delete_keys(Table::Main, vec![(pk.to_owned(), trip_id)]).await
 }
 
@@ -500,7 +511,13 @@ async fn moving_fences(cx: &mut Ctx<'_>, pk: &str, live: bool) -> Result<bool, A
         g.users.retain(|u| *u != uid);
         if g.users.is_empty() {
             cx.drain(Table::Main, &spk, SkRange::All, all).await?;
-            cx.delete_keys(Table::Main, vec![(pk.to_owned(), g.id.clone())]).await?;
+            if live {
+                // Counted out of the list's pages with it.
+                super::list_pages::remove(cx.store, Table::Main, pk, &g.id).await?;
+                cx.items += 1;
+            } else {
+                cx.delete_keys(Table::Main, vec![(pk.to_owned(), g.id.clone())]).await?;
+            }
             continue;
         }
         cx.drain(Table::Main, &spk, SkRange::All, |i| {

@@ -9,6 +9,7 @@ pub mod history_pages;
 pub mod ingest;
 pub mod insights;
 pub mod keys;
+pub mod list_pages;
 pub mod locations;
 pub mod nearby;
 pub mod processor;

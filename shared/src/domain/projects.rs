@@ -95,6 +95,15 @@ pub async fn create(store: &dyn Store, name: &str, keys: &ChosenKeys) -> Result<
         now,
     )?);
     ops.extend(keys::register_ops(&as_kind(KeyKind::Access), &issued.access_token, "issued with the project", now)?);
+    let lists = [
+        super::users::users_pk(&record.id),
+        super::geofences::fences_pk(&record.id),
+        super::geofences::moving::fences_pk(&record.id),
+        super::trips::trips_pk(&record.id, super::trips::Api::V1),
+    ];
+    for list in lists {
+        ops.push(super::list_pages::counted_from_start(Table::Main, &list));
+    }
     match store.transact(ops).await {
         Ok(()) => Ok(issued),
         Err(StoreError::ConditionFailed) => Err(ApiError::conflict("a chosen key is already in use by a project")),

@@ -13,7 +13,7 @@ use crate::auth::Project;
 use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
-use crate::paging::{PageInfo, PageNumber, list_page};
+use crate::paging::{Order, PageInfo, PageNumber, list_page};
 use crate::store::{Cond, SkRange, Store, StoreError, Table, get_as, to_item};
 use crate::time::{DateRange, Timestamp};
 
@@ -159,7 +159,8 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateUser) -> Result
         last_location_update: None,
         version: 1,
     };
-    store.put(Table::Main, to_item(&users_pk(&p.project_id), &user.id, &user)?, Cond::NotExists).await?;
+    // Counted for the list's pages in the same transaction.
+    super::list_pages::insert(store, Table::Main, to_item(&users_pk(&p.project_id), &user.id, &user)?).await?;
     Ok(user)
 }
 
@@ -274,10 +275,15 @@ pub async fn list(
     filter: Option<&MetadataFilter>,
     page: PageNumber,
 ) -> Result<(Vec<User>, PageInfo), ApiError> {
-    let sk = range.map(|r| id_range(&r)).map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
-    let keep = filter.map(|f| move |u: &User| f.matches(u.metadata.as_ref()));
-    let keep_ref = keep.as_ref().map(|k| k as &(dyn Fn(&User) -> bool + Sync));
-    Ok(list_page(store, Table::Main, &users_pk(&p.project_id), sk, page, keep_ref).await?)
+    let pk = users_pk(&p.project_id);
+    let ids = range.map(|r| id_range(&r));
+    let Some(f) = filter else {
+        return Ok(super::list_pages::page(store, Table::Main, &pk, ids, page, Order::OldestFirst).await?);
+    };
+    // A metadata filter cannot be counted ahead: the range is read and filtered.
+    let sk = ids.map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
+    let keep = move |u: &User| f.matches(u.metadata.as_ref());
+    Ok(list_page(store, Table::Main, &pk, sk, page, Some(&keep)).await?)
 }
 
 /// `<project_id>_<1 or 2>`.

@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, ConsumedCapacity, Delete, DeleteRequest, KeySchemaElement,
-    KeyType, Put, ReturnConsumedCapacity, ScalarAttributeType, Select, TransactWriteItem, WriteRequest,
+    KeyType, Put, ReturnConsumedCapacity, ScalarAttributeType, Select, TransactWriteItem, Update, WriteRequest,
 };
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
@@ -32,6 +32,8 @@ const PUT_CONCURRENCY: usize = 32;
 const BATCH_WRITE: usize = 25;
 /// BatchWriteItem calls of one `delete_many` in flight at once (up to 200 deletes).
 const BATCHES_IN_FLIGHT: usize = 8;
+/// Sends of a transaction cancelled by a conflict with another before giving up.
+const TRANSACT_TRIES: usize = 8;
 
 #[derive(Clone)]
 pub struct DynamoStore {
@@ -418,33 +420,53 @@ impl Store for DynamoStore {
                         .map_err(backend)?;
                     TransactWriteItem::builder().delete(del).build()
                 }
+                WriteOp::Add { table, pk, sk, attr, delta } => {
+                    let add = Update::builder()
+                        .table_name(self.name(*table))
+                        .set_key(Some(key_av(pk, sk)))
+                        .update_expression("ADD #a :d")
+                        .expression_attribute_names("#a", *attr)
+                        .expression_attribute_values(":d", AttributeValue::N(delta.to_string()))
+                        .build()
+                        .map_err(backend)?;
+                    TransactWriteItem::builder().update(add).build()
+                }
             };
             items.push(item);
         }
-        let r = self
-            .client()
-            .await
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await;
-        match r {
-            Ok(out) => {
-                self.count_capacity(out.consumed_capacity.iter().flatten());
-                Ok(())
+        // A transaction that met another on one of its items (counters kept by `WriteOp::Add` are
+        // shared by every insert of a list) is cancelled without effect: sent again, briefly later.
+        for attempt in 0..TRANSACT_TRIES {
+            let r = self
+                .client()
+                .await
+                .transact_write_items()
+                .set_transact_items(Some(items.clone()))
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await;
+            let e = match r {
+                Ok(out) => {
+                    self.count_capacity(out.consumed_capacity.iter().flatten());
+                    return Ok(());
+                }
+                Err(e) => e,
+            };
+            let reasons = e.as_service_error().and_then(|s| match s {
+                TransactWriteItemsError::TransactionCanceledException(c) => c.cancellation_reasons.as_deref(),
+                _ => None,
+            });
+            let has = |code: &str| reasons.is_some_and(|rs| rs.iter().any(|r| r.code.as_deref() == Some(code)));
+            if has("ConditionalCheckFailed") {
+                return Err(StoreError::ConditionFailed);
             }
-            Err(e) => {
-                let cancelled_by_condition = e
-                    .as_service_error()
-                    .and_then(|s| match s {
-                        TransactWriteItemsError::TransactionCanceledException(c) => c.cancellation_reasons.as_ref(),
-                        _ => None,
-                    })
-                    .is_some_and(|rs| rs.iter().any(|r| r.code.as_deref() == Some("ConditionalCheckFailed")));
-                if cancelled_by_condition { Err(StoreError::ConditionFailed) } else { Err(backend(e)) }
+            if !has("TransactionConflict") || attempt + 1 == TRANSACT_TRIES {
+                return Err(backend(e));
             }
+            let jitter = rand::random::<u64>() % 20;
+            tokio::time::sleep(std::time::Duration::from_millis(5 + 10 * attempt as u64 + jitter)).await;
         }
+        Err(StoreError::Backend("transaction conflicts".into()))
     }
 
     async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {

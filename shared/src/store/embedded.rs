@@ -220,6 +220,17 @@ fn write_op(txn: &redb::WriteTransaction, op: &WriteOp) -> Result<(), StoreError
             }
             t.remove(k.as_str()).map_err(backend)?;
         }
+        WriteOp::Add { table, pk, sk, attr, delta } => {
+            let k = key(pk, sk);
+            let mut t = txn.open_table(redb_table(*table)).map_err(backend)?;
+            let current = t.get(k.as_str()).map_err(backend)?.map(|g| decode(g.value())).transpose()?;
+            let mut item = current.unwrap_or_else(|| {
+                Item::from_iter([("pk".to_owned(), pk.as_str().into()), ("sk".to_owned(), sk.as_str().into())])
+            });
+            let n = item.get(*attr).and_then(serde_json::Value::as_i64).unwrap_or(0);
+            item.insert((*attr).to_owned(), (n + delta).into());
+            t.insert(k.as_str(), encode(&item)?.as_slice()).map_err(backend)?;
+        }
     }
     Ok(())
 }

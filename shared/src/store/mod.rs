@@ -126,8 +126,27 @@ pub struct Page {
 
 #[derive(Debug, Clone)]
 pub enum WriteOp {
-    Put { table: Table, item: Item, cond: Cond },
-    Delete { table: Table, pk: String, sk: String, cond: Cond },
+    Put {
+        table: Table,
+        item: Item,
+        cond: Cond,
+    },
+    Delete {
+        table: Table,
+        pk: String,
+        sk: String,
+        cond: Cond,
+    },
+    /// Add `delta` to the integer attribute `attr` of the item at the key, made (with only its key
+    /// and `attr`) when absent: a counter kept in the same transaction as what it counts. No
+    /// read, so concurrent adds never conflict on a condition (DynamoDB's `ADD`).
+    Add {
+        table: Table,
+        pk: String,
+        sk: String,
+        attr: &'static str,
+        delta: i64,
+    },
 }
 
 /// Most operations in one [`Store::transact`] call (DynamoDB's TransactWriteItems limit).

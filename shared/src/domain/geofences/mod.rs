@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 
 use crate::auth::Project;
 use crate::domain::check_text;
-use crate::domain::{groups, users};
+use crate::domain::{groups, list_pages, users};
 use crate::error::ApiError;
 use crate::geometry::{GeoPoint, GeoPolygon, LngLat};
 use crate::ids::{id_range, is_id, new_id};
@@ -32,9 +32,9 @@ use index::Shape;
 
 /// Circle radius bounds in meters (interface.md).
 pub const RADIUS_M: std::ops::RangeInclusive<i64> = 50..=1000;
-/// Most cells one fence may be indexed in (one transaction holds the fence, its deleted copy and
-/// every cell copy).
-pub const MAX_CELLS: usize = 98;
+/// Most cells one fence may be indexed in (one transaction holds the fence, its deleted copy,
+/// every cell copy and the list's 5 page counters: see `domain::list_pages`).
+pub const MAX_CELLS: usize = 93;
 /// Most vertices of a polygon.
 pub const MAX_VERTICES: usize = 500;
 /// Most user ids, and most group ids, a fence may be scoped to.
@@ -372,7 +372,9 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateGeofence) -> Re
         version: 1,
     };
     g.cells = index_cells(&g)?;
-    store.transact(write_ops(&g, Cond::NotExists)?).await?;
+    let mut ops = write_ops(&g, Cond::NotExists)?;
+    ops.extend(list_pages::count_ops(Table::Main, &fences_pk(&g.project_id), &g.id, 1));
+    store.transact(ops).await?;
     Ok(g)
 }
 
@@ -634,7 +636,16 @@ pub async fn delete(store: &dyn Store, p: &Project, id: &str) -> Result<(), ApiE
                 cond: Cond::None,
             },
         ];
-        for c in &g.cells {
+        ops.extend(list_pages::count_ops(Table::Main, &fences_pk(&p.project_id), &g.id, -1));
+        // Fences made when more cells were allowed (98) may not fit with the counters: their
+        // last cell copies go first, on their own (search stops finding a fence being deleted).
+        let room = MAX_TRANSACT_OPS.saturating_sub(ops.len()).min(g.cells.len());
+        let extra: Vec<(String, String)> =
+            g.cells[room..].iter().map(|c| (cell_pk(&p.project_id, c), g.id.clone())).collect();
+        if !extra.is_empty() {
+            store.delete_many(Table::Main, extra).await?;
+        }
+        for c in &g.cells[..room] {
             ops.push(WriteOp::Delete {
                 table: Table::Main,
                 pk: cell_pk(&p.project_id, c),
@@ -710,9 +721,13 @@ pub async fn list(
         || f.metadata.is_some()
         || f.user_id.is_some()
         || f.group_id.is_some();
-    let keep_ref: Option<&(dyn Fn(&Geofence) -> bool + Sync)> = if filtered { Some(&keep) } else { None };
-    // Newest first, as Roam lists them.
-    Ok(list_page_in(store, Table::Main, &fences_pk(&p.project_id), sk, page, keep_ref, Order::NewestFirst).await?)
+    let pk = fences_pk(&p.project_id);
+    // Newest first, as Roam lists them. Filters cannot be counted ahead: the range is read.
+    if !filtered {
+        let ids = f.range.map(|r| id_range(&r));
+        return Ok(list_pages::page(store, Table::Main, &pk, ids, page, Order::NewestFirst).await?);
+    }
+    Ok(list_page_in(store, Table::Main, &pk, sk, page, Some(&keep), Order::NewestFirst).await?)
 }
 
 /// Fences indexed in one cell (copies from the index).

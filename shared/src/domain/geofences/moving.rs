@@ -19,13 +19,14 @@ use serde_json::{Map, Value, json};
 use super::events::GeofenceEvent;
 use super::{GeometryType, check_color, index, parse_radius};
 use crate::auth::Project;
+use crate::domain::list_pages;
 use crate::domain::locations::Location;
 use crate::domain::users::{self, User};
 use crate::error::ApiError;
 use crate::geometry::LngLat;
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata;
-use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
+use crate::paging::{Order, PageInfo, PageNumber};
 use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
 
@@ -131,7 +132,8 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateMoving) -> Resu
         updated_at: now,
         version: 1,
     };
-    store.put(Table::Main, to_item(&fences_pk(&p.project_id), &g.id, &g)?, Cond::NotExists).await?;
+    // Counted for the list's pages in the same transaction.
+    list_pages::insert(store, Table::Main, to_item(&fences_pk(&p.project_id), &g.id, &g)?).await?;
     Ok(g)
 }
 
@@ -188,7 +190,7 @@ pub async fn delete(store: &dyn Store, p: &Project, id: &str) -> Result<(), ApiE
     let expected = g.version;
     g.is_deleted = true;
     g.updated_at = Timestamp::now();
-    let ops = vec![
+    let mut ops = vec![
         WriteOp::Delete {
             table: Table::Main,
             pk: fences_pk(&p.project_id),
@@ -197,6 +199,7 @@ pub async fn delete(store: &dyn Store, p: &Project, id: &str) -> Result<(), ApiE
         },
         WriteOp::Put { table: Table::Main, item: to_item(&deleted_pk(&p.project_id), &g.id, &g)?, cond: Cond::None },
     ];
+    ops.extend(list_pages::count_ops(Table::Main, &fences_pk(&p.project_id), &g.id, -1));
     match store.transact(ops).await {
         Ok(()) => Ok(()),
         Err(StoreError::ConditionFailed) => {
@@ -212,9 +215,8 @@ pub async fn list(
     range: DateRange,
     page: PageNumber,
 ) -> Result<(Vec<MovingGeofence>, PageInfo), ApiError> {
-    let (lo, hi) = id_range(&range);
-    let range = SkRange::Between(lo, hi);
-    Ok(list_page_in(store, Table::Main, &fences_pk(&p.project_id), range, page, None, Order::NewestFirst).await?)
+    let pk = fences_pk(&p.project_id);
+    Ok(list_pages::page(store, Table::Main, &pk, Some(id_range(&range)), page, Order::NewestFirst).await?)
 }
 
 pub fn moving_json(g: &MovingGeofence) -> Value {

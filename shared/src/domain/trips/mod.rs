@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 use crate::auth::{Project, hash_secret};
 use crate::domain::check_text;
 use crate::domain::locations::{Location, locations_pk};
-use crate::domain::users;
+use crate::domain::{list_pages, users};
 use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id, random_hex};
 use crate::metadata::{self, MetadataFilter};
@@ -456,6 +456,10 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
             cond: Cond::NotExists,
         },
     ];
+    if api == Api::V1 {
+        // The v1/v3 list pages by counts (v2 pages by cursor).
+        ops.extend(list_pages::count_ops(Table::Main, &trips_pk(&p.project_id, api), &trip.id, 1));
+    }
     ops.extend(events);
     ops.extend(hook_ops(store, p, &trip, 0).await?);
     store.transact(ops).await?;
@@ -613,6 +617,9 @@ pub async fn delete(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> 
                 sk: trip.id.clone(),
                 cond: Cond::None,
             });
+        }
+        if api == Api::V1 {
+            ops.extend(list_pages::count_ops(Table::Main, &trips_pk(&p.project_id, api), &trip.id, -1));
         }
         match store.transact(ops).await {
             Ok(()) => return Ok(trip),
@@ -905,7 +912,12 @@ pub async fn list_v1(
     let filtered = f.user_id.is_some() || f.metadata.is_some();
     let keep_ref: Option<&(dyn Fn(&Trip) -> bool + Sync)> = if filtered { Some(&keep) } else { None };
     let pk = trips_pk(&p.project_id, Api::V1);
-    let (mut list, info) = list_page_in(store, Table::Main, &pk, sk, page, keep_ref, Order::NewestFirst).await?;
+    let (mut list, info) = if filtered {
+        list_page_in(store, Table::Main, &pk, sk, page, keep_ref, Order::NewestFirst).await?
+    } else {
+        let ids = f.range.map(|r| id_range(&r));
+        list_pages::page(store, Table::Main, &pk, ids, page, Order::NewestFirst).await?
+    };
     for t in &mut list {
         load_events(store, p, t).await?;
     }

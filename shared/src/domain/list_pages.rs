@@ -1,0 +1,366 @@
+//! Exact `page_number` paging of the lists keyed by id (a project's users, geofences, moving
+//! geofences, v1/v3 trips) at a cost that does not grow with the page number.
+//!
+//! Counting a range reads all of it on both stores, and DynamoDB cannot skip N items without
+//! reading them, so such a list keeps counts beside it, in a partition of their own
+//! (`<list pk>#N`; queries of the list never meet them). Ids begin with their creation time in
+//! 12 hex digits (ms), and a counter counts the list's items whose ids share a prefix of 4, 6, 8,
+//! 10 or 12 hex digits (≈ 50 days, 4.7 h, 65 s, 256 ms, 1 ms): a tree of fan-out 256 whose root
+//! level has one counter per 50 days that had items. Counters are kept by `ADD` in the same
+//! transaction as the insert or removal they count ([`count_ops`]), so they never drift; an ADD
+//! has no condition to fail (on DynamoDB two transactions on one counter at once may still be
+//! cancelled: the store sends the loser again). A create or delete writes 5 counters more: on
+//! AWS 2 WCU each, in the transaction.
+//!
+//! Page N finds the entry at its offset by walking down the tree: the root counters, then at each
+//! level the (at most 256) counters under the chosen prefix, then the items of one millisecond
+//! (as many as were created in it) — about 6 small queries whatever N is; page 1 reads from the
+//! range's end directly. A date range adds the rank of each end, found the same way.
+//!
+//! A project made since starts with its lists marked counted ([`counted_from_start`]). Items
+//! stored before the counts existed are counted once, by the first list ([`build`]);
+//! writers count from their first write, and a build only adds what is missing, cell by cell,
+//! conditional on the leaf counter it read, so both can run at once.
+
+use std::collections::BTreeSet;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
+use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, key_of};
+
+/// Prefix lengths (hex digits of the id) with a counter, root first.
+const LEVELS: [usize; 5] = [4, 6, 8, 10, 12];
+/// The marker that every item of the list is counted.
+const BUILT_SK: &str = "~";
+/// Items read at once while building.
+const BUILD_PAGE: usize = 1000;
+/// Attempts at counting one cell while writers change it.
+const TRIES: usize = 20;
+
+/// A counter as stored.
+#[derive(Deserialize)]
+struct Counter {
+    sk: String,
+    #[serde(default)]
+    n: i64,
+}
+
+/// The partition of a list's counters.
+pub fn counts_pk(list_pk: &str) -> String {
+    format!("{list_pk}#N")
+}
+
+/// A counter's sort key: its prefix length as one hex digit, then the prefix (so one level's
+/// counters are one key range, and a node's children the range under its prefix).
+fn counter_sk(prefix: &str) -> String {
+    format!("{:x}{prefix}", prefix.len())
+}
+
+/// The id range of a list: every sort key of its partition is an id.
+fn ids() -> (String, String) {
+    ("0".repeat(24), "f".repeat(24))
+}
+
+/// The operations that count `id` in (`delta` 1) or out of (`delta` -1) the list at `pk`: part of
+/// the transaction that puts or removes the item, whose condition decides whether it happens.
+pub fn count_ops(table: Table, pk: &str, id: &str, delta: i64) -> Vec<WriteOp> {
+    let cpk = counts_pk(pk);
+    LEVELS
+        .iter()
+        .filter_map(|&l| id.get(..l))
+        .map(|prefix| WriteOp::Add { table, pk: cpk.clone(), sk: counter_sk(prefix), attr: "n", delta })
+        .collect()
+}
+
+/// The put that marks the (empty) list at `pk` counted from the start: part of the transaction
+/// that makes its project, so a new project's first list builds nothing.
+pub fn counted_from_start(table: Table, pk: &str) -> WriteOp {
+    let marker = Item::from_iter([("pk".to_owned(), counts_pk(pk).into()), ("sk".to_owned(), BUILT_SK.into())]);
+    WriteOp::Put { table, item: marker, cond: Cond::None }
+}
+
+/// Put `item` (a new entry of the list at `pk`, sort key its id) only if its key is free, counted.
+pub async fn insert(store: &dyn Store, table: Table, item: Item) -> Result<(), StoreError> {
+    let (pk, id) = key_of(&item)?;
+    let mut ops = vec![WriteOp::Put { table, item, cond: Cond::NotExists }];
+    ops.extend(count_ops(table, &pk, &id, 1));
+    store.transact(ops).await
+}
+
+/// Remove the entry `id` of the list at `pk`, counted out; false when it was already gone (a
+/// retried erasure).
+pub async fn remove(store: &dyn Store, table: Table, pk: &str, id: &str) -> Result<bool, StoreError> {
+    let mut ops = vec![WriteOp::Delete { table, pk: pk.to_owned(), sk: id.to_owned(), cond: Cond::Exists }];
+    ops.extend(count_ops(table, pk, id, -1));
+    match store.transact(ops).await {
+        Ok(()) => Ok(true),
+        Err(StoreError::ConditionFailed) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// One level's counters under `parent` (all of the root level when `parent` is empty), limited to
+/// prefixes in `lo..=hi` when given, in key order: (prefix, count).
+async fn children(
+    store: &dyn Store,
+    table: Table,
+    cpk: &str,
+    parent: &str,
+    level: usize,
+    upto: Option<&str>,
+) -> Result<Vec<(String, i64)>, StoreError> {
+    let len = LEVELS[level];
+    let pad = |c: char| format!("{parent}{}", c.to_string().repeat(len - parent.len()));
+    let hi = upto.map(str::to_owned).unwrap_or_else(|| pad('f'));
+    let q = Query::new(cpk, SkRange::Between(counter_sk(&pad('0')), counter_sk(&hi)));
+    let mut out = Vec::new();
+    // Straight from the stored JSON: a walk reads up to 256 counters a level.
+    for doc in store.query_docs(table, &q).await? {
+        let c: Counter = from_json(&doc)?;
+        // Keys of another length cannot fall in the range (the length leads the key); checked
+        // all the same. A counter of an emptied cell reads 0.
+        if c.sk.len() == len + 1 && c.n > 0 {
+            out.push((c.sk[1..].to_owned(), c.n));
+        }
+    }
+    Ok(out)
+}
+
+/// How many entries of the list have ids `<= key` (a 24-digit bound).
+async fn rank_le(store: &dyn Store, table: Table, pk: &str, key: &str) -> Result<usize, StoreError> {
+    let cpk = counts_pk(pk);
+    let mut n = 0i64;
+    let mut parent = "";
+    for (level, &len) in LEVELS.iter().enumerate() {
+        let prefix = &key[..len];
+        // Counters before this prefix: whole subtrees below the key.
+        for (p, c) in children(store, table, &cpk, parent, level, Some(prefix)).await? {
+            if p.as_str() < prefix {
+                n += c;
+            }
+        }
+        parent = prefix;
+    }
+    // Within the key's own millisecond: its items up to the key.
+    let cell = SkRange::Between(format!("{parent}{}", "0".repeat(24 - parent.len())), key.to_owned());
+    Ok((n.max(0) as usize) + store.count(table, pk, &cell).await?)
+}
+
+/// The millisecond cell that holds the entry at position `at` (from 0, ascending) and how many
+/// of the cell's entries come before it; with the cell's count. None when the counts hold fewer
+/// entries (a concurrent removal).
+async fn locate(
+    store: &dyn Store,
+    table: Table,
+    pk: &str,
+    mut root: Option<Vec<(String, i64)>>,
+    mut at: i64,
+) -> Result<Option<(String, i64, i64)>, StoreError> {
+    let cpk = counts_pk(pk);
+    let mut parent = String::new();
+    let mut count = 0;
+    for level in 0..LEVELS.len() {
+        let mut found = None;
+        // The root level, when the caller has read it already (for the total).
+        let nodes = match root.take() {
+            Some(r) => r,
+            None => children(store, table, &cpk, &parent, level, None).await?,
+        };
+        for (p, c) in nodes {
+            if at < c {
+                found = Some((p, c));
+                break;
+            }
+            at -= c;
+        }
+        let Some((p, c)) = found else { return Ok(None) };
+        parent = p;
+        count = c;
+    }
+    Ok(Some((parent, at, count)))
+}
+
+/// Count what the counters lack: items stored before they existed (once per list).
+async fn build(store: &dyn Store, table: Table, pk: &str) -> Result<(), StoreError> {
+    let cpk = counts_pk(pk);
+    let leaf = *LEVELS.last().unwrap_or(&12);
+    // Every cell that holds items or has a counter (a removal before the build counted one out).
+    let mut cells = BTreeSet::new();
+    let mut after = None;
+    loop {
+        let q = Query::new(pk, SkRange::All).after(after).limit(BUILD_PAGE);
+        let page = store.query(table, &q).await?;
+        for item in &page.items {
+            let (_, sk) = key_of(item)?;
+            cells.extend(sk.get(..leaf).map(str::to_owned));
+        }
+        match page.last_sk {
+            Some(last) => after = Some(last),
+            None => break,
+        }
+    }
+    let leaves = Query::new(&cpk, SkRange::Prefix(format!("{leaf:x}")));
+    for item in store.query(table, &leaves).await?.items {
+        let (_, sk) = key_of(&item)?;
+        cells.insert(sk[1..].to_owned());
+    }
+    for cell in cells {
+        count_cell(store, table, pk, &cell).await?;
+    }
+    let marker = Item::from_iter([("pk".to_owned(), cpk.as_str().into()), ("sk".to_owned(), BUILT_SK.into())]);
+    match store.put(table, marker, Cond::NotExists).await {
+        Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Make one leaf cell's counter (and its ancestors) agree with the cell's items: the difference
+/// is added in a transaction conditional on the leaf counter as read before counting, so a
+/// writer that counted itself meanwhile makes it count again.
+async fn count_cell(store: &dyn Store, table: Table, pk: &str, cell: &str) -> Result<(), StoreError> {
+    let cpk = counts_pk(pk);
+    let sk = counter_sk(cell);
+    for _ in 0..TRIES {
+        let seen = store.get(table, &cpk, &sk).await?;
+        let had = seen.as_ref().and_then(|i| i.get("n")).and_then(Value::as_i64);
+        let range = SkRange::Between(
+            format!("{cell}{}", "0".repeat(24 - cell.len())),
+            format!("{cell}{}", "f".repeat(24 - cell.len())),
+        );
+        let n = store.count(table, pk, &range).await? as i64;
+        let delta = n - had.unwrap_or(0);
+        if delta == 0 {
+            return Ok(());
+        }
+        let mut leaf = Item::from_iter([("pk".to_owned(), cpk.as_str().into()), ("sk".to_owned(), sk.as_str().into())]);
+        leaf.insert("n".into(), n.into());
+        let cond = match had {
+            Some(h) => Cond::Equals("n", h.into()),
+            None => Cond::NotExists,
+        };
+        let mut ops = vec![WriteOp::Put { table, item: leaf, cond }];
+        ops.extend(
+            count_ops(table, pk, &format!("{cell}{}", "0".repeat(24 - cell.len())), delta)
+                .into_iter()
+                .filter(|op| !matches!(op, WriteOp::Add { sk: s, .. } if *s == sk)),
+        );
+        match store.transact(ops).await {
+            Ok(()) => return Ok(()),
+            Err(StoreError::ConditionFailed) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(StoreError::ConditionFailed)
+}
+
+/// Page `page` of the list at `pk` (sort keys: ids) within the ids `range` (inclusive bounds;
+/// the whole list when None), in `order`, with its paging fields: the same answer as counting
+/// the range and skipping, at the cost of a walk down the counters and a page.
+pub async fn page<T: DeserializeOwned>(
+    store: &dyn Store,
+    table: Table,
+    pk: &str,
+    range: Option<(String, String)>,
+    page: PageNumber,
+    order: Order,
+) -> Result<(Vec<T>, PageInfo), StoreError> {
+    let cpk = counts_pk(pk);
+    if store.get(table, &cpk, BUILT_SK).await?.is_none() {
+        build(store, table, pk).await?;
+    }
+    let (lo, hi) = range.unwrap_or_else(ids);
+    // Positions [a, b) of the whole list hold the range.
+    let mut root = None;
+    let b = if hi == ids().1 {
+        let r = children(store, table, &cpk, "", 0, None).await?;
+        let total = r.iter().map(|(_, c)| *c).sum::<i64>().max(0) as usize;
+        root = Some(r);
+        total
+    } else {
+        rank_le(store, table, pk, &hi).await?
+    };
+    let a = match before(&lo) {
+        Some(k) if lo != ids().0 => rank_le(store, table, pk, &k).await?,
+        _ => 0,
+    };
+    let total = b.saturating_sub(a);
+    let info = PageInfo::new(page, total);
+    let offset = page.offset();
+    if offset >= total {
+        return Ok((Vec::new(), info));
+    }
+    let take = PAGE_SIZE.min(total - offset);
+    if offset == 0 {
+        // The first page (the one most asked for) starts at an end of the range: no walk.
+        let mut q = Query::new(pk, SkRange::Between(lo, hi)).limit(take);
+        if order == Order::NewestFirst {
+            q = q.descending();
+        }
+        let docs = store.query_docs(table, &q).await?;
+        return Ok((docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?, info));
+    }
+    let at = match order {
+        Order::OldestFirst => a + offset,
+        Order::NewestFirst => b - 1 - offset,
+    };
+    let Some((cell, skip, count)) = locate(store, table, pk, root, at as i64).await? else {
+        return Ok((Vec::new(), info));
+    };
+    let pad = |c: char| format!("{cell}{}", c.to_string().repeat(24 - cell.len()));
+    let (q, skip) = match order {
+        Order::OldestFirst => (Query::new(pk, SkRange::Between(pad('0'), hi)), skip),
+        // From the cell's end down: the cell's entries after the one at `at` come first.
+        Order::NewestFirst => (Query::new(pk, SkRange::Between(lo, pad('f'))).descending(), count - 1 - skip),
+    };
+    let skip = skip.max(0) as usize;
+    let docs = store.query_docs(table, &q.limit(skip + take)).await?;
+    let items = docs.iter().skip(skip).map(|d| from_json(d)).collect::<Result<_, _>>()?;
+    Ok((items, info))
+}
+
+/// The id just before `id` (None for the first possible one).
+fn before(id: &str) -> Option<String> {
+    let mut digits: Vec<u8> = id.bytes().collect();
+    for d in digits.iter_mut().rev() {
+        match *d {
+            b'0' => *d = b'f',
+            b'a' => {
+                *d = b'9';
+                return String::from_utf8(digits).ok();
+            }
+            _ => {
+                *d -= 1;
+                return String::from_utf8(digits).ok();
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_id_before() {
+        assert_eq!(before("0192a0").as_deref(), Some("01929f"));
+        assert_eq!(before("0190b0").as_deref(), Some("0190af"));
+        assert_eq!(before("000"), None);
+    }
+
+    #[test]
+    fn an_id_is_counted_at_every_level() {
+        let ops = count_ops(Table::Main, "p#U", "0192a3b4c5d6e7f801234567", 1);
+        let sks: Vec<String> = ops
+            .iter()
+            .map(|o| match o {
+                WriteOp::Add { sk, .. } => sk.clone(),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(sks, ["40192", "60192a3", "80192a3b4", "a0192a3b4c5", "c0192a3b4c5d6"]);
+    }
+}
