@@ -11,7 +11,8 @@
 //! A stop climbs nothing: its fixes count as one, at their median altitude, so an hour on a desk
 //! adds no wander. A trip whose fixes carry no altitude has no elevation gain (null), not zero.
 
-use super::route::{Activity, rts};
+use super::route::Activity;
+use super::smooth::rts;
 use crate::domain::locations::Location;
 use crate::stats::median;
 

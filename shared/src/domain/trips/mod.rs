@@ -20,6 +20,7 @@ pub mod link;
 mod progress;
 pub mod render;
 pub mod route;
+mod smooth;
 
 pub use progress::{TripPlan, plan as plan_progress};
 

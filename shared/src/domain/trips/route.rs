@@ -13,12 +13,11 @@
 //!    minute at 3 km/h) stays movement. Up to [`STRAY_SECONDS`] of fixes that stray out of the
 //!    radius and come back belong to the stop, and two stops at the same place separated by no
 //!    more than that are one. The whole stop counts as one point (its centroid);
-//! 3. the moving fixes between stops are smoothed with a Rauch–Tung–Striebel smoother (a
-//!    constant-velocity Kalman filter run forwards and backwards) that trusts each fix according
-//!    to its reported accuracy (a fix without one as [`gps::MISSING_ACCURACY_M`]) and lets the
-//!    mover accelerate in proportion to its typical speed ([`ACCELERATION_PER_SPEED`] times
-//!    the run's median speed, between [`MIN_ACCELERATION_NOISE`] and [`MAX_ACCELERATION_NOISE`]):
-//!    a walker's path is held straighter than a car's, whose corners are sharp and fast;
+//! 3. the moving fixes between stops are screened and smoothed ([`smooth`]): a fix that neither
+//!    the fixes before it, nor those after it, nor its two neighbours' line predict is an
+//!    outlier too (what the judge cannot tell from a corner at sparse sampling); the rest are
+//!    smoothed by a constant-velocity Kalman filter and Rauch–Tung–Striebel smoother that trusts
+//!    each fix by its reported accuracy (a walker's path is held straighter than a car's);
 //! 4. the smoothed polyline is simplified (Ramer–Douglas–Peucker) with a tolerance of half the
 //!    piece's median accuracy (between [`SIMPLIFY_TOLERANCE_M`] and [`MAX_SIMPLIFY_TOLERANCE_M`])
 //!    to drop what wiggle remains;
@@ -35,6 +34,7 @@ use geo::SimplifyIdx;
 
 use super::elevation;
 use super::gps::{self, Exclusion, sigma};
+use super::smooth::{self, Frame};
 use crate::domain::locations::Location;
 use crate::geometry::LngLat;
 use crate::time::Timestamp;
@@ -55,16 +55,6 @@ pub const GAP_SECONDS: i64 = 120;
 pub const SIMPLIFY_TOLERANCE_M: f64 = 2.0;
 /// Largest simplification tolerance (meters), for the least accurate fixes.
 pub const MAX_SIMPLIFY_TOLERANCE_M: f64 = 8.0;
-/// Spectral density of the acceleration the smoother allows (m²/s³) per m/s of typical speed.
-pub const ACCELERATION_PER_SPEED: f64 = 0.15;
-/// Least acceleration density the smoother allows (m²/s³): a slow walker.
-pub const MIN_ACCELERATION_NOISE: f64 = 0.02;
-/// Most acceleration density the smoother allows (m²/s³): a car's braking and cornering.
-pub const MAX_ACCELERATION_NOISE: f64 = 3.0;
-
-/// Mean Earth radius (meters, IUGG), only for the local flat projection used to simplify.
-const EARTH_RADIUS_M: f64 = 6_371_008.8;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Activity {
     Stop,
@@ -233,15 +223,45 @@ fn figures(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> (Route,
     let fixes: Vec<&Location> = accepted.iter().map(|(l, _)| *l).collect();
     let mut activity = vec![Activity::Moving; fixes.len()];
     let mut distances = vec![0.0; fixes.len()];
+    let mut outliers = vec![false; fixes.len()];
+    let mut stops = Vec::new();
     for &(a, b) in &pieces {
         let piece = &fixes[a..b];
-        let (stops, dist) = analyse_piece(piece);
-        for s in &stops {
+        let (found, dist, off) = analyse_piece(piece);
+        for s in &found {
             activity[a + s.first..=a + s.last].fill(Activity::Stop);
-            route.stops.push(StopFound { first: a + s.first, last: a + s.last, ..s.clone() });
+            stops.push(StopFound { first: a + s.first, last: a + s.last, ..s.clone() });
         }
         distances[a..b].copy_from_slice(&dist);
+        outliers[a..b].copy_from_slice(&off);
     }
+    // The smoother's outliers leave the route like the judge's (their distance is 0 already).
+    let (fixes, activity, distances, accepted_at) = if outliers.iter().any(|&o| o) {
+        let mut new_index = vec![0usize; fixes.len()];
+        let mut k = 0;
+        for (i, &o) in outliers.iter().enumerate() {
+            new_index[i] = k;
+            if o {
+                fate[accepted_at[i]] = Fate::Excluded(Exclusion::Outlier);
+            } else {
+                k += 1;
+            }
+        }
+        for s in &mut stops {
+            (s.first, s.last) = (new_index[s.first], new_index[s.last]);
+        }
+        let keep = |i: &usize| !outliers[*i];
+        let pick = |v: &[f64]| (0..v.len()).filter(keep).map(|i| v[i]).collect::<Vec<_>>();
+        (
+            (0..fixes.len()).filter(keep).map(|i| fixes[i]).collect(),
+            (0..activity.len()).filter(keep).map(|i| activity[i]).collect(),
+            pick(&distances),
+            (0..accepted_at.len()).filter(keep).map(|i| accepted_at[i]).collect(),
+        )
+    } else {
+        (fixes, activity, distances, accepted_at)
+    };
+    route.stops = stops;
     let (gains, total_gain) = elevation::gains(&fixes, &activity);
     for (i, &at) in accepted_at.iter().enumerate() {
         fate[at] = Fate::Point { activity: activity[i], distance: distances[i], elevation_gain: gains[i] };
@@ -253,14 +273,15 @@ fn figures(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> (Route,
     (route, fate)
 }
 
-/// Stops (indexes local to the piece) and meters since the previous fix along the cleaned path.
-fn analyse_piece(fixes: &[&Location]) -> (Vec<StopFound>, Vec<f64>) {
+/// Stops (indexes local to the piece), meters since the previous fix along the cleaned path,
+/// and which fixes the smoother found to be outliers (their distance is 0: they are left out).
+fn analyse_piece(fixes: &[&Location]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
     let runs = detect_stops(fixes);
     let mut activity = vec![Activity::Moving; fixes.len()];
     for &(a, b, _) in &runs {
         activity[a..=b].fill(Activity::Stop);
     }
-    let smoothed = smooth(fixes, &activity);
+    let (smoothed, outliers) = smooth_moving(fixes, &activity);
     // Nodes of the cleaned path: every moving fix (smoothed), and one centroid per stop.
     let mut nodes: Vec<LngLat> = Vec::new();
     let mut node_of = vec![0usize; fixes.len()];
@@ -281,8 +302,11 @@ fn analyse_piece(fixes: &[&Location]) -> (Vec<StopFound>, Vec<f64>) {
             });
             i = b + 1;
         } else {
-            nodes.push(smoothed[i]);
-            node_of[i] = nodes.len() - 1;
+            if !outliers[i] {
+                nodes.push(smoothed[i]);
+            }
+            // An outlier shares the node before it (never the first fix of a run: see `smooth`).
+            node_of[i] = nodes.len().saturating_sub(1);
             i += 1;
         }
     }
@@ -306,7 +330,31 @@ fn analyse_piece(fixes: &[&Location]) -> (Vec<StopFound>, Vec<f64>) {
         }
     }
     let dist = (0..fixes.len()).map(|i| if i == 0 { 0.0 } else { cum[node_of[i]] - cum[node_of[i - 1]] }).collect();
-    (stops, dist)
+    (stops, dist, outliers)
+}
+
+/// Smoothed positions of the moving fixes (stop fixes are returned as they are), and which are
+/// outliers: each run of moving fixes between stops is smoothed on its own.
+fn smooth_moving(fixes: &[&Location], activity: &[Activity]) -> (Vec<LngLat>, Vec<bool>) {
+    let n = fixes.len();
+    let (mut out, mut outliers) = (Vec::with_capacity(n), vec![false; n]);
+    let mut i = 0;
+    while i < n {
+        if activity[i] == Activity::Stop {
+            out.push(fixes[i].coordinates);
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j + 1 < n && activity[j + 1] == Activity::Moving {
+            j += 1;
+        }
+        let (pos, off) = smooth::run(&fixes[i..=j]);
+        out.extend(pos);
+        outliers[i..=j].copy_from_slice(&off);
+        i = j + 1;
+    }
+    (out, outliers)
 }
 
 /// Meters between consecutive path points on the WGS 84 ellipsoid: for a short segment (most
@@ -401,134 +449,13 @@ fn detect_stops(fixes: &[&Location]) -> Vec<(usize, usize, LngLat)> {
     merged.into_iter().map(|(a, b, c, _)| (a, b, c)).collect()
 }
 
-/// Smoothed positions of the moving fixes (stop fixes are returned as they are): each run of
-/// moving fixes between stops is smoothed on its own, per axis, in a local flat frame in meters.
-fn smooth(fixes: &[&Location], activity: &[Activity]) -> Vec<LngLat> {
-    let mut out: Vec<LngLat> = fixes.iter().map(|l| l.coordinates).collect();
-    let mut i = 0;
-    while i < fixes.len() {
-        if activity[i] == Activity::Stop {
-            i += 1;
-            continue;
-        }
-        let mut j = i;
-        while j + 1 < fixes.len() && activity[j + 1] == Activity::Moving {
-            j += 1;
-        }
-        let run = &fixes[i..=j];
-        if run.len() >= 3 {
-            let frame = Frame::around(&run.iter().map(|l| l.coordinates).collect::<Vec<_>>());
-            let xy: Vec<(f64, f64)> = run.iter().map(|l| frame.to_xy(l.coordinates)).collect();
-            let t: Vec<f64> = run
-                .iter()
-                .map(|l| (l.recorded_at.0 - run[0].recorded_at.0).num_milliseconds() as f64 / 1000.0)
-                .collect();
-            let r: Vec<f64> = run.iter().map(|l| sigma(*l)).collect();
-            let mut speeds: Vec<f64> = (1..run.len())
-                .map(|k| {
-                    let (a, b) = (xy[k - 1], xy[k]);
-                    (b.0 - a.0).hypot(b.1 - a.1) / (t[k] - t[k - 1]).max(1e-3)
-                })
-                .collect();
-            let q = (ACCELERATION_PER_SPEED * crate::stats::median(&mut speeds).unwrap_or(0.0))
-                .clamp(MIN_ACCELERATION_NOISE, MAX_ACCELERATION_NOISE);
-            let xs = rts(&t, &xy.iter().map(|p| p.0).collect::<Vec<_>>(), &r, q);
-            let ys = rts(&t, &xy.iter().map(|p| p.1).collect::<Vec<_>>(), &r, q);
-            for k in 0..run.len() {
-                out[i + k] = frame.to_lnglat(xs[k], ys[k]);
-            }
-        }
-        i = j + 1;
-    }
-    out
-}
-
-/// Rauch–Tung–Striebel smoothing of one axis: state (position, velocity), white-noise
-/// acceleration of density `q`, measurements `z` with standard deviations `r`.
-pub(super) fn rts(t: &[f64], z: &[f64], r: &[f64], q: f64) -> Vec<f64> {
-    type M = [[f64; 2]; 2];
-    let n = z.len();
-    let mul = |a: &M, b: &M| -> M {
-        [
-            [a[0][0] * b[0][0] + a[0][1] * b[1][0], a[0][0] * b[0][1] + a[0][1] * b[1][1]],
-            [a[1][0] * b[0][0] + a[1][1] * b[1][0], a[1][0] * b[0][1] + a[1][1] * b[1][1]],
-        ]
-    };
-    let tr = |a: &M| -> M { [[a[0][0], a[1][0]], [a[0][1], a[1][1]]] };
-    let inv = |a: &M| -> M {
-        let d = a[0][0] * a[1][1] - a[0][1] * a[1][0];
-        [[a[1][1] / d, -a[0][1] / d], [-a[1][0] / d, a[0][0] / d]]
-    };
-    let (mut xf, mut pf) = (vec![[0.0; 2]; n], vec![[[0.0; 2]; 2]; n]);
-    let (mut xp, mut pp) = (vec![[0.0; 2]; n], vec![[[0.0; 2]; 2]; n]);
-    let mut fs: Vec<M> = vec![[[1.0, 0.0], [0.0, 1.0]]; n];
-    // Start at the first fix, velocity unknown (wide prior).
-    xp[0] = [z[0], 0.0];
-    pp[0] = [[r[0] * r[0], 0.0], [0.0, 100.0]];
-    for k in 0..n {
-        if k > 0 {
-            let dt = (t[k] - t[k - 1]).max(1e-3);
-            let f: M = [[1.0, dt], [0.0, 1.0]];
-            fs[k] = f;
-            let x = xf[k - 1];
-            xp[k] = [x[0] + dt * x[1], x[1]];
-            let qm: M = [[q * dt.powi(3) / 3.0, q * dt * dt / 2.0], [q * dt * dt / 2.0, q * dt]];
-            let p = mul(&mul(&f, &pf[k - 1]), &tr(&f));
-            pp[k] = [[p[0][0] + qm[0][0], p[0][1] + qm[0][1]], [p[1][0] + qm[1][0], p[1][1] + qm[1][1]]];
-        }
-        // Update with the position measurement.
-        let p = pp[k];
-        let s = p[0][0] + r[k] * r[k];
-        let kg = [p[0][0] / s, p[1][0] / s];
-        let innov = z[k] - xp[k][0];
-        xf[k] = [xp[k][0] + kg[0] * innov, xp[k][1] + kg[1] * innov];
-        pf[k] = [
-            [(1.0 - kg[0]) * p[0][0], (1.0 - kg[0]) * p[0][1]],
-            [p[1][0] - kg[1] * p[0][0], p[1][1] - kg[1] * p[0][1]],
-        ];
-    }
-    let mut xs = xf.clone();
-    for k in (0..n - 1).rev() {
-        let c = mul(&mul(&pf[k], &tr(&fs[k + 1])), &inv(&pp[k + 1]));
-        let d = [xs[k + 1][0] - xp[k + 1][0], xs[k + 1][1] - xp[k + 1][1]];
-        xs[k] = [xf[k][0] + c[0][0] * d[0] + c[0][1] * d[1], xf[k][1] + c[1][0] * d[0] + c[1][1] * d[1]];
-    }
-    xs.iter().map(|x| x[0]).collect()
-}
-
-/// A local flat frame in meters around a set of positions (equirectangular): good to well
-/// under a meter over a few tens of kilometers, which is all smoothing and simplifying need.
-struct Frame {
-    lng0: f64,
-    lat0: f64,
-    kx: f64,
-    ky: f64,
-}
-
-impl Frame {
-    fn around(points: &[LngLat]) -> Self {
-        let lat0 = points.iter().map(|p| p.lat).sum::<f64>() / points.len().max(1) as f64;
-        let ky = EARTH_RADIUS_M * std::f64::consts::PI / 180.0;
-        Self { lng0: points.first().map(|p| p.lng).unwrap_or(0.0), lat0, kx: ky * lat0.to_radians().cos(), ky }
-    }
-    fn to_xy(&self, p: LngLat) -> (f64, f64) {
-        // Wrap longitude differences so a route across the antimeridian stays continuous.
-        let dlng = gps::wrap_deg(p.lng - self.lng0);
-        (dlng * self.kx, (p.lat - self.lat0) * self.ky)
-    }
-    fn to_lnglat(&self, x: f64, y: f64) -> LngLat {
-        let lng = self.lng0 + x / self.kx;
-        LngLat { lng: gps::wrap_deg(lng), lat: (self.lat0 + y / self.ky).clamp(-90.0, 90.0) }
-    }
-}
-
 /// Indexes of the nodes kept by Ramer–Douglas–Peucker at `tolerance` meters, computed in a
 /// local flat frame in meters (geo's epsilon is in the units of the coordinates).
 fn simplify(nodes: &[LngLat], tolerance: f64) -> Vec<usize> {
     if nodes.len() < 3 {
         return (0..nodes.len()).collect();
     }
-    let frame = Frame::around(nodes);
+    let frame = Frame::around(nodes.iter().copied());
     let line: geo::LineString<f64> = nodes
         .iter()
         .map(|p| {
