@@ -71,8 +71,11 @@ both!(update_and_delete_leave_no_stale_index_items_at_any_precision, |app| async
     assert_index_exact(&app, "circle moved").await;
     // Polygon to circle, circle to a large polygon, a tag change (same cells, new copies).
     let to = near(6000.0, 6000.0);
-    update(&app, json!({"geofence_id": big, "geometry_type": "circle", "coordinates": [to.0, to.1],
-        "geometry_radius": 300}))
+    update(
+        &app,
+        json!({"geofence_id": big, "geometry_type": "circle", "coordinates": [to.0, to.1],
+        "geometry_radius": 300}),
+    )
     .await;
     let ring: Vec<[f64; 2]> = square(near(-3000.0, 2000.0), 1500.0).iter().map(|p| [p.0, p.1]).collect();
     update(&app, json!({"geofence_id": small, "geometry_type": "polygon", "coordinates": ring})).await;

@@ -186,7 +186,12 @@ fn query_page(db: &Database, table: Table, q: &Query) -> Result<Page, StoreError
 
 /// The documents of each query (their limits honoured) from one read transaction; `None` when
 /// they come to more than `cap` entries.
-fn docs_of_many(db: &Database, table: Table, qs: &[Query], cap: Option<usize>) -> Result<Option<Vec<Vec<Vec<u8>>>>, StoreError> {
+fn docs_of_many(
+    db: &Database,
+    table: Table,
+    qs: &[Query],
+    cap: Option<usize>,
+) -> Result<Option<Vec<Vec<Vec<u8>>>>, StoreError> {
     let txn = db.begin_read().map_err(backend)?;
     let t = txn.open_table(redb_table(table)).map_err(backend)?;
     let now = epoch_now();

@@ -388,7 +388,7 @@ fn index_cells(g: &Geofence) -> Result<Vec<String>, ApiError> {
         return Err(ApiError::field(
             "coordinates",
             format!(
-                "the shape covers {} index cells; at most {MAX_CELLS} (a polygon up to about 4 km across)",
+                "the shape covers {} index cells; at most {MAX_CELLS} (a polygon up to about 5 km across)",
                 cells.len()
             ),
         ));

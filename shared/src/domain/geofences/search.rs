@@ -59,8 +59,9 @@ impl Indexed {
     fn distance_m(self, at: LngLat) -> f64 {
         match (self.ring, self.radius_m) {
             (Some(ring), _) => index::Shape::Polygon(polygon(&ring)).distance_m(at),
-            (None, r) => index::Shape::Circle { center: self.center, radius_m: f64::from(r.unwrap_or(0)) }
-                .distance_m(at),
+            (None, r) => {
+                index::Shape::Circle { center: self.center, radius_m: f64::from(r.unwrap_or(0)) }.distance_m(at)
+            }
         }
     }
 }
