@@ -172,7 +172,7 @@ pub trait Store: Send + Sync + 'static {
         use futures::{StreamExt, TryStreamExt};
         // Owned queries: a stream of borrowed ones is not `Send` for every lifetime, as the
         // trait's boxed future must be.
-        let reads = qs.to_vec().into_iter().map(|q| async move { self.query_docs(table, &q).await });
+        let reads = qs.iter().cloned().map(|q| async move { self.query_docs(table, &q).await });
         futures::stream::iter(reads).buffered(QUERIES_IN_FLIGHT).try_collect().await
     }
     /// How many items of the partition fall in `range` (expired ones left out).
