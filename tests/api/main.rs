@@ -16,6 +16,7 @@ mod errors;
 mod eta_eval;
 mod expiry;
 mod geofence_events;
+mod geofence_index;
 mod geofences;
 mod gps_truth;
 mod gpx_export;

@@ -193,7 +193,8 @@ const HALF_SIDE_M: f64 = 20_000.0;
 
 /// A random fence body inside the region: 70% circles of 50..=1000 m, 30% star-shaped polygons
 /// of 3 to 8 vertices 40..600 m from their centre (angles spread so that each gap is under π,
-/// so the ring is simple and holds its centre).
+/// so the ring is simple and holds its centre); one polygon in ten of those reaches 1000..1800 m
+/// instead, larger than a fine index cell and across coarse cells' edges.
 fn random_fence(rng: &mut Rng) -> Value {
     let c = offset(
         REGION.0,
@@ -205,11 +206,12 @@ fn random_fence(rng: &mut Rng) -> Value {
         circle(c, 50 + (rng.uniform() * 951.0) as u32)
     } else {
         let k = 3 + (rng.uniform() * 6.0) as usize;
+        let big = rng.uniform() < 0.1;
         let base = rng.uniform() * std::f64::consts::TAU;
         let ring: Vec<(f64, f64)> = (0..k)
             .map(|j| {
                 let a = base + std::f64::consts::TAU * (j as f64 + 0.4 * rng.uniform()) / k as f64;
-                let r = 40.0 + rng.uniform() * 560.0;
+                let r = if big { 1000.0 + rng.uniform() * 800.0 } else { 40.0 + rng.uniform() * 560.0 };
                 offset(c.0, c.1, r * a.cos(), r * a.sin())
             })
             .collect();
@@ -244,7 +246,7 @@ async fn explain(
     p: LngLat,
     r: f64,
 ) {
-    let query_cells = index::search_cells(p, r).expect("query cells");
+    let query_cells = index::fence_search_cells(p, r, true).expect("query cells");
     let got_ids: Vec<&String> = got.iter().map(|(id, _)| id).collect();
     let exp_ids: Vec<&String> = expected.iter().map(|(id, _)| id).collect();
     for g in fences {
@@ -300,7 +302,12 @@ async fn search_matches_brute_force(app: TestApp, n_fences: usize, n_queries: us
             let s = HALF_SIDE_M + 2000.0;
             let (lng, lat) =
                 offset(REGION.0, REGION.1, (rng.uniform() * 2.0 - 1.0) * s, (rng.uniform() * 2.0 - 1.0) * s);
-            (LngLat { lng, lat }, (rng.uniform() * 5000.0).max(1.0))
+            // Radii on both sides of the switch to coarse cells, up to the largest allowed.
+            let radius = match q % 3 {
+                0 => [1000.0, 1999.0, index::COARSE_FROM_M, 5000.0, 10_000.0][(q / 3) % 5],
+                _ => (rng.uniform() * 10_000.0).max(1.0),
+            };
+            (LngLat { lng, lat }, radius)
         };
         let tb = Instant::now();
         let expected = brute_force(&fences, p, radius);

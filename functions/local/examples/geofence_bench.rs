@@ -464,11 +464,11 @@ async fn main() {
             if let (Some(d), Some(b)) = (&dynamo, before) {
                 units.push(d.consumed_capacity() - b);
             }
-            cells.push(geofences::index::search_cells(*pt, radius).expect("cells").len() as f64);
+            cells.push(geofences::index::fence_search_cells(*pt, radius, true).expect("cells").len() as f64);
             items.push(read as f64);
             hits.push(found.len() as f64);
             if let Some(f) = out.as_mut() {
-                let list: Vec<String> = found.iter().map(|(g, d)| format!("{}:{d:.3}", g.id)).collect();
+                let list: Vec<String> = found.iter().map(|h| format!("{}:{:.3}", h.id, h.distance_m)).collect();
                 writeln!(f, "{i},{}", list.join(" ")).unwrap();
             }
         }

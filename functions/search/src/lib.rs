@@ -63,8 +63,14 @@ fn page_limit(q: &Params) -> Result<usize, ApiError> {
 
 /// One page of `items` (`page_number`, `page_limit` long) with its paging fields.
 fn page_of(items: Vec<Value>, page: usize, limit: usize, key: &str) -> Value {
-    let pages = items.len().div_ceil(limit);
+    let total = items.len();
     let list: Vec<Value> = items.into_iter().skip((page - 1) * limit).take(limit).collect();
+    page_of_shown(list, total, page, limit, key)
+}
+
+/// The page object for `list`, page `page` of `total` items.
+fn page_of_shown(list: Vec<Value>, total: usize, page: usize, limit: usize, key: &str) -> Value {
+    let pages = total.div_ceil(limit);
     json!({
         "next_page": (page < pages).then_some(page + 1),
         "pages": pages,
@@ -98,14 +104,15 @@ async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
     let limit = page_limit(&q)?;
     let page = q.page_number()?.0;
     let (hits, _) = geofences::search(store, &p, at, radius).await?;
-    let items = hits
-        .iter()
-        .map(|(g, d)| {
-            let mut v = geofence_json(g, "id");
-            v["distance"] = json!((d * 100.0).round() / 100.0);
-            v
+    // Only the page's fences are decoded whole; the others count for `pages`.
+    let shown = hits.iter().skip((page - 1) * limit).take(limit);
+    let items = shown
+        .map(|h| {
+            let mut v = geofence_json(&h.geofence()?, "id");
+            v["distance"] = json!((h.distance_m * 100.0).round() / 100.0);
+            Ok(v)
         })
-        .collect();
-    let data = page_of(items, page, limit, "geofences");
+        .collect::<Result<Vec<Value>, ApiError>>()?;
+    let data = page_of_shown(items, hits.len(), page, limit, "geofences");
     Ok(Envelope::ok(shared::envelope::SUCCESS, data))
 }

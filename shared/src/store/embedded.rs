@@ -128,13 +128,22 @@ fn scan(
     db: &Database,
     table: Table,
     q: &Query,
-    mut f: impl FnMut(&[u8]) -> Result<bool, StoreError>,
+    f: impl FnMut(&[u8]) -> Result<bool, StoreError>,
 ) -> Result<(), StoreError> {
     let txn = db.begin_read().map_err(backend)?;
     let t = txn.open_table(redb_table(table)).map_err(backend)?;
+    scan_in(&t, q, epoch_now(), f)
+}
+
+/// [`scan`] in an open table.
+fn scan_in(
+    t: &redb::ReadOnlyTable<&'static str, &'static [u8]>,
+    q: &Query,
+    now: i64,
+    mut f: impl FnMut(&[u8]) -> Result<bool, StoreError>,
+) -> Result<(), StoreError> {
     let (lo, hi) = apply_cursor(q, bounds(&q.pk, &q.range));
     let range = t.range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str))).map_err(backend)?;
-    let now = epoch_now();
     let mut visit = |e: Result<(redb::AccessGuard<&str>, redb::AccessGuard<&[u8]>), redb::StorageError>| {
         let (_, v) = e.map_err(backend)?;
         if !q.with_expired && expired_value(v.value(), now) {
@@ -173,6 +182,33 @@ fn query_page(db: &Database, table: Table, q: &Query) -> Result<Page, StoreError
     })?;
     let last_sk = if more { items.last().map(key_of).transpose()?.map(|(_, sk)| sk) } else { None };
     Ok(Page { items, last_sk })
+}
+
+/// The documents of each query (their limits honoured) from one read transaction; `None` when
+/// they come to more than `cap` entries.
+fn docs_of_many(
+    db: &Database,
+    table: Table,
+    qs: &[Query],
+    cap: Option<usize>,
+) -> Result<Option<Vec<Vec<Vec<u8>>>>, StoreError> {
+    let txn = db.begin_read().map_err(backend)?;
+    let t = txn.open_table(redb_table(table)).map_err(backend)?;
+    let now = epoch_now();
+    let (mut out, mut total) = (Vec::with_capacity(qs.len()), 0usize);
+    for q in qs {
+        let (limit, mut docs) = (q.limit.unwrap_or(usize::MAX), Vec::new());
+        scan_in(&t, q, now, |v| {
+            docs.push(v.to_vec());
+            Ok(docs.len() < limit)
+        })?;
+        total += docs.len();
+        if cap.is_some_and(|c| total > c) {
+            return Ok(None);
+        }
+        out.push(docs);
+    }
+    Ok(Some(out))
 }
 
 /// The unexpired entries between `bounds`; `None` when there are more than `cap`.
@@ -305,6 +341,16 @@ impl Store for EmbeddedStore {
         }
         let q = q.clone();
         self.run(move |db| page(db, &q)).await
+    }
+
+    async fn query_docs_many(&self, table: Table, qs: &[Query]) -> Result<Vec<Vec<Vec<u8>>>, StoreError> {
+        // One read transaction for all; on the calling task unless it passes INLINE_ITEMS
+        // entries, then again on the blocking pool (as `count` does).
+        if let Some(docs) = docs_of_many(&self.db, table, qs, Some(INLINE_ITEMS))? {
+            return Ok(docs);
+        }
+        let qs = qs.to_vec();
+        self.run(move |db| Ok(docs_of_many(db, table, &qs, None)?.unwrap_or_default())).await
     }
 
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError> {

@@ -149,6 +149,10 @@ pub enum WriteOp {
     },
 }
 
+/// Queries of one [`Store::query_docs_many`] in flight at once (a 10 km search over fine cells
+/// reads several hundred; unbounded, they would all be sent together).
+pub const QUERIES_IN_FLIGHT: usize = 32;
+
 /// Most operations in one [`Store::transact`] call (DynamoDB's TransactWriteItems limit).
 pub const MAX_TRANSACT_OPS: usize = 100;
 
@@ -178,6 +182,17 @@ pub trait Store: Send + Sync + 'static {
     async fn query_docs(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
         let page = self.query(table, q).await?;
         page.items.iter().map(|i| serde_json::to_vec(i).map_err(|e| StoreError::Corrupt(e.to_string()))).collect()
+    }
+    /// The documents of several queries ([`Store::query_docs`] each), in the queries' order: reads
+    /// that fan out over many small partitions (the geofence index's cells). By default up to
+    /// [`QUERIES_IN_FLIGHT`] queries at once (DynamoDB: one Query call each); the embedded store
+    /// reads them all in one read transaction, on the calling task when they are small.
+    async fn query_docs_many(&self, table: Table, qs: &[Query]) -> Result<Vec<Vec<Vec<u8>>>, StoreError> {
+        use futures::{StreamExt, TryStreamExt};
+        // Owned queries: a stream of borrowed ones is not `Send` for every lifetime, as the
+        // trait's boxed future must be.
+        let reads = qs.iter().cloned().map(|q| async move { self.query_docs(table, &q).await });
+        futures::stream::iter(reads).buffered(QUERIES_IN_FLIGHT).try_collect().await
     }
     /// How many items of the partition fall in `range` (expired ones left out).
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError>;

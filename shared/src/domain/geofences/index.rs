@@ -1,21 +1,37 @@
-//! The geohash index of geofences: a fence is indexed under every cell of [`PRECISION`] that its
-//! shape overlaps; a search reads the cells that cover its circle, an evaluation the one cell
-//! that holds the location. Exact geometry decides in the end.
+//! The geohash index of geofences: a fence is indexed under every cell of [`PRECISION`] and of
+//! [`COARSE_PRECISION`] that its shape overlaps; an evaluation reads the one fine cell that holds
+//! the location, a search the cells of one precision (chosen by [`search_precision`]) that cover
+//! its circle. Exact geometry decides in the end.
 //!
 //! Precision 6 cells are about 1.2 km × 0.6 km at the equator (narrower towards the poles): a
 //! 50 m fence falls in 1 to 4 cells, a 1000 m fence in about 6 to 15, and a location's cell holds
-//! only the fences near it. Shapes and search circles must stay between latitudes −85 and 85 and
-//! must not cross the antimeridian; anything else is refused with 400.
+//! only the fences near it. A fence is in 6.5 of them on average, so a wide search over fine cells
+//! reads each fence many times (a 5 km circle covers about 200 cells); precision 5 cells (about
+//! 4.9 km square at the equator) hold a fence once or twice, and a 5 km circle covers 8 to 16.
+//! Shapes and search circles must stay between latitudes −85 and 85 and must not cross the
+//! antimeridian; anything else is refused with 400.
 
 use geo::{Contains, HaversineClosestPoint, Intersects, Rect};
 
 use crate::error::ApiError;
 use crate::geometry::LngLat;
 
+/// The fine precision: events read it, and searches of small circles.
 pub const PRECISION: usize = 6;
-/// Cell size at PRECISION in degrees: 15 bits of longitude and 15 of latitude.
-const CELL_LNG: f64 = 360.0 / 32768.0;
-const CELL_LAT: f64 = 180.0 / 32768.0;
+/// The coarse precision: searches of [`COARSE_FROM_M`] and more.
+pub const COARSE_PRECISION: usize = 5;
+/// The search radius from which coarse cells are read. Estimated from the cells' areas and the
+/// copies per fence (6.5 fine, 1.5 coarse, fences up to 1000 m): fine and coarse cells read
+/// about as many items at 2 km; below, the fine cells' tighter cover wins, above, the coarse
+/// cells' fewer copies do (measured: 6.2 items at 1 km over fine cells, 52 at 5 km over coarse).
+pub const COARSE_FROM_M: f64 = 2000.0;
+
+/// A cell's width and height in degrees at a precision: of its 5 bits a character, longitude
+/// takes the first and every other one (so one more than latitude when the count is odd).
+fn cell_size(precision: usize) -> (f64, f64) {
+    let bits = 5 * precision as i32;
+    (360.0 / 2f64.powi((bits + 1) / 2), 180.0 / 2f64.powi(bits / 2))
+}
 /// Latitude limit of indexed shapes and searches.
 pub const MAX_LAT: f64 = 85.0;
 /// Meters per degree, for bounding boxes only (exact tests use `geo`): a degree of latitude is
@@ -128,9 +144,12 @@ impl Shape {
         }
     }
 
-    /// The cells of PRECISION the shape overlaps.
+    /// The cells the shape overlaps: those of [`PRECISION`], then those of [`COARSE_PRECISION`].
     pub fn cells(&self, field: &str) -> Result<Vec<String>, ApiError> {
-        cells_in(field, &self.bbox(field)?, |cell| self.overlaps(cell))
+        let bbox = self.bbox(field)?;
+        let mut out = cells_in(field, &bbox, PRECISION, |cell| self.overlaps(cell))?;
+        out.extend(cells_in(field, &bbox, COARSE_PRECISION, |cell| self.overlaps(cell))?);
+        Ok(out)
     }
 }
 
@@ -146,12 +165,18 @@ const SPHERE_MARGIN: f64 = 1.011;
 /// anything larger is refused before any work (a continent-sized polygon would take hours).
 pub const MAX_BBOX_CELLS: i64 = 8_000;
 
-/// Cells of PRECISION whose rectangles meet `bbox` and pass `keep`.
-fn cells_in(field: &str, bbox: &Rect<f64>, keep: impl Fn(&Rect<f64>) -> bool) -> Result<Vec<String>, ApiError> {
-    let i0 = ((bbox.min().x + 180.0) / CELL_LNG).floor() as i64;
-    let i1 = ((bbox.max().x + 180.0) / CELL_LNG).floor() as i64;
-    let j0 = ((bbox.min().y + 90.0) / CELL_LAT).floor() as i64;
-    let j1 = ((bbox.max().y + 90.0) / CELL_LAT).floor() as i64;
+/// Cells of `precision` whose rectangles meet `bbox` and pass `keep`.
+fn cells_in(
+    field: &str,
+    bbox: &Rect<f64>,
+    precision: usize,
+    keep: impl Fn(&Rect<f64>) -> bool,
+) -> Result<Vec<String>, ApiError> {
+    let (cell_lng, cell_lat) = cell_size(precision);
+    let i0 = ((bbox.min().x + 180.0) / cell_lng).floor() as i64;
+    let i1 = ((bbox.max().x + 180.0) / cell_lng).floor() as i64;
+    let j0 = ((bbox.min().y + 90.0) / cell_lat).floor() as i64;
+    let j1 = ((bbox.max().y + 90.0) / cell_lat).floor() as i64;
     if (i1 - i0 + 1).saturating_mul(j1 - j0 + 1) > MAX_BBOX_CELLS {
         return Err(ApiError::field(
             field,
@@ -161,11 +186,11 @@ fn cells_in(field: &str, bbox: &Rect<f64>, keep: impl Fn(&Rect<f64>) -> bool) ->
     let mut out = Vec::new();
     for j in j0..=j1 {
         for i in i0..=i1 {
-            let min = geo::Coord { x: -180.0 + i as f64 * CELL_LNG, y: -90.0 + j as f64 * CELL_LAT };
-            let cell = Rect::new(min, geo::Coord { x: min.x + CELL_LNG, y: min.y + CELL_LAT });
+            let min = geo::Coord { x: -180.0 + i as f64 * cell_lng, y: -90.0 + j as f64 * cell_lat };
+            let cell = Rect::new(min, geo::Coord { x: min.x + cell_lng, y: min.y + cell_lat });
             if keep(&cell) {
-                let centre = geo::Coord { x: min.x + CELL_LNG / 2.0, y: min.y + CELL_LAT / 2.0 };
-                out.push(geohash::encode(centre, PRECISION).map_err(ApiError::internal)?);
+                let centre = geo::Coord { x: min.x + cell_lng / 2.0, y: min.y + cell_lat / 2.0 };
+                out.push(geohash::encode(centre, precision).map_err(ApiError::internal)?);
             }
         }
     }
@@ -177,9 +202,27 @@ pub fn cell_of(p: LngLat) -> Result<String, ApiError> {
     p.geohash(PRECISION)
 }
 
-/// The cells covering a search circle.
+/// The cells of [`PRECISION`] covering a circle (the fine cells: nearby users are indexed in them).
 pub fn search_cells(center: LngLat, radius_m: f64) -> Result<Vec<String>, ApiError> {
-    Shape::Circle { center, radius_m }.cells("radius")
+    cover(center, radius_m, PRECISION)
+}
+
+/// The precision of the cells a fence search of this radius reads. `coarse_indexed`: every fence
+/// of the project has its coarse copies (see `search::coarse_indexed`); else the fine cells, which
+/// every fence has always had, answer every radius.
+pub fn search_precision(radius_m: f64, coarse_indexed: bool) -> usize {
+    if coarse_indexed && radius_m >= COARSE_FROM_M { COARSE_PRECISION } else { PRECISION }
+}
+
+/// The cells a fence search reads: those of [`search_precision`] covering its circle.
+pub fn fence_search_cells(center: LngLat, radius_m: f64, coarse_indexed: bool) -> Result<Vec<String>, ApiError> {
+    cover(center, radius_m, search_precision(radius_m, coarse_indexed))
+}
+
+/// The cells of `precision` covering a circle.
+fn cover(center: LngLat, radius_m: f64, precision: usize) -> Result<Vec<String>, ApiError> {
+    let circle = Shape::Circle { center, radius_m };
+    cells_in("radius", &circle.bbox("radius")?, precision, |cell| circle.overlaps(cell))
 }
 
 #[cfg(test)]
@@ -192,6 +235,7 @@ mod tests {
         let shape = Shape::Circle { center: c, radius_m: 1000.0 };
         let cells = shape.cells("c").unwrap();
         assert!(cells.contains(&cell_of(c).unwrap()));
+        assert!(cells.contains(&c.geohash(COARSE_PRECISION).unwrap()));
         // Every point of the circle's edge lies in an indexed cell.
         for k in 0..360 {
             let a = (k as f64).to_radians();
@@ -200,8 +244,28 @@ mod tests {
                 lat: c.lat + 999.0 * a.sin() / M_PER_DEG_LAT_MIN,
             };
             assert!(cells.contains(&cell_of(p).unwrap()), "edge point {k}° not covered");
+            assert!(cells.contains(&p.geohash(COARSE_PRECISION).unwrap()), "edge point {k}° not covered");
         }
-        assert!(cells.len() <= 20, "{}", cells.len());
+        assert!(cells.len() <= 24, "{}", cells.len());
+    }
+
+    #[test]
+    fn cell_sizes_are_the_geohash_cells() {
+        for precision in [PRECISION, COARSE_PRECISION] {
+            let r = geohash::decode_bbox(&"u33dbc".chars().take(precision).collect::<String>()).unwrap();
+            let (w, h) = cell_size(precision);
+            assert!((r.width() - w).abs() < 1e-12 && (r.height() - h).abs() < 1e-12, "{precision}");
+        }
+    }
+
+    #[test]
+    fn wide_searches_read_coarse_cells_and_few_of_them() {
+        let c = LngLat { lng: 10.5, lat: 51.0 };
+        assert_eq!(fence_search_cells(c, 1000.0, true).unwrap().iter().map(String::len).max(), Some(PRECISION));
+        assert!(fence_search_cells(c, 5000.0, false).unwrap().iter().all(|c| c.len() == PRECISION));
+        let wide = fence_search_cells(c, 5000.0, true).unwrap();
+        assert!(wide.iter().all(|h| h.len() == COARSE_PRECISION));
+        assert!((6..=20).contains(&wide.len()), "{}", wide.len());
     }
 
     #[test]

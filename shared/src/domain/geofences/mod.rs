@@ -5,15 +5,18 @@
 //! - `<project>#F`, sort key fence id: the project's fences in creation order; a deleted fence
 //!   moves to `<project>#FD` (kept, never listed);
 //! - `<project>#C#<geohash>`, sort key fence id: a full copy of each fence in every cell its shape
-//!   overlaps, so a search or an evaluation reads only index items. A fence and all its cell
-//!   copies are written in one transaction, so the index never disagrees with the fence; hence a
-//!   shape may cover at most [`MAX_CELLS`] cells (a circle of 1000 m covers about 15).
+//!   overlaps, at precision 6 and at precision 5 (the geohash's length tells them apart), so a
+//!   search or an evaluation reads only index items. A fence and all its cell copies are written
+//!   in one transaction, so the index never disagrees with the fence; hence a shape may cover at
+//!   most [`MAX_CELLS`] cells of both precisions together (a circle of 1000 m covers about 15).
 
 pub mod events;
 pub mod index;
 pub mod moving;
+mod search;
 
-use futures::{StreamExt, TryStreamExt};
+pub use search::{Hit, coarse_indexed, coarse_indexed_from_start, search};
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -25,15 +28,17 @@ use crate::geometry::{GeoPoint, GeoPolygon, LngLat};
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
-use crate::store::{Cond, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::store::{
+    Cond, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item,
+};
 use crate::time::{DateRange, Timestamp, parse_ts};
 
 use index::Shape;
 
 /// Circle radius bounds in meters (interface.md).
 pub const RADIUS_M: std::ops::RangeInclusive<i64> = 50..=1000;
-/// Most cells one fence may be indexed in (one transaction holds the fence, its deleted copy,
-/// every cell copy and the list's 5 page counters: see `domain::list_pages`).
+/// Most cells, of both precisions, one fence may be indexed in (one transaction holds the fence,
+/// its deleted copy, every cell copy and the list's 5 page counters: see `domain::list_pages`).
 pub const MAX_CELLS: usize = 93;
 /// Most vertices of a polygon.
 pub const MAX_VERTICES: usize = 500;
@@ -732,37 +737,11 @@ pub async fn list(
 
 /// Fences indexed in one cell (copies from the index).
 pub async fn in_cell(store: &dyn Store, p: &Project, cell: &str) -> Result<Vec<Geofence>, ApiError> {
-    let page = store.query(Table::Main, &Query::new(cell_pk(&p.project_id, cell), SkRange::All)).await?;
-    Ok(page.items.into_iter().map(from_item).collect::<Result<_, _>>()?)
-}
-
-/// Fences whose shape comes within `radius_m` of `at`, nearest first (ties by id), with their
-/// distances; and how many index items were read.
-pub async fn search(
-    store: &dyn Store,
-    p: &Project,
-    at: LngLat,
-    radius_m: f64,
-) -> Result<(Vec<(Geofence, f64)>, usize), ApiError> {
-    let cells = index::search_cells(at, radius_m)?;
-    let pages: Vec<Vec<Geofence>> = futures::stream::iter(cells)
-        .map(|c| async move { in_cell(store, p, &c).await })
-        .buffer_unordered(index::CELL_READS_IN_FLIGHT)
-        .try_collect()
-        .await?;
-    let read = pages.iter().map(Vec::len).sum();
-    let mut seen = std::collections::HashSet::new();
-    let mut hits: Vec<(Geofence, f64)> = pages
-        .into_iter()
-        .flatten()
-        .filter(|g| seen.insert(g.id.clone()))
-        .filter_map(|g| {
-            let d = g.shape().distance_m(at);
-            (d <= radius_m).then_some((g, d))
-        })
-        .collect();
-    hits.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.id.cmp(&b.0.id)));
-    Ok((hits, read))
+    // Through `query_docs_many`: one small read on the calling task (embedded store), decoded
+    // straight into fences.
+    let q = [Query::new(cell_pk(&p.project_id, cell), SkRange::All)];
+    let docs = store.query_docs_many(Table::Main, &q).await?.into_iter().flatten();
+    Ok(docs.map(|d| from_json(&d)).collect::<Result<_, _>>()?)
 }
 
 /// The Geofence shape of v1/v3 responses (`id_key` is `id` or, in the metadata list, `geofence_id`).
