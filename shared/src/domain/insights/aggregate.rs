@@ -2,8 +2,8 @@
 //! stays close, so that an insights request reads a few small items instead of every stay.
 //!
 //! One item per user (`<project>#IA#<user>`): up to [`MAX_PLACES`] places, each with up to
-//! [`MAX_ANCHORS`] *anchors* (a stay centre standing for the stays within [`ANCHOR_M`] of it,
-//! with their recency-weighted dwell, count and accuracy), its totals (dwell, weighted dwell,
+//! [`MAX_ANCHORS`] *anchors* (the mean centre of the stays within [`ANCHOR_M`] of it, with their
+//! recency-weighted dwell, count and accuracy), its totals (dwell, weighted dwell,
 //! weekday weighted dwell, night seconds, days, visit days), and only the recent figures the rules
 //! can still look at: the latest [`MOVE_NIGHTS`] nights of 3 hours or more there (a move), the
 //! weeks of the work window, and the local dates a later stay could still add to. Weights are
@@ -50,13 +50,24 @@ pub fn aggregate_pk(pid: &str, uid: &str) -> String {
     format!("{pid}#IA#{uid}")
 }
 
-/// An anchor: `[lng, lat, weighted dwell (s), stays, sum of their accuracies (m)]`.
+/// An anchor: `[lng, lat (the mean of its stays' centres), weighted dwell (s), stays, sum of
+/// their accuracies (m)]`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 struct Anchor(f64, f64, f64, u32, f64);
 
 impl Anchor {
     fn at(&self) -> LngLat {
         LngLat { lng: self.0, lat: self.1 }
+    }
+    /// Take another's stays in: its centre moves to the mean of all their centres (less noisy
+    /// than any one short stay's, and never more than [`ANCHOR_M`] from a merged one).
+    fn absorb(&mut self, o: Anchor) {
+        let (n, m) = (f64::from(self.3), f64::from(o.3));
+        self.0 = (self.0 * n + o.0 * m) / (n + m).max(1.0);
+        self.1 = (self.1 * n + o.1 * m) / (n + m).max(1.0);
+        self.2 += o.2;
+        self.3 += o.3;
+        self.4 += o.4;
     }
 }
 
@@ -175,11 +186,7 @@ impl Agg {
             .filter(|(d, _)| *d <= ANCHOR_M)
             .min_by(|a, b| a.0.total_cmp(&b.0));
         match nearest {
-            Some((_, a)) => {
-                a.2 += w;
-                a.3 += 1;
-                a.4 += s.accuracy_m;
-            }
+            Some((_, a)) => a.absorb(Anchor(s.centre.lng, s.centre.lat, w, 1, s.accuracy_m)),
             None => self.anchors.push(Anchor(s.centre.lng, s.centre.lat, w, 1, s.accuracy_m)),
         }
         self.cap_anchors();
@@ -228,9 +235,7 @@ impl Agg {
                 .iter_mut()
                 .min_by(|a, b| a.at().distance_m(gone.at()).total_cmp(&b.at().distance_m(gone.at())))
                 .expect("anchors");
-            a.2 += gone.2;
-            a.3 += gone.3;
-            a.4 += gone.4;
+            a.absorb(gone);
         }
     }
 

@@ -2,8 +2,10 @@
 //!
 //! - [`stays`]: stays, detected by the events processor as fixes arrive ([`plan`]), robust to
 //!   sparse sampling, silent nights, arrival/departure-only devices and stray fixes;
-//! - [`places`]: stays clustered into places (DBSCAN on stay centres, medoid centre, buffered hull
-//!   polygon, recency-weighted dwell), computed on each request;
+//! - [`aggregate`]: the per-user places aggregate the endpoints read, kept by the processor as
+//!   stays close (anchors of stay centres, totals, the recent nights and weeks the rules use);
+//! - [`places`]: stays clustered into places from scratch (DBSCAN on stay centres, medoid centre,
+//!   buffered hull polygon, recency-weighted dwell), the reference the aggregate is held to;
 //! - here: which place is home, which is work, which are points of interest, and the answer.
 //!
 //! **Home**: the place with the most recency-weighted dwell (any hour, so someone who works nights
