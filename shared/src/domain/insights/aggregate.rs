@@ -38,7 +38,7 @@ use crate::time::Timestamp;
 
 /// Most places kept per user (the least weighted goes beyond).
 pub const MAX_PLACES: usize = 32;
-/// Most anchors per place (the lightest is merged into its nearest beyond).
+/// Most anchors per place (beyond, the two nearest are merged).
 pub const MAX_ANCHORS: usize = 8;
 /// A stay within this distance (meters) of an anchor's centre is counted on it.
 pub const ANCHOR_M: f64 = 10.0;
@@ -220,22 +220,22 @@ impl Agg {
         }
     }
 
-    /// Merge the lightest anchor into its nearest while there are too many.
+    /// Merge the two nearest anchors while there are too many: the anchors keep covering the
+    /// place's extent (merging the lightest would shrink a sprawling place, and stays at its
+    /// edge would start places of their own).
     fn cap_anchors(&mut self) {
         while self.anchors.len() > MAX_ANCHORS {
-            let (light, _) = self
-                .anchors
-                .iter()
-                .enumerate()
-                .min_by(|a, b| a.1.2.total_cmp(&b.1.2).then(a.1.3.cmp(&b.1.3)))
-                .expect("anchors");
-            let gone = self.anchors.remove(light);
-            let a = self
-                .anchors
-                .iter_mut()
-                .min_by(|a, b| a.at().distance_m(gone.at()).total_cmp(&b.at().distance_m(gone.at())))
-                .expect("anchors");
-            a.absorb(gone);
+            let mut best = (f64::MAX, 0, 1);
+            for i in 0..self.anchors.len() {
+                for j in i + 1..self.anchors.len() {
+                    let d = self.anchors[i].at().distance_m(self.anchors[j].at());
+                    if d < best.0 {
+                        best = (d, i, j);
+                    }
+                }
+            }
+            let gone = self.anchors.remove(best.2);
+            self.anchors[best.1].absorb(gone);
         }
     }
 
