@@ -213,8 +213,8 @@ both!(erasing_a_user_leaves_no_item_naming_them_and_the_other_user_intact, |app|
     let before_v = items_naming(&app, v).await;
     let count = |pk_part: &str| before_u.iter().filter(|(_, pk, _)| pk.contains(pk_part)).count();
     let missing: Vec<&str> = [
-        "#UE#", "#FE#", "#FU#", "#GS#", "#ST#", "#SS#", "#UG#", "#G#crew", "#WM", "#WL#", "#WP#", "#UTE#", "#TE#",
-        "#UT#", "#MS#", "#UC#", "#PW#", "#MF", "#F", "#C#", "#T1",
+        "#UE#", "#FE#", "#FU#", "#GS#", "#ST#", "#SS#", "#IA#", "#UG#", "#G#crew", "#WM", "#WL#", "#WP#", "#UTE#",
+        "#TE#", "#UT#", "#MS#", "#UC#", "#PW#", "#MF", "#F", "#C#", "#T1",
     ]
     .into_iter()
     .filter(|part| count(part) == 0)

@@ -15,9 +15,9 @@ use crate::insights::{insights, user_with};
 use crate::life::{DayPlan, Life, MATCH_M, Pos, Sampling, Truth, centre, live, reach_m, score};
 use crate::trace::geodesic;
 
-const HOME: Pos = (13.4050, 52.5200);
-const NEW_HOME: Pos = (13.4530, 52.5080);
-const OFFICE: Pos = (13.3777, 52.5163);
+pub(crate) const HOME: Pos = (13.4050, 52.5200);
+pub(crate) const NEW_HOME: Pos = (13.4530, 52.5080);
+pub(crate) const OFFICE: Pos = (13.3777, 52.5163);
 const NEW_OFFICE: Pos = (13.3300, 52.5050);
 const GYM: Pos = (13.4200, 52.5300);
 const CAFE: Pos = (13.3950, 52.5250);
@@ -26,7 +26,7 @@ const HOTELS: [Pos; 4] = [(11.5820, 48.1351), (9.9937, 53.5511), (6.9603, 50.937
 const CITY_HOTEL: Pos = (13.3600, 52.5400);
 const MONDAY: (i32, u32, u32) = (2024, 4, 1);
 
-fn monday() -> NaiveDate {
+pub(crate) fn monday() -> NaiveDate {
     NaiveDate::from_ymd_opt(MONDAY.0, MONDAY.1, MONDAY.2).unwrap()
 }
 fn weekday(d: NaiveDate) -> bool {
@@ -34,7 +34,7 @@ fn weekday(d: NaiveDate) -> bool {
 }
 
 /// An office day, home otherwise; the gym Monday, Wednesday and Friday evenings.
-fn commuter(d: NaiveDate, home: Pos, office: Option<Pos>) -> DayPlan {
+pub(crate) fn commuter(d: NaiveDate, home: Pos, office: Option<Pos>) -> DayPlan {
     match office.filter(|_| weekday(d)) {
         Some(o) => {
             let mut p = vec![(0.0, 7.5, home), (8.0, 17.0, o)];

@@ -1,5 +1,5 @@
 //! Cross-project isolation of the operations issue 16 added: for every operation of keys,
-//! webhooks, erasure and settings, a secret key of project B neither sees nor changes project A's
+//! webhooks, erasure and settings (and the insights, read from a per-user aggregate), a secret key of project B neither sees nor changes project A's
 //! data (404 naming the id for A's ids, as elsewhere; its own project's answer otherwise), and A's
 //! data reads the same afterwards.
 
@@ -36,6 +36,8 @@ async fn snapshot(app: &TestApp, user: &str, wh: &str) -> Vec<Value> {
         "/v1/api/project/settings/".to_owned(),
         format!("/v1/api/user/?user_id={user}"),
         format!("/v1/api/location/?user_id={user}"),
+        format!("/v3/api/insights/home/?user_id={user}"),
+        format!("/v3/api/insights/poi/?user_id={user}"),
     ] {
         let (status, res) = app.get(&uri).await;
         assert_eq!(status, StatusCode::OK, "{uri}: {res}");
@@ -92,6 +94,11 @@ both!(another_projects_key_reaches_none_of_keys_webhooks_erasure_and_settings, |
         ),
         // Erasure.
         ("DELETE", format!("/v1/api/user/?user_id={user}"), None, nf("user_id")),
+        // Insights (read from A's aggregate by A's key only).
+        ("GET", format!("/v1/api/insights/home/?user_id={user}"), None, nf("user_id")),
+        ("GET", format!("/v3/api/insights/home/?user_id={user}"), None, nf("user_id")),
+        ("GET", format!("/v3/api/insights/work/?user_id={user}"), None, nf("user_id")),
+        ("GET", format!("/v3/api/insights/poi/?user_id={user}"), None, nf("user_id")),
         // Settings: B reads and changes its own.
         ("GET", "/v1/api/project/settings/".into(), None, Expect::Own(StatusCode::OK)),
         ("PUT", "/v1/api/project/settings/".into(), Some(json!({"retention_days": 1})), Expect::Own(StatusCode::OK)),

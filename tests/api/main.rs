@@ -3,6 +3,7 @@
 mod helpers;
 
 mod insights;
+mod insights_aggregate;
 mod insights_life;
 mod isolation;
 mod keys;

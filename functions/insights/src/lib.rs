@@ -1,4 +1,4 @@
-//! Insights (on demand): `/v{1,3}/api/insights/home/`, `/work/`, `/poi/` for one user (Roam
+//! Insights (from the per-user places aggregate): `/v{1,3}/api/insights/home/`, `/work/`, `/poi/` for one user (Roam
 //! documents both versions).
 
 use axum::Router;

@@ -3,14 +3,16 @@
 //! `source scripts/dynamodb-local.sh; cargo run --release -p local --example insights_bench`.
 //!
 //! The year is ingested on the in-memory embedded store (through the real ingest path, which
-//! detects stays); insights read only the stays, so those items are then copied to DynamoDB
-//! Local, where each endpoint's consumed capacity is measured.
+//! detects stays and keeps the places aggregate); what the insights read (the user, the stays, the
+//! run in progress and the aggregate) is then copied to DynamoDB Local, where each endpoint's
+//! consumed capacity is measured. Each endpoint is answered two ways: from the aggregate (what
+//! the service does) and by clustering every stay (the reference, and the cost before it).
 
 use std::time::Instant;
 
 use chrono::{Duration, NaiveDate, Timelike};
 use shared::auth::{KeyKind, Project};
-use shared::domain::insights::{self, Kind};
+use shared::domain::insights::{self, Kind, aggregate};
 use shared::domain::locations::{Location, prepare, store_prepared};
 use shared::domain::projects::{self, ChosenKeys};
 use shared::domain::users;
@@ -69,19 +71,18 @@ async fn main() {
     let stays_pk = format!("{}#ST#{}", p.project_id, user.id);
     let stays = store.query(Table::Main, &Query::new(&stays_pk, SkRange::All)).await.expect("stays").items;
     println!("{} stays stored", stays.len());
-    for (kind, name) in [(Kind::Home, "home"), (Kind::Work, "work"), (Kind::Poi, "poi")] {
-        let mut times = Vec::new();
-        let mut n = 0;
-        for _ in 0..9 {
-            let t = Instant::now();
-            n = insights::insights(&store, &p, &user.id, kind).await.expect("insights").len();
-            times.push(t.elapsed().as_secs_f64() * 1000.0);
+    let agg_pk = aggregate::aggregate_pk(&p.project_id, &user.id);
+    let agg = store.get(Table::Main, &agg_pk, "-").await.expect("aggregate").expect("kept by the processor");
+    println!(
+        "places aggregate: {} bytes as JSON, {} places",
+        serde_json::to_vec(&agg).expect("json").len(),
+        agg.get("places").and_then(|v| v.as_array()).map_or(0, Vec::len)
+    );
+    for (kind, name) in KINDS {
+        for (how, legacy) in [("aggregate", false), ("all stays", true)] {
+            let (ms, n) = timed(9, || answer(&store, &p, &user.id, kind, legacy)).await;
+            println!("embedded  /v3/api/insights/{name}/ from {how}: median {ms}, {n} result(s)");
         }
-        times.sort_by(f64::total_cmp);
-        println!(
-            "embedded  /v3/api/insights/{name}/: median {:.1} ms (min {:.1}, max {:.1}), {n} result(s)",
-            times[4], times[0], times[8]
-        );
     }
 
     if std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_none() {
@@ -90,18 +91,46 @@ async fn main() {
     }
     let dynamo = DynamoStore::from_env(TableNames::with_prefix(&format!("bench-{}-", std::process::id()))).await;
     dynamo.ensure_tables().await.expect("tables");
+    // What the insights read: the user, the stays, the run in progress and the aggregate.
     let run_pk = format!("{}#SS#{}", p.project_id, user.id);
-    for item in stays.into_iter().chain(store.get(Table::Main, &run_pk, "-").await.expect("run")) {
+    let user_item = store.get(Table::Main, &users::users_pk(&p.project_id), &user.id).await.expect("user");
+    let run = store.get(Table::Main, &run_pk, "-").await.expect("run");
+    for item in stays.into_iter().chain(run).chain(Some(agg)).chain(user_item) {
         dynamo.put(Table::Main, item, shared::store::Cond::None).await.expect("copy");
     }
-    for (kind, name) in [(Kind::Home, "home"), (Kind::Work, "work"), (Kind::Poi, "poi")] {
-        let before = dynamo.consumed_capacity();
-        let t = Instant::now();
-        let n = insights::insights(&dynamo, &p, &user.id, kind).await.expect("insights").len();
-        println!(
-            "dynamodb  /v3/api/insights/{name}/: {:.1} ms, {:.1} read capacity units, {n} result(s)",
-            t.elapsed().as_secs_f64() * 1000.0,
-            dynamo.consumed_capacity() - before
-        );
+    for (kind, name) in KINDS {
+        for (how, legacy, runs) in [("aggregate", false, 9), ("all stays", true, 3)] {
+            let before = dynamo.consumed_capacity();
+            let (ms, n) = timed(runs, || answer(&dynamo, &p, &user.id, kind, legacy)).await;
+            let rcu = (dynamo.consumed_capacity() - before) / runs as f64;
+            println!(
+                "dynamodb  /v3/api/insights/{name}/ from {how}: median {ms}, {rcu:.1} read capacity units, {n} result(s)"
+            );
+        }
     }
+}
+
+const KINDS: [(Kind, &str); 3] = [(Kind::Home, "home"), (Kind::Work, "work"), (Kind::Poi, "poi")];
+
+/// One request's store work: the user read (as the handler does), then the insights.
+async fn answer(store: &dyn Store, p: &Project, user_id: &str, kind: Kind, legacy: bool) -> usize {
+    users::get(store, p, user_id).await.expect("user").expect("the user");
+    let list = if legacy {
+        insights::insights_from_stays(store, p, user_id, kind).await
+    } else {
+        insights::insights(store, p, user_id, kind).await
+    };
+    list.expect("insights").len()
+}
+
+/// Median (min-max) of `runs` timings in ms, and the result count.
+async fn timed<F: std::future::Future<Output = usize>>(runs: usize, mut f: impl FnMut() -> F) -> (String, usize) {
+    let (mut times, mut n) = (Vec::new(), 0);
+    for _ in 0..runs {
+        let t = Instant::now();
+        n = f().await;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    times.sort_by(f64::total_cmp);
+    (format!("{:.1} ms ({:.1}-{:.1})", times[runs / 2], times[0], times[runs - 1]), n)
 }

@@ -352,7 +352,8 @@ async fn step(cx: &mut Ctx<'_>, s: Step, cell: Option<&str>, cursor: Option<Stri
         Step::Insights => {
             let a = cx.drain(Table::Main, &insights::stays::stays_pk(&pid, &uid), SkRange::All, all).await?;
             let b = cx.drain(Table::Main, &insights::stays::run_pk(&pid, &uid), SkRange::All, all).await?;
-            finished(a && b)
+            let c = cx.drain(Table::Main, &insights::aggregate::aggregate_pk(&pid, &uid), SkRange::All, all).await?;
+            finished(a && b && c)
         }
         Step::Moving => {
             if let Some(c) = cell {

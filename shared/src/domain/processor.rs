@@ -402,6 +402,7 @@ async fn plan(
         }
         let stays = insights::plan(store, p, &user.id, fixes).await?;
         states.push(stays.run);
+        states.extend(stays.aggregate);
         facts.extend(stays.stays);
     }
     if let Some(n) = newest {

@@ -2,8 +2,10 @@
 //!
 //! - [`stays`]: stays, detected by the events processor as fixes arrive ([`plan`]), robust to
 //!   sparse sampling, silent nights, arrival/departure-only devices and stray fixes;
-//! - [`places`]: stays clustered into places (DBSCAN on stay centres, medoid centre, buffered hull
-//!   polygon, recency-weighted dwell), computed on each request;
+//! - [`aggregate`]: the per-user places aggregate the endpoints read, kept by the processor as
+//!   stays close (anchors of stay centres, totals, the recent nights and weeks the rules use);
+//! - [`places`]: stays clustered into places from scratch (DBSCAN on stay centres, medoid centre,
+//!   buffered hull polygon, recency-weighted dwell), the reference the aggregate is held to;
 //! - here: which place is home, which is work, which are points of interest, and the answer.
 //!
 //! **Home**: the place with the most recency-weighted dwell (any hour, so someone who works nights
@@ -29,6 +31,7 @@
 //! POI is `poi`: naming places (road, residential, ...) needs a reverse geocoder, which Waymark
 //! does not have; [`PlaceNamer`] is where one would plug in.
 
+pub mod aggregate;
 pub mod places;
 pub mod stays;
 
@@ -108,12 +111,12 @@ fn night_places(places: &[Place]) -> BTreeMap<NaiveDate, usize> {
 }
 
 pub fn classify(places: &[Place]) -> Classes {
-    let eligible = |p: &Place| p.days.len() >= MIN_DAYS;
+    let eligible = |p: &Place| p.days >= MIN_DAYS;
     let weighted = places
         .iter()
         .enumerate()
         .filter(|(_, p)| eligible(p))
-        .max_by(|a, b| a.1.weight.total_cmp(&b.1.weight).then(night_s(a.1).cmp(&night_s(b.1))))
+        .max_by(|a, b| a.1.weight.total_cmp(&b.1.weight).then(a.1.night_s.cmp(&b.1.night_s)))
         .map(|(i, _)| i);
     let latest: Vec<usize> = night_places(places).into_values().rev().take(MOVE_NIGHTS).collect();
     let moved_to = latest
@@ -124,11 +127,8 @@ pub fn classify(places: &[Place]) -> Classes {
     let home = moved_to.or(weighted);
 
     // Work: weeks of the window, counted back from the week of the latest stay.
-    let last_week = places
-        .iter()
-        .flat_map(|p| p.stays.iter())
-        .max_by_key(|s| s.end)
-        .map(|s| places::monday_of(s.zone().local(s.end.0).date()));
+    let last_week =
+        places.iter().map(|p| &p.last).max_by_key(|s| s.end).map(|s| places::monday_of(s.zone().local(s.end.0).date()));
     let work = last_week.and_then(|last| {
         let first = last - Duration::weeks(WORK_WINDOW_WEEKS - 1);
         places
@@ -138,9 +138,7 @@ pub fn classify(places: &[Place]) -> Classes {
             .filter(|(_, p)| {
                 p.weeks
                     .range(first..=last)
-                    .filter(|(_, (secs, days))| {
-                        *secs >= WORK_MIN_HOURS_PER_WEEK * 3600 && days.len() >= WORK_MIN_WEEKDAYS
-                    })
+                    .filter(|(_, (secs, days))| *secs >= WORK_MIN_HOURS_PER_WEEK * 3600 && *days >= WORK_MIN_WEEKDAYS)
                     .count()
                     >= WORK_MIN_WEEKS
             })
@@ -148,39 +146,35 @@ pub fn classify(places: &[Place]) -> Classes {
             .map(|(i, _)| i)
     });
     let pois = (0..places.len())
-        .filter(|i| Some(*i) != home && Some(*i) != work && places[*i].visit_days.len() >= POI_MIN_DAYS)
+        .filter(|i| Some(*i) != home && Some(*i) != work && places[*i].visit_days >= POI_MIN_DAYS)
         .collect();
     Classes { home, moved: moved_to.is_some(), work, pois }
 }
 
-fn night_s(p: &Place) -> i64 {
-    p.nights.values().sum()
-}
-
 fn confidence(kind: Kind, p: &Place, total_weight: f64, moved: bool) -> &'static str {
-    let days = p.days.len();
+    let days = p.days;
     let share = p.weight / total_weight.max(1e-9);
     match kind {
         Kind::Home | Kind::Work if days >= 14 && share >= 0.1 => "High",
         Kind::Home | Kind::Work if days >= 5 || moved => "Medium",
-        Kind::Poi if p.visit_days.len() >= 8 => "High",
-        Kind::Poi if p.visit_days.len() >= 4 => "Medium",
+        Kind::Poi if p.visit_days >= 8 => "High",
+        Kind::Poi if p.visit_days >= 4 => "Medium",
         _ => "Low",
     }
 }
 
 /// The Insight shape of interface.md.
 pub fn insight_json(kind: Kind, p: &Place, total_weight: f64, moved: bool, namer: &dyn PlaceNamer) -> Value {
-    let last = p.stays.iter().max_by_key(|s| s.end).expect("a place has stays");
+    let last = &p.last;
     let kind_name = match kind {
         Kind::Home => "home".to_owned(),
         Kind::Work => "work".to_owned(),
         Kind::Poi => namer.class_of(p.centre).unwrap_or_else(|| "poi".to_owned()),
     };
     // A place's id is its first stay's (the id of the fix that began it): stable across requests.
-    let first = p.stays.iter().min_by_key(|s| (s.start, &s.id)).expect("a place has stays");
+    let seq = u64::from_str_radix(p.first_id.get(12..).unwrap_or("0"), 16).unwrap_or(0);
     json!({
-        "id": id_at(first.start.0, u64::from_str_radix(first.id.get(12..).unwrap_or("0"), 16).unwrap_or(0)),
+        "id": id_at(p.first_start.0, seq),
         "geometry": {"type": "Polygon", "coordinates": [p.polygon]},
         "last_visited": {
             "id": last.last.id,
@@ -213,7 +207,28 @@ pub fn answer(places: &[Place], kind: Kind) -> Vec<Value> {
         .collect()
 }
 
+/// The user's places from the maintained aggregate (two small reads: the run in progress and
+/// the aggregate, which counts every closed stay), the run in progress counted as a stay.
+pub async fn current_places(store: &dyn Store, p: &Project, user_id: &str) -> Result<Vec<Place>, ApiError> {
+    let (open, run_first) = stays::open_run(store, p, user_id).await?;
+    let mut agg = aggregate::current(store, p, user_id, run_first.as_deref()).await?;
+    if let Some(s) = open {
+        agg.fold(&s);
+    }
+    Ok(agg.places())
+}
+
 /// The insights of `kind` for a user (empty with too little history).
 pub async fn insights(store: &dyn Store, p: &Project, user_id: &str, kind: Kind) -> Result<Vec<Value>, ApiError> {
+    Ok(answer(&current_places(store, p, user_id).await?, kind))
+}
+
+/// The same from every stay, clustered from scratch (the reference the aggregate is held to).
+pub async fn insights_from_stays(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    kind: Kind,
+) -> Result<Vec<Value>, ApiError> {
     Ok(answer(&places(stays(store, p, user_id).await?), kind))
 }

@@ -20,6 +20,7 @@ use geo::{Buffer, ConvexHull, Coord, Dbscan, MultiPoint, Point};
 
 use super::stays::Stay;
 use crate::geometry::LngLat;
+use crate::time::Timestamp;
 
 /// Two stays whose centres are within this distance (meters) belong to the same place (DBSCAN's
 /// epsilon; chains of such stays too).
@@ -41,11 +42,17 @@ pub const DAY_MIN_SECONDS: i64 = 1800;
 const M_PER_DEG_LAT: f64 = 110_574.0;
 const M_PER_DEG_LNG_EQUATOR: f64 = 111_320.0;
 
-/// A place: stays clustered together, with what they add up to.
+/// A place: stays clustered together, with what they add up to (the figures the insight rules
+/// read, from all its stays or from the maintained aggregate alike).
 #[derive(Debug, Clone)]
 pub struct Place {
-    /// Its stays, in `start` order.
-    pub stays: Vec<Stay>,
+    /// How many stays it has.
+    pub stays: usize,
+    /// Id and start of its earliest stay (the place's id comes from it).
+    pub first_id: String,
+    pub first_start: Timestamp,
+    /// Its stay that ended last.
+    pub last: Stay,
     pub centre: LngLat,
     /// Closed ring, counter-clockwise, `[lng, lat]`.
     pub polygon: Vec<[f64; 2]>,
@@ -54,23 +61,27 @@ pub struct Place {
     pub weight: f64,
     /// Weekday (Monday-Friday) dwell weighted by recency (seconds).
     pub weekday_weight: f64,
-    /// Seconds between 22:00 and 06:00 local, by the date the night began on.
+    /// Seconds between 22:00 and 06:00 local, by the date the night began on (the aggregate
+    /// keeps only the nights the move rule can still look at).
     pub nights: BTreeMap<NaiveDate, i64>,
+    /// All its night seconds.
+    pub night_s: i64,
     /// Local dates with at least [`DAY_MIN_SECONDS`] there.
-    pub days: BTreeSet<NaiveDate>,
+    pub days: usize,
     /// Local dates a stay there began on (a visit counted per day, however short or long).
-    pub visit_days: BTreeSet<NaiveDate>,
-    /// By week (its Monday): weekday seconds and the weekdays with any.
-    pub weeks: BTreeMap<NaiveDate, (i64, BTreeSet<NaiveDate>)>,
+    pub visit_days: usize,
+    /// By week (its Monday): weekday seconds and the number of weekdays with any (the aggregate
+    /// keeps only the work rule's window).
+    pub weeks: BTreeMap<NaiveDate, (i64, usize)>,
 }
 
 /// Of a stay, in its local time (daylight saving time followed): night seconds by the date the
 /// night began, seconds by date, weekday seconds by week.
-struct Split {
-    nights: BTreeMap<NaiveDate, i64>,
-    per_day: BTreeMap<NaiveDate, i64>,
-    weeks: BTreeMap<NaiveDate, (i64, BTreeSet<NaiveDate>)>,
-    weekday_s: i64,
+pub(super) struct Split {
+    pub nights: BTreeMap<NaiveDate, i64>,
+    pub per_day: BTreeMap<NaiveDate, i64>,
+    pub weeks: BTreeMap<NaiveDate, (i64, BTreeSet<NaiveDate>)>,
+    pub weekday_s: i64,
 }
 
 pub fn is_weekend(d: Weekday) -> bool {
@@ -82,7 +93,7 @@ pub fn monday_of(d: NaiveDate) -> NaiveDate {
     d - Duration::days(d.weekday().num_days_from_monday().into())
 }
 
-fn split(s: &Stay) -> Split {
+pub(super) fn split(s: &Stay) -> Split {
     let zone = s.zone();
     let mut out = Split { nights: BTreeMap::new(), per_day: BTreeMap::new(), weeks: BTreeMap::new(), weekday_s: 0 };
     let (mut t, end) = (s.start.0, s.end.0);
@@ -111,22 +122,22 @@ fn split(s: &Stay) -> Split {
 }
 
 /// A local plane (meters) around a reference position.
-struct Plane {
+pub(super) struct Plane {
     lng0: f64,
     lat0: f64,
     kx: f64,
 }
 
 impl Plane {
-    fn around(ps: &[LngLat]) -> Self {
+    pub(super) fn around(ps: &[LngLat]) -> Self {
         let n = ps.len().max(1) as f64;
         let (lng0, lat0) = (ps.iter().map(|p| p.lng).sum::<f64>() / n, ps.iter().map(|p| p.lat).sum::<f64>() / n);
         Plane { lng0, lat0, kx: M_PER_DEG_LNG_EQUATOR * lat0.to_radians().cos().max(0.01) }
     }
-    fn to_xy(&self, p: LngLat) -> Point<f64> {
+    pub(super) fn to_xy(&self, p: LngLat) -> Point<f64> {
         Point::new((p.lng - self.lng0) * self.kx, (p.lat - self.lat0) * M_PER_DEG_LAT)
     }
-    fn to_lnglat(&self, c: Coord<f64>) -> [f64; 2] {
+    pub(super) fn to_lnglat(&self, c: Coord<f64>) -> [f64; 2] {
         [self.lng0 + c.x / self.kx, self.lat0 + c.y / M_PER_DEG_LAT]
     }
 }
@@ -181,8 +192,35 @@ pub fn places(mut stays: Vec<Stay>) -> Vec<Place> {
             out.push(place(&plane, &members, &weight_of));
         }
     }
-    out.sort_by(|a, b| b.weight.total_cmp(&a.weight).then_with(|| a.stays[0].id.cmp(&b.stays[0].id)));
+    out.sort_by(|a, b| b.weight.total_cmp(&a.weight).then_with(|| a.first_id.cmp(&b.first_id)));
     out
+}
+
+/// A place's polygon: the convex hull of the [`HULL_SHARE`] of its points (stay centres, each
+/// standing for `count` stays) nearest the centre, buffered by their median accuracy.
+pub(super) fn outline(plane: &Plane, centre_xy: Point<f64>, points: &[(Point<f64>, f64, usize)]) -> Vec<[f64; 2]> {
+    let dist = |a: Point<f64>, b: Point<f64>| (a.x() - b.x()).hypot(a.y() - b.y());
+    let mut near: Vec<&(Point<f64>, f64, usize)> = points.iter().collect();
+    near.sort_by(|a, b| dist(a.0, centre_xy).total_cmp(&dist(b.0, centre_xy)));
+    let n: usize = near.iter().map(|p| p.2).sum();
+    let keep = if n >= 10 { (n as f64 * HULL_SHARE).ceil() as usize } else { n };
+    let (mut taken, mut acc) = (0, Vec::new());
+    near.retain(|p| {
+        let take = taken < keep.max(1);
+        if take {
+            taken += p.2;
+            acc.extend(std::iter::repeat_n(p.1, p.2));
+        }
+        take
+    });
+    let margin = crate::stats::median(&mut acc).unwrap_or(0.0).clamp(MIN_BUFFER_M, MAX_BUFFER_M);
+    let hull = MultiPoint::new(near.iter().map(|p| p.0).collect()).convex_hull();
+    let corners = MultiPoint::new(hull.exterior().points().collect());
+    let mut shape = corners.buffer(margin).convex_hull();
+    if shape.exterior().0.len() < 4 {
+        shape = centre_xy.buffer(margin).convex_hull();
+    }
+    shape.exterior().coords().map(|&c| plane.to_lnglat(c)).collect()
 }
 
 fn place(plane: &Plane, members: &[(Point<f64>, &Stay)], weight_of: &dyn Fn(&Stay) -> f64) -> Place {
@@ -191,35 +229,30 @@ fn place(plane: &Plane, members: &[(Point<f64>, &Stay)], weight_of: &dyn Fn(&Sta
     // Weighted medoid.
     let cost = |k: usize| members.iter().zip(&weights).map(|((q, _), w)| w * dist(members[k].0, *q)).sum::<f64>();
     let medoid = (0..members.len()).map(|k| (k, cost(k))).min_by(|a, b| a.1.total_cmp(&b.1)).map_or(0, |(k, _)| k);
-    let centre_xy = members[medoid].0;
-    // Polygon: hull of the nearest HULL_SHARE of the stays, buffered by their accuracy.
-    let mut near: Vec<&(Point<f64>, &Stay)> = members.iter().collect();
-    near.sort_by(|a, b| dist(a.0, centre_xy).total_cmp(&dist(b.0, centre_xy)));
-    let keep = if near.len() >= 10 { (near.len() as f64 * HULL_SHARE).ceil() as usize } else { near.len() };
-    near.truncate(keep.max(1));
-    let mut acc: Vec<f64> = near.iter().map(|(_, s)| s.accuracy_m).collect();
-    let margin = crate::stats::median(&mut acc).unwrap_or(0.0).clamp(MIN_BUFFER_M, MAX_BUFFER_M);
-    let hull = MultiPoint::new(near.iter().map(|(p, _)| *p).collect()).convex_hull();
-    let corners = MultiPoint::new(hull.exterior().points().collect());
-    let mut shape = corners.buffer(margin).convex_hull();
-    if shape.exterior().0.len() < 4 {
-        shape = centre_xy.buffer(margin).convex_hull();
-    }
-    let polygon = shape.exterior().coords().map(|&c| plane.to_lnglat(c)).collect();
+    let points: Vec<(Point<f64>, f64, usize)> = members.iter().map(|(p, s)| (*p, s.accuracy_m, 1)).collect();
+    let polygon = outline(plane, members[medoid].0, &points);
+    let first = members.iter().map(|(_, s)| *s).min_by_key(|s| (s.start, &s.id)).expect("a place has stays");
+    let last = members.iter().map(|(_, s)| *s).max_by_key(|s| s.end).expect("a place has stays");
 
     let mut p = Place {
-        stays: members.iter().map(|(_, s)| (*s).clone()).collect(),
+        stays: members.len(),
+        first_id: first.id.clone(),
+        first_start: first.start,
+        last: last.clone(),
         centre: members[medoid].1.centre,
         polygon,
         dwell_s: 0,
         weight: weights.iter().sum(),
         weekday_weight: 0.0,
         nights: BTreeMap::new(),
-        days: BTreeSet::new(),
-        visit_days: BTreeSet::new(),
+        night_s: 0,
+        days: 0,
+        visit_days: 0,
         weeks: BTreeMap::new(),
     };
     let mut per_day: BTreeMap<NaiveDate, i64> = BTreeMap::new();
+    let mut visit_days = BTreeSet::new();
+    let mut weeks: BTreeMap<NaiveDate, (i64, BTreeSet<NaiveDate>)> = BTreeMap::new();
     for ((_, s), w) in members.iter().zip(&weights) {
         let sp = split(s);
         p.dwell_s += s.dwell_s();
@@ -228,18 +261,21 @@ fn place(plane: &Plane, members: &[(Point<f64>, &Stay)], weight_of: &dyn Fn(&Sta
         }
         for (d, secs) in sp.nights {
             *p.nights.entry(d).or_default() += secs;
+            p.night_s += secs;
         }
         for (d, secs) in sp.per_day {
             *per_day.entry(d).or_default() += secs;
         }
         for (wk, (secs, days)) in sp.weeks {
-            let e = p.weeks.entry(wk).or_default();
+            let e = weeks.entry(wk).or_default();
             e.0 += secs;
             e.1.extend(days);
         }
-        p.visit_days.insert(s.zone().local(s.start.0).date());
+        visit_days.insert(s.zone().local(s.start.0).date());
     }
-    p.days = per_day.into_iter().filter(|(_, s)| *s >= DAY_MIN_SECONDS).map(|(d, _)| d).collect();
+    p.days = per_day.values().filter(|s| **s >= DAY_MIN_SECONDS).count();
+    p.visit_days = visit_days.len();
+    p.weeks = weeks.into_iter().map(|(wk, (secs, days))| (wk, (secs, days.len()))).collect();
     p
 }
 
@@ -264,7 +300,7 @@ mod tests {
         stays.push(stay(14, 14, 400.0)); // elsewhere
         let ps = places(stays);
         assert_eq!(ps.len(), 2);
-        assert_eq!(ps[0].stays.len(), 13);
+        assert_eq!(ps[0].stays, 13);
         assert_eq!(ps[0].centre, LngLat { lng: 13.4, lat: 52.52 }, "the medoid is a real stay");
         let ring = &ps[0].polygon;
         assert!(ring.len() >= 4 && ring.first() == ring.last(), "{ring:?}");
@@ -272,6 +308,6 @@ mod tests {
         let reach = ring.iter().map(|c| ps[0].centre.distance_m(LngLat { lng: c[0], lat: c[1] })).fold(0.0, f64::max);
         assert!((11.0..13.5).contains(&reach), "{reach}");
         assert!(ps[1].polygon.len() >= 4);
-        assert_eq!(ps[0].days.len(), 13);
+        assert_eq!(ps[0].days, 13);
     }
 }

@@ -180,10 +180,12 @@ pub(crate) fn run_pk(pid: &str, uid: &str) -> String {
     format!("{pid}#SS#{uid}")
 }
 
-/// What a range of new fixes changes: the run in progress (a state, written in the processor's
-/// transaction) and the stays it closed (facts with deterministic ids: the first fix's id).
+/// What a range of new fixes changes: the run in progress and the places aggregate (states,
+/// written in the processor's transaction) and the stays it closed (facts with deterministic
+/// ids: the first fix's id).
 pub struct InsightsPlan {
     pub run: WriteOp,
+    pub aggregate: Option<WriteOp>,
     pub stays: Vec<Item>,
 }
 
@@ -205,7 +207,20 @@ pub async fn plan(store: &dyn Store, p: &Project, user_id: &str, fixes: &[Locati
     };
     let stays_pk = stays_pk(&p.project_id, user_id);
     let stays = closed.iter().map(|s| to_item(&stays_pk, &s.id, s)).collect::<Result<Vec<_>, _>>()?;
-    Ok(InsightsPlan { run: run_op, stays })
+    let aggregate = super::aggregate::plan(store, p, user_id, &closed).await?;
+    Ok(InsightsPlan { run: run_op, aggregate, stays })
+}
+
+/// The run in progress as committed: its stay, if long enough, and the id of its first fix
+/// (every stay closed before it has a smaller id).
+pub async fn open_run(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+) -> Result<(Option<Stay>, Option<String>), ApiError> {
+    let run: Option<Run> =
+        store.get(Table::Main, &run_pk(&p.project_id, user_id), "-").await?.map(from_item).transpose()?;
+    Ok(run.map_or((None, None), |r| (r.stay(None), r.first.as_ref().map(|f| f.id.clone()))))
 }
 
 /// The user's stays, the run in progress included when it is long enough.

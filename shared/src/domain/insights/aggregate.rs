@@ -1,0 +1,477 @@
+//! The per-user places aggregate: what the insight rules need of every stay, kept up to date as
+//! stays close, so that an insights request reads a few small items instead of every stay.
+//!
+//! One item per user (`<project>#IA#<user>`): up to [`MAX_PLACES`] places, each with up to
+//! [`MAX_ANCHORS`] *anchors* (the mean centre of the stays within [`ANCHOR_M`] of it, with their
+//! recency-weighted dwell, count and accuracy), its totals (dwell, weighted dwell,
+//! weekday weighted dwell, night seconds, days, visit days), and only the recent figures the rules
+//! can still look at: the latest [`MOVE_NIGHTS`] nights of 3 hours or more there (a move), the
+//! weeks of the work window, and the local dates a later stay could still add to. Weights are
+//! kept decayed to the end of the latest stay counted (`at`) and decayed further as it moves.
+//!
+//! A stay joins the place with an anchor within [`PLACE_RADIUS_M`] of its centre (places that it
+//! links are merged: single linkage, as the clustering of all stays), else starts one. A place's
+//! centre is the weighted medoid of its anchors, its polygon their hull, as [`super::places`]
+//! does with every stay. Beyond [`MAX_PLACES`] the place of least weighted dwell is dropped.
+//!
+//! The processor folds the stays a pass closes (in id order, that is start order; a stay at or
+//! before `upto` is counted already) and writes the item in the pass's transaction, checked on
+//! its `version`, so a concurrent writer makes the pass redo rather than lose an update. A user
+//! with stays and no item (history from before it existed) gets one built from the stays, once.
+//! The run in progress is folded at read time, into a copy.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{Datelike, Duration, NaiveDate};
+use geo::Point;
+use serde::{Deserialize, Serialize};
+
+use super::places::{self, DAY_MIN_SECONDS, HALF_LIFE_DAYS, PLACE_RADIUS_M, Place, Plane, monday_of};
+use super::stays::{Stay, stays_pk};
+use super::{MOVE_NIGHTS, NIGHT_MIN_SECONDS, WORK_WINDOW_WEEKS};
+use crate::auth::Project;
+use crate::domain::locations::Location;
+use crate::error::ApiError;
+use crate::geometry::LngLat;
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::time::Timestamp;
+
+/// Most places kept per user (the least weighted goes beyond).
+pub const MAX_PLACES: usize = 32;
+/// Most anchors per place (beyond, the two nearest are merged).
+pub const MAX_ANCHORS: usize = 8;
+/// A stay within this distance (meters) of an anchor's centre is counted on it.
+pub const ANCHOR_M: f64 = 10.0;
+/// Local dates this many days or more before the latest stay's start can gain no more time (a
+/// stay starts after the previous one; the margin covers a change of time zone).
+const SETTLE_DAYS: i64 = 2;
+
+pub fn aggregate_pk(pid: &str, uid: &str) -> String {
+    format!("{pid}#IA#{uid}")
+}
+
+/// An anchor: `[lng, lat (the mean of its stays' centres), weighted dwell (s), stays, sum of
+/// their accuracies (m)]`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+struct Anchor(f64, f64, f64, u32, f64);
+
+impl Anchor {
+    fn at(&self) -> LngLat {
+        LngLat { lng: self.0, lat: self.1 }
+    }
+    /// Take another's stays in: its centre moves to the mean of all their centres (less noisy
+    /// than any one short stay's, and never more than [`ANCHOR_M`] from a merged one).
+    fn absorb(&mut self, o: Anchor) {
+        let (n, m) = (f64::from(self.3), f64::from(o.3));
+        self.0 = (self.0 * n + o.0 * m) / (n + m).max(1.0);
+        self.1 = (self.1 * n + o.1 * m) / (n + m).max(1.0);
+        self.2 += o.2;
+        self.3 += o.3;
+        self.4 += o.4;
+    }
+}
+
+/// One place of the aggregate (short field names: the item is read on every request).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Agg {
+    #[serde(rename = "i")]
+    first_id: String,
+    #[serde(rename = "s")]
+    first_start: Timestamp,
+    #[serde(rename = "n")]
+    stays: u32,
+    #[serde(rename = "a")]
+    anchors: Vec<Anchor>,
+    #[serde(rename = "d")]
+    dwell_s: i64,
+    #[serde(rename = "w")]
+    weight: f64,
+    #[serde(rename = "k")]
+    weekday_weight: f64,
+    /// Recent nights (see [`Aggregate::settle`]).
+    #[serde(rename = "g", default)]
+    nights: BTreeMap<NaiveDate, i64>,
+    #[serde(rename = "t")]
+    night_s: i64,
+    /// Settled days with [`DAY_MIN_SECONDS`] there ...
+    #[serde(rename = "y")]
+    days: u32,
+    /// ... and seconds of the dates not settled yet.
+    #[serde(rename = "p", default)]
+    per_day: BTreeMap<NaiveDate, i64>,
+    /// Settled visit days, and the visit dates not settled yet.
+    #[serde(rename = "v")]
+    visit_days: u32,
+    #[serde(rename = "u", default)]
+    visits: BTreeSet<NaiveDate>,
+    /// Weeks of the work window: weekday seconds and weekdays with any (bits, Monday first).
+    #[serde(rename = "x", default)]
+    weeks: BTreeMap<NaiveDate, (i64, u8)>,
+    /// Its stay that ended last (its last fix cut to what an answer shows).
+    #[serde(rename = "l")]
+    last: Stay,
+}
+
+/// A user's places aggregate.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Aggregate {
+    #[serde(default)]
+    pub version: u64,
+    /// Id of the newest stay counted.
+    #[serde(default)]
+    pub upto: Option<String>,
+    /// End of the latest stay counted: the weights are decayed to it.
+    #[serde(default)]
+    at: Option<Timestamp>,
+    /// Local dates before this are settled.
+    #[serde(default)]
+    settled: Option<NaiveDate>,
+    #[serde(default)]
+    places: Vec<Agg>,
+}
+
+fn decay(from: Timestamp, to: Timestamp) -> f64 {
+    let days = (to.0 - from.0).num_seconds() as f64 / 86_400.0;
+    0.5f64.powf(days / HALF_LIFE_DAYS)
+}
+
+/// The fields of a stay's last fix that an answer shows (`last_visited`), the rest dropped.
+fn brief(l: &Location) -> Location {
+    let v = serde_json::json!({
+        "id": l.id, "coordinates": l.coordinates, "recorded_at": l.recorded_at, "created_at": l.created_at,
+        "accuracy": l.accuracy, "horizontal_accuracy": l.horizontal_accuracy, "altitude": l.altitude,
+    });
+    serde_json::from_value(v).unwrap_or_else(|_| l.clone())
+}
+
+impl Agg {
+    fn new(s: &Stay) -> Self {
+        Agg {
+            first_id: s.id.clone(),
+            first_start: s.start,
+            stays: 0,
+            anchors: Vec::new(),
+            dwell_s: 0,
+            weight: 0.0,
+            weekday_weight: 0.0,
+            nights: BTreeMap::new(),
+            night_s: 0,
+            days: 0,
+            per_day: BTreeMap::new(),
+            visit_days: 0,
+            visits: BTreeSet::new(),
+            weeks: BTreeMap::new(),
+            last: Stay { last: brief(&s.last), ..s.clone() },
+        }
+    }
+
+    fn near(&self, c: LngLat) -> bool {
+        self.anchors.iter().any(|a| a.at().distance_m(c) <= PLACE_RADIUS_M)
+    }
+
+    fn scale(&mut self, f: f64) {
+        self.weight *= f;
+        self.weekday_weight *= f;
+        for a in &mut self.anchors {
+            a.2 *= f;
+        }
+    }
+
+    /// Count stay `s` of weighted dwell `w`.
+    fn add(&mut self, s: &Stay, w: f64) {
+        let nearest = self
+            .anchors
+            .iter_mut()
+            .map(|a| (a.at().distance_m(s.centre), a))
+            .filter(|(d, _)| *d <= ANCHOR_M)
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        match nearest {
+            Some((_, a)) => a.absorb(Anchor(s.centre.lng, s.centre.lat, w, 1, s.accuracy_m)),
+            None => self.anchors.push(Anchor(s.centre.lng, s.centre.lat, w, 1, s.accuracy_m)),
+        }
+        self.cap_anchors();
+        let sp = places::split(s);
+        self.stays += 1;
+        self.dwell_s += s.dwell_s();
+        self.weight += w;
+        if s.dwell_s() > 0 {
+            self.weekday_weight += w * sp.weekday_s as f64 / s.dwell_s() as f64;
+        }
+        for (d, secs) in sp.nights {
+            *self.nights.entry(d).or_default() += secs;
+            self.night_s += secs;
+        }
+        for (d, secs) in sp.per_day {
+            *self.per_day.entry(d).or_default() += secs;
+        }
+        for (wk, (secs, days)) in sp.weeks {
+            let e = self.weeks.entry(wk).or_default();
+            e.0 += secs;
+            for d in days {
+                e.1 |= 1 << d.weekday().num_days_from_monday();
+            }
+        }
+        self.visits.insert(s.zone().local(s.start.0).date());
+        if (s.start, &s.id) < (self.first_start, &self.first_id) {
+            (self.first_start, self.first_id) = (s.start, s.id.clone());
+        }
+        if s.end >= self.last.end {
+            self.last = Stay { last: brief(&s.last), ..s.clone() };
+        }
+    }
+
+    /// Merge the two nearest anchors while there are too many: the anchors keep covering the
+    /// place's extent (merging the lightest would shrink a sprawling place, and stays at its
+    /// edge would start places of their own).
+    fn cap_anchors(&mut self) {
+        while self.anchors.len() > MAX_ANCHORS {
+            let mut best = (f64::MAX, 0, 1);
+            for i in 0..self.anchors.len() {
+                for j in i + 1..self.anchors.len() {
+                    let d = self.anchors[i].at().distance_m(self.anchors[j].at());
+                    if d < best.0 {
+                        best = (d, i, j);
+                    }
+                }
+            }
+            let gone = self.anchors.remove(best.2);
+            self.anchors[best.1].absorb(gone);
+        }
+    }
+
+    fn merge(&mut self, o: Agg) {
+        self.anchors.extend(o.anchors);
+        self.cap_anchors();
+        self.stays += o.stays;
+        self.dwell_s += o.dwell_s;
+        self.weight += o.weight;
+        self.weekday_weight += o.weekday_weight;
+        for (d, secs) in o.nights {
+            *self.nights.entry(d).or_default() += secs;
+        }
+        self.night_s += o.night_s;
+        self.days += o.days;
+        for (d, secs) in o.per_day {
+            *self.per_day.entry(d).or_default() += secs;
+        }
+        self.visit_days += o.visit_days;
+        self.visits.extend(o.visits);
+        for (wk, (secs, bits)) in o.weeks {
+            let e = self.weeks.entry(wk).or_default();
+            e.0 += secs;
+            e.1 |= bits;
+        }
+        if (o.first_start, &o.first_id) < (self.first_start, &self.first_id) {
+            (self.first_start, self.first_id) = (o.first_start, o.first_id);
+        }
+        if o.last.end > self.last.end {
+            self.last = o.last;
+        }
+    }
+
+    /// Fold dates before `cut` into the counts; keep the nights and weeks the rules can use.
+    fn settle(&mut self, cut: NaiveDate, first_week: Option<NaiveDate>) {
+        let recent = self.per_day.split_off(&cut);
+        self.days += self.per_day.values().filter(|s| **s >= DAY_MIN_SECONDS).count() as u32;
+        self.per_day = recent;
+        let recent = self.visits.split_off(&cut);
+        self.visit_days += self.visits.len() as u32;
+        self.visits = recent;
+        // A settled night shorter than NIGHT_MIN_SECONDS is nobody's night; of the others, the
+        // move rule looks at most at the latest MOVE_NIGHTS (see `super::night_places`).
+        let recent = self.nights.split_off(&cut);
+        let kept: Vec<(NaiveDate, i64)> = self
+            .nights
+            .iter()
+            .rev()
+            .filter(|(_, s)| **s >= NIGHT_MIN_SECONDS)
+            .take(MOVE_NIGHTS)
+            .map(|(d, s)| (*d, *s))
+            .collect();
+        self.nights = kept.into_iter().chain(recent).collect();
+        if let Some(first) = first_week {
+            self.weeks = self.weeks.split_off(&first);
+        }
+    }
+
+    /// The place as the insight rules read it.
+    fn place(&self) -> Place {
+        let weights: Vec<f64> = self.anchors.iter().map(|a| a.2.max(1e-9)).collect();
+        let cost = |k: usize| {
+            let c = self.anchors[k].at();
+            self.anchors.iter().zip(&weights).map(|(a, w)| w * c.distance_m(a.at())).sum::<f64>()
+        };
+        let medoid =
+            (0..self.anchors.len()).map(|k| (k, cost(k))).min_by(|a, b| a.1.total_cmp(&b.1)).map_or(0, |(k, _)| k);
+        let centre = self.anchors.get(medoid).map_or(self.last.centre, Anchor::at);
+        let at: Vec<LngLat> = self.anchors.iter().map(Anchor::at).collect();
+        let plane = Plane::around(&at);
+        let points: Vec<(Point<f64>, f64, usize)> =
+            self.anchors.iter().map(|a| (plane.to_xy(a.at()), a.4 / f64::from(a.3.max(1)), a.3 as usize)).collect();
+        Place {
+            stays: self.stays as usize,
+            first_id: self.first_id.clone(),
+            first_start: self.first_start,
+            last: self.last.clone(),
+            centre,
+            polygon: places::outline(&plane, plane.to_xy(centre), &points),
+            dwell_s: self.dwell_s,
+            weight: self.weight,
+            weekday_weight: self.weekday_weight,
+            nights: self.nights.clone(),
+            night_s: self.night_s,
+            days: self.days as usize + self.per_day.values().filter(|s| **s >= DAY_MIN_SECONDS).count(),
+            visit_days: self.visit_days as usize + self.visits.len(),
+            weeks: self.weeks.iter().map(|(w, (secs, bits))| (*w, (*secs, bits.count_ones() as usize))).collect(),
+        }
+    }
+}
+
+impl Aggregate {
+    /// Count stay `s`, unless it is at or before `upto` (counted already). Stays come in id
+    /// (start) order: the processor closes them so.
+    pub fn fold(&mut self, s: &Stay) {
+        if self.upto.as_ref().is_some_and(|u| s.id <= *u) {
+            return;
+        }
+        self.upto = Some(s.id.clone());
+        // Decay everything to the latest end; a stay ending earlier weighs its own age.
+        let at = match self.at {
+            Some(at) if at >= s.end => at,
+            Some(at) => {
+                let f = decay(at, s.end);
+                self.places.iter_mut().for_each(|p| p.scale(f));
+                s.end
+            }
+            None => s.end,
+        };
+        self.at = Some(at);
+        let w = s.dwell_s() as f64 * decay(s.end, at);
+        // The places it links: the earliest takes the others in.
+        let linked: Vec<usize> = (0..self.places.len()).filter(|&i| self.places[i].near(s.centre)).collect();
+        let by_age = |p: &Agg| (p.first_start, p.first_id.clone());
+        let target = match linked.iter().copied().min_by_key(|&i| by_age(&self.places[i])) {
+            None => {
+                self.places.push(Agg::new(s));
+                self.places.len() - 1
+            }
+            Some(keep) => {
+                let others: Vec<Agg> =
+                    linked.iter().rev().filter(|&&i| i != keep).map(|&i| self.places.remove(i)).collect();
+                let keep = keep - linked.iter().filter(|&&i| i < keep).count();
+                for o in others {
+                    self.places[keep].merge(o);
+                }
+                keep
+            }
+        };
+        self.places[target].add(s, w);
+        self.settle(s);
+        if self.places.len() > MAX_PLACES
+            && let Some(i) =
+                (0..self.places.len()).min_by(|&a, &b| self.places[a].weight.total_cmp(&self.places[b].weight))
+        {
+            self.places.remove(i);
+        }
+    }
+
+    fn settle(&mut self, newest: &Stay) {
+        let cut = newest.zone().local(newest.start.0).date() - Duration::days(SETTLE_DAYS);
+        let cut = self.settled.map_or(cut, |c| c.max(cut));
+        self.settled = Some(cut);
+        let first_week = self
+            .places
+            .iter()
+            .map(|p| &p.last)
+            .max_by_key(|s| s.end)
+            .map(|s| monday_of(s.zone().local(s.end.0).date()) - Duration::weeks(WORK_WINDOW_WEEKS - 1));
+        for p in &mut self.places {
+            p.settle(cut, first_week);
+        }
+    }
+
+    /// The places, most weight first (as [`places::places`] orders them).
+    pub fn places(&self) -> Vec<Place> {
+        let mut out: Vec<Place> = self.places.iter().map(Agg::place).collect();
+        out.sort_by(|a, b| b.weight.total_cmp(&a.weight).then_with(|| a.first_id.cmp(&b.first_id)));
+        out
+    }
+
+    /// An aggregate of these stays, from scratch.
+    pub fn build<'a>(stays: impl IntoIterator<Item = &'a Stay>) -> Self {
+        let mut sorted: Vec<&Stay> = stays.into_iter().collect();
+        sorted.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut agg = Aggregate::default();
+        for s in sorted {
+            agg.fold(s);
+        }
+        agg
+    }
+}
+
+/// The user's aggregate as stored, if any.
+pub async fn read(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<Aggregate>, ApiError> {
+    Ok(store.get(Table::Main, &aggregate_pk(&p.project_id, user_id), "-").await?.map(from_item).transpose()?)
+}
+
+async fn all_stays(store: &dyn Store, p: &Project, user_id: &str) -> Result<Vec<Stay>, ApiError> {
+    let q = Query::new(stays_pk(&p.project_id, user_id), SkRange::All);
+    Ok(store.query(Table::Main, &q).await?.items.into_iter().map(from_item).collect::<Result<_, _>>()?)
+}
+
+/// The write that counts `closed` (the stays a processor pass closes, in order): a put checked
+/// on the version read, for the pass's transaction. A user without an aggregate gets one built
+/// from the stays stored (those of an earlier attempt at this pass among them) and `closed`.
+pub async fn plan(store: &dyn Store, p: &Project, user_id: &str, closed: &[Stay]) -> Result<Option<WriteOp>, ApiError> {
+    if closed.is_empty() {
+        return Ok(None);
+    }
+    let (mut agg, cond) = match read(store, p, user_id).await? {
+        Some(a) => {
+            let v = a.version;
+            (a, Cond::Equals("version", v.into()))
+        }
+        None => {
+            let mut stored: BTreeMap<String, Stay> =
+                all_stays(store, p, user_id).await?.into_iter().map(|s| (s.id.clone(), s)).collect();
+            stored.extend(closed.iter().map(|s| (s.id.clone(), s.clone())));
+            (Aggregate::build(stored.values()), Cond::NotExists)
+        }
+    };
+    for s in closed {
+        agg.fold(s);
+    }
+    agg.version += 1;
+    Ok(Some(WriteOp::Put {
+        table: Table::Main,
+        item: to_item(&aggregate_pk(&p.project_id, user_id), "-", &agg)?,
+        cond,
+    }))
+}
+
+/// The aggregate for an answer: as stored, or for a user without one, built from the stays the
+/// committed run says are closed (those before its first fix) and stored if still absent (a
+/// processor pass that got in first wins; it counts the same stays).
+pub async fn current(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    run_first: Option<&str>,
+) -> Result<Aggregate, ApiError> {
+    if let Some(a) = read(store, p, user_id).await? {
+        return Ok(a);
+    }
+    let stays = all_stays(store, p, user_id).await?;
+    let closed = stays.iter().filter(|s| run_first.is_none_or(|f| s.id.as_str() < f));
+    let mut agg = Aggregate::build(closed);
+    if agg.upto.is_none() {
+        return Ok(agg);
+    }
+    agg.version = 1;
+    let item = to_item(&aggregate_pk(&p.project_id, user_id), "-", &agg)?;
+    match store.put(Table::Main, item, Cond::NotExists).await {
+        Ok(()) => Ok(agg),
+        Err(StoreError::ConditionFailed) => Ok(read(store, p, user_id).await?.unwrap_or(agg)),
+        Err(e) => Err(e.into()),
+    }
+}
