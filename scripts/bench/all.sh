@@ -89,7 +89,7 @@ export WM_USER
 run_wrk waymark_get -t2 -c32 -s scripts/bench/get.lua "$url/v1/api/user/"
 run_wrk waymark_get_one -t2 -c32 -s scripts/bench/get.lua "$url/v1/api/user/?user_id=$WM_USER"
 # Every other kind of read, on seeded data, for the same time each (READ_DURATION).
-python3 scripts/bench/seed_reads.py "$url" "$WM_USER" >"$out/reads"
+python3 scripts/bench/seed_reads.py "$url" >"$out/reads"
 while read -r name path; do
   wrk -d1s -t2 -c32 -s scripts/bench/get.lua "$url$path" >/dev/null
   wrk -d"$read_dur" --latency -t2 -c32 -s scripts/bench/get.lua "$url$path" >"$out/read_$name"

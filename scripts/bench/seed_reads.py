@@ -1,10 +1,11 @@
 """Seed `waymark serve` for the read endpoints all.sh measures, then print one `name path` line
 per endpoint (GET, secret key).
 
-The user gets a drive of 200 fixes through 50 circular fences (so it has history, events and
-stays), and 10 trips; the paths are what a dashboard asks for.
+A user of its own (the ingest run's user stays as it was) gets a drive of 200 fixes through 50
+circular fences (so it has history and events) and 10 trips; the paths are what a dashboard
+asks for.
 
-Usage: seed_reads.py BASE_URL USER_ID   (key from WM_KEY)
+Usage: seed_reads.py BASE_URL   (key from WM_KEY)
 """
 import datetime
 import json
@@ -12,7 +13,7 @@ import os
 import sys
 import urllib.request
 
-base, user = sys.argv[1], sys.argv[2]
+base = sys.argv[1]
 key = os.environ["WM_KEY"]
 
 
@@ -24,6 +25,7 @@ def call(method, path, body=None):
 
 
 LNG, LAT = 13.40, 52.50
+user = call("POST", "/v1/api/user/", {"app_type": 1, "device_token": "bench-reads"})["data"]["user_id"]
 call("PUT", "/v1/api/user/", {"user_id": user, "geofence_events": True, "location_events": True})
 for k in range(50):
     call("POST", "/v1/api/geofence/", {"coordinates": [LNG + k * 0.002, LAT], "geometry_type": "circle",
