@@ -194,6 +194,9 @@ const BEYOND_EVENTS: &[(&str, &str, &str, &str)] = &[
     // key just before, so these read-only functions' events never need to.
     ("SearchFunction", "MainTable", "dynamodb:PutItem", "a key's last_used_at, hourly"),
     ("InsightsFunction", "MainTable", "dynamodb:PutItem", "a key's last_used_at, hourly"),
+    // Only for a user whose stays predate the places aggregate: the first request builds it from
+    // them (domain::insights::aggregate); the routine's ingest has built it already.
+    ("InsightsFunction", "MainTable", "dynamodb:Query", "stays read once to build a missing aggregate"),
     // Only when an ingest raced an erasure: its processing pass deletes the fixes it stored.
     ("LocationsFunction", "LocationsTable", "dynamodb:BatchWriteItem", "fixes stored for an erased user"),
 ];
