@@ -27,6 +27,18 @@ fn dynamo_prefix() -> String {
 static TABLES_READY: AtomicBool = AtomicBool::new(false);
 
 /// A DynamoDB Local store with this process's tables (see [`store`]).
+/// An app on `backend` and a reading of the capacity units its store has consumed so far (always
+/// 0 on the embedded store), for the cost measurements.
+pub async fn metered_app(backend: Backend) -> (TestApp, Box<dyn Fn() -> f64>) {
+    if matches!(backend, Backend::DynamoDb) {
+        let store = dynamo_store().await;
+        let app = TestApp::with_state(shared::AppState::new(store.clone())).await;
+        (app, Box::new(move || store.consumed_capacity()))
+    } else {
+        (TestApp::new(backend).await, Box::new(|| 0.0))
+    }
+}
+
 pub async fn dynamo_store() -> DynamoStore {
     assert!(
         std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_some(),

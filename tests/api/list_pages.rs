@@ -299,13 +299,7 @@ async fn user_page_cost_does_not_grow_with_the_page_number() {
         if n == 0 || (dynamo && std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_none()) {
             continue;
         }
-        let (app, units): (TestApp, Box<dyn Fn() -> f64>) = if dynamo {
-            let store = crate::helpers::dynamo_store().await;
-            let app = TestApp::with_state(shared::AppState::new(store.clone())).await;
-            (app, Box::new(move || store.consumed_capacity()))
-        } else {
-            (TestApp::new(backend).await, Box::new(|| 0.0))
-        };
+        let (app, units) = crate::helpers::metered_app(backend).await;
         let p = project(&app);
         let s = app.state.store.clone();
         let t = Instant::now();
