@@ -17,11 +17,13 @@ pub mod events;
 pub mod gps;
 pub mod json;
 pub mod link;
+mod list;
 mod progress;
 pub mod render;
 pub mod route;
 mod smooth;
 
+pub use list::{ListFilter, list_v1, list_v2};
 pub use progress::{TripPlan, plan as plan_progress};
 
 use serde::{Deserialize, Serialize};
@@ -33,8 +35,7 @@ use crate::domain::locations::{Location, locations_pk};
 use crate::domain::{list_pages, users};
 use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id, random_hex};
-use crate::metadata::{self, MetadataFilter};
-use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
+use crate::metadata;
 use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
@@ -888,85 +889,6 @@ pub async fn trip_locations_since(
         }
     }
     Ok(locs)
-}
-
-/// Filters of the v1/v3 list.
-#[derive(Debug, Default)]
-pub struct ListFilter {
-    pub user_id: Option<String>,
-    pub range: Option<DateRange>,
-    pub metadata: Option<MetadataFilter>,
-}
-
-/// v1/v3 trips newest first (as Roam lists them), one page.
-pub async fn list_v1(
-    store: &dyn Store,
-    p: &Project,
-    f: &ListFilter,
-    page: PageNumber,
-) -> Result<(Vec<Trip>, PageInfo), ApiError> {
-    let sk = f.range.map(|r| id_range(&r)).map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
-    let keep = |t: &Trip| {
-        f.user_id.as_ref().is_none_or(|u| t.user_id.as_ref() == Some(u))
-            && f.metadata.as_ref().is_none_or(|m| m.matches(t.metadata.as_ref()))
-    };
-    let filtered = f.user_id.is_some() || f.metadata.is_some();
-    let keep_ref: Option<&(dyn Fn(&Trip) -> bool + Sync)> = if filtered { Some(&keep) } else { None };
-    let pk = trips_pk(&p.project_id, Api::V1);
-    let (mut list, info) = if filtered {
-        list_page_in(store, Table::Main, &pk, sk, page, keep_ref, Order::NewestFirst).await?
-    } else {
-        let ids = f.range.map(|r| id_range(&r));
-        list_pages::page(store, Table::Main, &pk, ids, page, Order::NewestFirst).await?
-    };
-    for t in &mut list {
-        load_events(store, p, t).await?;
-    }
-    Ok((list, info))
-}
-
-/// Cursor paging of v2 trips, newest first (`starting_after`: older than that trip;
-/// `ending_before`: newer than it).
-pub async fn list_v2(
-    store: &dyn Store,
-    p: &Project,
-    user_id: Option<&str>,
-    state: Option<TripState>,
-    starting_after: Option<&str>,
-    ending_before: Option<&str>,
-    limit: usize,
-) -> Result<(Vec<Trip>, bool), ApiError> {
-    let pk = trips_pk(&p.project_id, Api::V2);
-    let newer_first = ending_before.is_none();
-    let mut q = Query::new(&pk, SkRange::All).limit(100);
-    if newer_first {
-        q = q.descending();
-    }
-    q.after = starting_after.or(ending_before).map(str::to_owned);
-    let keep = |t: &Trip| user_id.is_none_or(|u| t.user_id.as_deref() == Some(u)) && state.is_none_or(|s| t.state == s);
-    let mut out = Vec::new();
-    loop {
-        let page = store.query(Table::Main, &q).await?;
-        for item in page.items {
-            let t: Trip = from_item(item)?;
-            if keep(&t) {
-                out.push(t);
-            }
-        }
-        if out.len() > limit || page.last_sk.is_none() {
-            break;
-        }
-        q.after = page.last_sk;
-    }
-    let has_more = out.len() > limit;
-    out.truncate(limit);
-    for t in &mut out {
-        load_events(store, p, t).await?;
-    }
-    if !newer_first {
-        out.reverse();
-    }
-    Ok((out, has_more))
 }
 
 /// Resolve a tracking token to its trip (None when unknown or the trip is deleted).
