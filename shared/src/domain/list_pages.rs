@@ -256,6 +256,22 @@ async fn count_cell(store: &dyn Store, table: Table, pk: &str, cell: &str) -> Re
     Err(StoreError::ConditionFailed)
 }
 
+/// One page of a counted list, `keep` being the caller's filter if any: without one, by the counts
+/// ([`page`]); a filter cannot be counted ahead, so with one the range is read and filtered.
+pub async fn page_where<T: DeserializeOwned>(
+    store: &dyn Store,
+    table: Table,
+    pk: &str,
+    range: Option<(String, String)>,
+    page_number: PageNumber,
+    keep: Option<&(dyn Fn(&T) -> bool + Sync)>,
+    order: Order,
+) -> Result<(Vec<T>, PageInfo), StoreError> {
+    let Some(keep) = keep else { return page(store, table, pk, range, page_number, order).await };
+    let sk = range.map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
+    crate::paging::list_page_in(store, table, pk, sk, page_number, Some(keep), order).await
+}
+
 /// Page `page` of the list at `pk` (sort keys: ids) within the ids `range` (inclusive bounds;
 /// the whole list when None), in `order`, with its paging fields: the same answer as counting
 /// the range and skipping, at the cost of a walk down the counters and a page.

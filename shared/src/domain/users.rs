@@ -13,8 +13,8 @@ use crate::auth::Project;
 use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
-use crate::paging::{Order, PageInfo, PageNumber, list_page};
-use crate::store::{Cond, SkRange, Store, StoreError, Table, get_as, to_item};
+use crate::paging::{Order, PageInfo, PageNumber};
+use crate::store::{Cond, Store, StoreError, Table, get_as, to_item};
 use crate::time::{DateRange, Timestamp};
 
 use super::locations::{Location, location_json};
@@ -277,13 +277,9 @@ pub async fn list(
 ) -> Result<(Vec<User>, PageInfo), ApiError> {
     let pk = users_pk(&p.project_id);
     let ids = range.map(|r| id_range(&r));
-    let Some(f) = filter else {
-        return Ok(super::list_pages::page(store, Table::Main, &pk, ids, page, Order::OldestFirst).await?);
-    };
-    // A metadata filter cannot be counted ahead: the range is read and filtered.
-    let sk = ids.map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
-    let keep = move |u: &User| f.matches(u.metadata.as_ref());
-    Ok(list_page(store, Table::Main, &pk, sk, page, Some(&keep)).await?)
+    let keep = filter.map(|f| move |u: &User| f.matches(u.metadata.as_ref()));
+    let keep = keep.as_ref().map(|k| k as &(dyn Fn(&User) -> bool + Sync));
+    Ok(super::list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::OldestFirst).await?)
 }
 
 /// `<project_id>_<1 or 2>`.

@@ -27,7 +27,7 @@ use crate::error::ApiError;
 use crate::geometry::{GeoPoint, GeoPolygon, LngLat};
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
-use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
+use crate::paging::{Order, PageInfo, PageNumber};
 use crate::store::{
     Cond, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item,
 };
@@ -711,7 +711,6 @@ pub async fn list(
     f: &ListFilter,
     page: PageNumber,
 ) -> Result<(Vec<Geofence>, PageInfo), ApiError> {
-    let sk = f.range.map(|r| id_range(&r)).map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
     let keep = |g: &Geofence| {
         f.color_code.as_ref().is_none_or(|c| g.color_code.as_ref().is_some_and(|gc| gc.eq_ignore_ascii_case(c)))
             && f.tag.as_ref().is_none_or(|t| g.tag.as_ref() == Some(t))
@@ -726,13 +725,11 @@ pub async fn list(
         || f.metadata.is_some()
         || f.user_id.is_some()
         || f.group_id.is_some();
-    let pk = fences_pk(&p.project_id);
-    // Newest first, as Roam lists them. Filters cannot be counted ahead: the range is read.
-    if !filtered {
-        let ids = f.range.map(|r| id_range(&r));
-        return Ok(list_pages::page(store, Table::Main, &pk, ids, page, Order::NewestFirst).await?);
-    }
-    Ok(list_page_in(store, Table::Main, &pk, sk, page, Some(&keep), Order::NewestFirst).await?)
+    let keep = filtered.then_some(&keep as &(dyn Fn(&Geofence) -> bool + Sync));
+    // Newest first, as Roam lists them.
+    let ids = f.range.map(|r| id_range(&r));
+    Ok(list_pages::page_where(store, Table::Main, &fences_pk(&p.project_id), ids, page, keep, Order::NewestFirst)
+        .await?)
 }
 
 /// Fences indexed in one cell (copies from the index).

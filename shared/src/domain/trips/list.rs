@@ -6,7 +6,7 @@ use crate::domain::list_pages;
 use crate::error::ApiError;
 use crate::ids::id_range;
 use crate::metadata::MetadataFilter;
-use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
+use crate::paging::{Order, PageInfo, PageNumber};
 use crate::store::{Query, SkRange, Store, Table, from_item};
 use crate::time::DateRange;
 
@@ -25,20 +25,15 @@ pub async fn list_v1(
     f: &ListFilter,
     page: PageNumber,
 ) -> Result<(Vec<Trip>, PageInfo), ApiError> {
-    let sk = f.range.map(|r| id_range(&r)).map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
     let keep = |t: &Trip| {
         f.user_id.as_ref().is_none_or(|u| t.user_id.as_ref() == Some(u))
             && f.metadata.as_ref().is_none_or(|m| m.matches(t.metadata.as_ref()))
     };
     let filtered = f.user_id.is_some() || f.metadata.is_some();
-    let keep_ref: Option<&(dyn Fn(&Trip) -> bool + Sync)> = if filtered { Some(&keep) } else { None };
+    let keep = filtered.then_some(&keep as &(dyn Fn(&Trip) -> bool + Sync));
     let pk = trips_pk(&p.project_id, Api::V1);
-    let (mut list, info) = if filtered {
-        list_page_in(store, Table::Main, &pk, sk, page, keep_ref, Order::NewestFirst).await?
-    } else {
-        let ids = f.range.map(|r| id_range(&r));
-        list_pages::page(store, Table::Main, &pk, ids, page, Order::NewestFirst).await?
-    };
+    let ids = f.range.map(|r| id_range(&r));
+    let (mut list, info) = list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::NewestFirst).await?;
     for t in &mut list {
         load_events(store, p, t).await?;
     }
