@@ -106,7 +106,18 @@ pub fn coarse_indexed_from_start(project_id: &str) -> Result<WriteOp, ApiError> 
     Ok(WriteOp::Put { table: Table::Main, item, cond: Cond::None })
 }
 
-/// Whether every fence of the project has its coarse copies.
+/// Whether every fence of the project has its coarse copies. A marker is never taken away, so a
+/// project once seen marked is remembered for the process's life and wide searches stop reading it.
 pub async fn coarse_indexed(store: &dyn Store, project_id: &str) -> Result<bool, ApiError> {
-    Ok(store.get(Table::Main, &coarse_marker_pk(project_id), "-").await?.is_some())
+    static MARKED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<String>>> =
+        std::sync::OnceLock::new();
+    let marked = MARKED.get_or_init(Default::default);
+    if marked.lock().unwrap_or_else(|e| e.into_inner()).contains(project_id) {
+        return Ok(true);
+    }
+    let found = store.get(Table::Main, &coarse_marker_pk(project_id), "-").await?.is_some();
+    if found {
+        marked.lock().unwrap_or_else(|e| e.into_inner()).insert(project_id.to_owned());
+    }
+    Ok(found)
 }
