@@ -167,21 +167,43 @@ fn scan_in(
     Ok(())
 }
 
-/// Up to `limit` items of a query, and the cursor to continue when the limit cut it short.
-fn query_page(db: &Database, table: Table, q: &Query) -> Result<Page, StoreError> {
+/// Up to `limit` items of a query, and the cursor to continue when the limit cut it short;
+/// `None` when that would be more than `cap` items.
+fn query_page(db: &Database, table: Table, q: &Query, cap: Option<usize>) -> Result<Option<Page>, StoreError> {
     let mut items = Vec::new();
     let limit = q.limit.unwrap_or(usize::MAX);
-    let mut more = false;
+    let (mut more, mut over) = (false, false);
     scan(db, table, q, |v| {
         if items.len() == limit {
             more = true;
             return Ok(false);
         }
+        if cap.is_some_and(|c| items.len() == c) {
+            over = true;
+            return Ok(false);
+        }
         items.push(decode(v)?);
         Ok(true)
     })?;
+    if over {
+        return Ok(None);
+    }
     let last_sk = if more { items.last().map(key_of).transpose()?.map(|(_, sk)| sk) } else { None };
-    Ok(Page { items, last_sk })
+    Ok(Some(Page { items, last_sk }))
+}
+
+/// The documents of a query (its limit honoured); `None` when they come to more than `cap`.
+fn docs_of(db: &Database, table: Table, q: &Query, cap: Option<usize>) -> Result<Option<Vec<Vec<u8>>>, StoreError> {
+    let (limit, mut out, mut over) = (q.limit.unwrap_or(usize::MAX), Vec::new(), false);
+    scan(db, table, q, |v| {
+        if cap.is_some_and(|c| out.len() == c) {
+            over = true;
+            return Ok(false);
+        }
+        out.push(v.to_vec());
+        Ok(out.len() < limit)
+    })?;
+    Ok((!over).then_some(out))
 }
 
 /// The documents of each query (their limits honoured) from one read transaction; `None` when
@@ -320,27 +342,22 @@ impl Store for EmbeddedStore {
     }
 
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError> {
-        if q.limit.is_some_and(|n| n <= INLINE_ITEMS) {
-            return query_page(&self.db, table, q);
+        // Here unless it passes INLINE_ITEMS entries (most reads without a limit are short, such
+        // as a list's counters), then again on the blocking pool.
+        if let Some(page) = query_page(&self.db, table, q, Some(INLINE_ITEMS))? {
+            return Ok(page);
         }
         let q = q.clone();
-        self.run(move |db| query_page(db, table, &q)).await
+        self.run(move |db| Ok(query_page(db, table, &q, None)?.unwrap_or_default())).await
     }
 
     async fn query_docs(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
-        let page = move |db: &Database, q: &Query| {
-            let (limit, mut out) = (q.limit.unwrap_or(usize::MAX), Vec::new());
-            scan(db, table, q, |v| {
-                out.push(v.to_vec());
-                Ok(out.len() < limit)
-            })?;
-            Ok(out)
-        };
-        if q.limit.is_some_and(|n| n <= INLINE_ITEMS) {
-            return page(&self.db, q);
+        // As `query`: here when short.
+        if let Some(docs) = docs_of(&self.db, table, q, Some(INLINE_ITEMS))? {
+            return Ok(docs);
         }
         let q = q.clone();
-        self.run(move |db| page(db, &q)).await
+        self.run(move |db| Ok(docs_of(db, table, &q, None)?.unwrap_or_default())).await
     }
 
     async fn query_docs_many(&self, table: Table, qs: &[Query]) -> Result<Vec<Vec<Vec<u8>>>, StoreError> {
