@@ -105,7 +105,7 @@ pub(crate) fn event_id(at: Timestamp, seq: u64, parts: &[&str]) -> String {
 /// Evaluate `fixes` (new, past the processor's watermark, in `recorded_at` order) for `user`.
 pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location]) -> Result<FencePlan, ApiError> {
     let user_id = user.id.as_str();
-    if !user.flags.geofence_events {
+    if !user.geofence_events {
         return Ok(FencePlan::default());
     }
     let fixes: Vec<&Location> =

@@ -265,7 +265,7 @@ pub fn reindex_ops(
         location_id: after.id.clone(),
         coordinates: after.coordinates,
         recorded_at: after.recorded_at,
-        geofence_events: user.flags.geofence_events,
+        geofence_events: user.geofence_events,
     };
     let mut ops = vec![WriteOp::Put {
         table: Table::Main,
@@ -332,7 +332,7 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, at: &Location) ->
         location_id: at.id.clone(),
         coordinates: at.coordinates,
         recorded_at: at.recorded_at,
-        geofence_events: user.flags.geofence_events,
+        geofence_events: user.geofence_events,
     };
     let mut out = MovingPlan::default();
     for g in &fences {
@@ -359,7 +359,7 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, at: &Location) ->
                         location_id: o.last_location_update.as_ref().map(|l| l.id.clone()).unwrap_or_default(),
                         coordinates: o.last_location_update.as_ref().map(|l| l.coordinates).unwrap_or(me.coordinates),
                         recorded_at: o.last_location_update.as_ref().map(|l| l.recorded_at).unwrap_or(me.recorded_at),
-                        geofence_events: o.flags.geofence_events,
+                        geofence_events: o.geofence_events,
                     };
                     let when = me.recorded_at.max(pos.recorded_at);
                     pairs.push((user.id.clone(), pos, false, when));
