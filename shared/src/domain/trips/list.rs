@@ -1,6 +1,6 @@
 //! The trip lists: v1/v3 by page number, v2 by cursor.
 
-use super::{Api, Trip, TripState, load_events, trips_pk};
+use super::{Api, Trip, TripState, load_events_many, trips_pk};
 use crate::auth::Project;
 use crate::domain::list_pages;
 use crate::error::ApiError;
@@ -34,9 +34,7 @@ pub async fn list_v1(
     let pk = trips_pk(&p.project_id, Api::V1);
     let ids = f.range.map(|r| id_range(&r));
     let (mut list, info) = list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::NewestFirst).await?;
-    for t in &mut list {
-        load_events(store, p, t).await?;
-    }
+    load_events_many(store, p, &mut list).await?;
     Ok((list, info))
 }
 
@@ -75,9 +73,7 @@ pub async fn list_v2(
     }
     let has_more = out.len() > limit;
     out.truncate(limit);
-    for t in &mut out {
-        load_events(store, p, t).await?;
-    }
+    load_events_many(store, p, &mut out).await?;
     if !newer_first {
         out.reverse();
     }

@@ -316,6 +316,18 @@ async fn load_events(store: &dyn Store, p: &Project, trip: &mut Trip) -> Result<
     trip.events = items.into_iter().map(from_item).collect::<Result<_, _>>()?;
     Ok(())
 }
+
+/// Fill in the events of a page of trips in one read of all their partitions (one read
+/// transaction on the embedded store, Queries in flight together on DynamoDB) rather than a read
+/// after each trip's.
+async fn load_events_many(store: &dyn Store, p: &Project, trips: &mut [Trip]) -> Result<(), ApiError> {
+    let qs: Vec<Query> = trips.iter().map(|t| Query::new(events_pk(&p.project_id, &t.id), SkRange::All)).collect();
+    let docs = store.query_docs_many(Table::Main, &qs).await?;
+    for (t, docs) in trips.iter_mut().zip(docs) {
+        t.events = docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?;
+    }
+    Ok(())
+}
 pub(crate) fn user_trips_pk(project_id: &str, user_id: &str) -> String {
     format!("{project_id}#UT#{user_id}")
 }
