@@ -28,6 +28,22 @@ pub fn service(router: Router<AppState>, state: AppState) -> Router {
         .with_state(state)
 }
 
+/// Answers longer than this (64 KiB) are gzipped for clients that accept it; shorter ones are sent
+/// as they are (compressing a page of a list would cost more CPU than it saves on the wire).
+pub const COMPRESS_ABOVE_BYTES: u16 = u16::MAX;
+
+/// gzip (its fastest level) for answers above [`COMPRESS_ABOVE_BYTES`] when the request's
+/// `Accept-Encoding` allows it: the routes that can answer megabytes (a trip's summary, a
+/// history). On AWS a Lambda function's answer is limited to 6 MB (base64 included); a summary of
+/// 100,000 fixes is about 22 MB of JSON and 2–3 MB gzipped.
+pub fn compress_long<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
+    use tower_http::CompressionLevel;
+    use tower_http::compression::CompressionLayer;
+    use tower_http::compression::predicate::{DefaultPredicate, Predicate, SizeAbove};
+    let when = DefaultPredicate::new().and(SizeAbove::new(COMPRESS_ABOVE_BYTES));
+    router.layer(CompressionLayer::new().quality(CompressionLevel::Fastest).compress_when(when))
+}
+
 /// An error in the envelope of the API generation the path belongs to.
 pub fn in_envelope(uri: &Uri, e: ApiError) -> Response {
     if uri.path().starts_with("/v2/") { V2Error(e).into_response() } else { e.into_response() }

@@ -11,6 +11,7 @@ mod life;
 
 mod auth;
 mod capacity;
+mod compression;
 mod conformance;
 mod erasure;
 mod errors;

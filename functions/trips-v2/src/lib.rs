@@ -48,7 +48,7 @@ pub fn router() -> Router<AppState> {
     let r = route(Router::new(), "/v2/trips/", post(create).get(list));
     let r = route(r, "/v2/trips/{id}/", get(read).put(update).delete(delete));
     let r = route(r, "/v2/trips/{id}/summary/", get(summary));
-    route(r, "/v2/trips/{id}/controls/", post(controls))
+    shared::http::compress_long(route(r, "/v2/trips/{id}/controls/", post(controls)))
 }
 
 #[derive(Debug, Deserialize)]

@@ -89,7 +89,7 @@ pub fn router() -> Router<AppState> {
         r = route(r, &format!("{base}controls/"), post(controls));
         r = route(r, &format!("{base}quick/"), post(quick));
     }
-    route(r, "/v1/api/trips/revoke-link/", post(revoke_link))
+    shared::http::compress_long(route(r, "/v1/api/trips/revoke-link/", post(revoke_link)))
 }
 
 /// Create body (also the quick trip's): every field optional.

@@ -1,0 +1,60 @@
+//! Long answers are gzipped for clients that accept it (a Lambda function may answer 6 MB at
+//! most), short ones never; the gzipped body is the same document.
+
+use std::io::Read;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::json;
+use tower::ServiceExt;
+
+use crate::both;
+use crate::helpers::TestApp;
+use crate::trips::ingest;
+
+/// GET with the secret key, with or without `Accept-Encoding: gzip`: status, content encoding,
+/// the body's bytes as sent.
+async fn get_encoded(app: &TestApp, uri: &str, gzip: bool) -> (StatusCode, Option<String>, Vec<u8>) {
+    let mut req = Request::builder().uri(uri).header("Api-Key", &app.project.api_key);
+    if gzip {
+        req = req.header("Accept-Encoding", "gzip");
+    }
+    let res = app.router.clone().oneshot(req.body(Body::empty()).unwrap()).await.unwrap();
+    let status = res.status();
+    let enc = res.headers().get("content-encoding").map(|v| v.to_str().unwrap().to_owned());
+    (status, enc, res.into_body().collect().await.unwrap().to_bytes().to_vec())
+}
+
+fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes).read_to_end(&mut out).expect("a gzip stream");
+    out
+}
+
+both!(long_answers_are_gzipped_when_accepted_and_short_ones_never, |app| async move {
+    let u = app.create_user(json!({})).await;
+    for batch in 0..8 {
+        let fixes = (0..100)
+            .map(|i| {
+                let n = batch * 100 + i;
+                json!({"coordinates": [2.35 + n as f64 / 10_000.0, 48.85], "recorded_at": format!("2024-03-10T{:02}:{:02}:{:02}Z", 8 + n / 3600, n / 60 % 60, n % 60), "altitude": 30.0})
+            })
+            .collect();
+        ingest(&app, &u, fixes).await;
+    }
+    let long = format!("/v1/api/location/gpx/?user_id={u}&start_date=2024-03-10T00:00:00&end_date=2024-03-11T00:00:00");
+    let (status, enc, plain) = get_encoded(&app, &long, false).await;
+    assert_eq!((status, enc.as_deref()), (StatusCode::OK, None), "not asked for, not compressed");
+    assert!(plain.len() > 65_535, "the export is long: {} bytes", plain.len());
+    let (status, enc, zipped) = get_encoded(&app, &long, true).await;
+    assert_eq!((status, enc.as_deref()), (StatusCode::OK, Some("gzip")));
+    assert!(zipped.len() * 4 < plain.len(), "{} bytes gzipped of {}", zipped.len(), plain.len());
+    assert_eq!(gunzip(&zipped), plain, "the same document");
+
+    let short =
+        format!("/v1/api/location/gpx/?user_id={u}&start_date=2024-03-10T08:00:00&end_date=2024-03-10T08:00:09");
+    let (status, enc, body) = get_encoded(&app, &short, true).await;
+    assert_eq!((status, enc.as_deref()), (StatusCode::OK, None), "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8(body).unwrap().contains("<trkpt"), "a short export, sent as it is");
+});
