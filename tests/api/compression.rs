@@ -11,7 +11,7 @@ use tower::ServiceExt;
 
 use crate::both;
 use crate::helpers::TestApp;
-use crate::trips::ingest;
+use crate::trips::{control, create, ingest};
 
 /// GET with the secret key, with or without `Accept-Encoding: gzip`: status, content encoding,
 /// the body's bytes as sent.
@@ -34,27 +34,35 @@ fn gunzip(bytes: &[u8]) -> Vec<u8> {
 
 both!(long_answers_are_gzipped_when_accepted_and_short_ones_never, |app| async move {
     let u = app.create_user(json!({})).await;
+    let t = create(&app, "v1", json!({"user_id": u})).await;
+    let id = t["id"].as_str().unwrap().to_owned();
+    let (status, res) =
+        control(&app, "v1", json!({"trip_id": id, "action": "start", "started_at": "2024-03-10T07:59:00"})).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
     for batch in 0..8 {
         let fixes = (0..100)
             .map(|i| {
                 let n = batch * 100 + i;
-                json!({"coordinates": [2.35 + n as f64 / 10_000.0, 48.85], "recorded_at": format!("2024-03-10T{:02}:{:02}:{:02}Z", 8 + n / 3600, n / 60 % 60, n % 60), "altitude": 30.0})
+                json!({"coordinates": [2.35 + n as f64 / 10_000.0, 48.85], "recorded_at": format!("2024-03-10T{:02}:{:02}:{:02}Z", 8 + n / 3600, n / 60 % 60, n % 60), "accuracy": 5})
             })
             .collect();
         ingest(&app, &u, fixes).await;
     }
-    let long = format!("/v1/api/location/gpx/?user_id={u}&start_date=2024-03-10T00:00:00&end_date=2024-03-11T00:00:00");
+    let (status, res) =
+        control(&app, "v1", json!({"trip_id": id, "action": "end", "ended_at": "2024-03-10T08:20:00"})).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+
+    let long = format!("/v1/api/trips/summary/?trip_id={id}");
     let (status, enc, plain) = get_encoded(&app, &long, false).await;
     assert_eq!((status, enc.as_deref()), (StatusCode::OK, None), "not asked for, not compressed");
-    assert!(plain.len() > 65_535, "the export is long: {} bytes", plain.len());
+    assert!(plain.len() > 65_535, "the summary is long: {} bytes", plain.len());
     let (status, enc, zipped) = get_encoded(&app, &long, true).await;
     assert_eq!((status, enc.as_deref()), (StatusCode::OK, Some("gzip")));
     assert!(zipped.len() * 4 < plain.len(), "{} bytes gzipped of {}", zipped.len(), plain.len());
     assert_eq!(gunzip(&zipped), plain, "the same document");
 
-    let short =
-        format!("/v1/api/location/gpx/?user_id={u}&start_date=2024-03-10T08:00:00&end_date=2024-03-10T08:00:09");
-    let (status, enc, body) = get_encoded(&app, &short, true).await;
+    let (status, enc, body) = get_encoded(&app, &format!("/v1/api/trips/?trip_id={id}"), true).await;
     assert_eq!((status, enc.as_deref()), (StatusCode::OK, None), "{}", String::from_utf8_lossy(&body));
-    assert!(String::from_utf8(body).unwrap().contains("<trkpt"), "a short export, sent as it is");
+    let v: serde_json::Value = serde_json::from_slice(&body).expect("a short answer, sent as it is");
+    assert_eq!(v["code"], 200, "{v}");
 });

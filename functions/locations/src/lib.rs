@@ -19,7 +19,7 @@ pub const ROUTES: &[(&str, &str)] = &[("GET", PATH), ("POST", PATH), ("GET", GPX
 const GPX_PATH: &str = "/v1/api/location/gpx/";
 
 pub fn router() -> Router<AppState> {
-    shared::http::compress_long(route(route(Router::new(), PATH, get(list).post(ingest)), GPX_PATH, get(gpx)))
+    route(route(Router::new(), PATH, get(list).post(ingest)), GPX_PATH, get(gpx))
 }
 
 /// A user's locations over `start_date`..`end_date` (dates or date-times; all when left out) as
