@@ -534,4 +534,40 @@ mod tests {
         assert!(!expired_value(&v(serde_json::json!({"secrets": [{attr: 1}]})), 100));
         assert!(!expired_value(&v(serde_json::json!({"pk": "a"})), 100));
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn group_commit_answers_writes_durable_and_conditions_read_only_what_they_need() {
+        let dir = std::env::temp_dir().join(format!("waymark-gc-{}", crate::ids::random_hex(8)));
+        let path = dir.join("db.redb");
+        let item = |sk: &str, nonce: &str| {
+            Item::from_iter([("pk".into(), "p".into()), ("sk".into(), sk.into()), ("nonce".into(), nonce.into())])
+        };
+        {
+            let store = EmbeddedStore::open(&path).unwrap();
+            // An unsynced write, then concurrent durable ones: every one answered is covered.
+            store.put_unsynced(Table::Main, item("u", "a"), Cond::None).await.unwrap();
+            let writes = (0..16).map(|i| {
+                let s = store.clone();
+                tokio::spawn(async move { s.put(Table::Main, item(&format!("d{i:02}"), "a"), Cond::NotExists).await })
+            });
+            for w in writes.collect::<Vec<_>>() {
+                w.await.unwrap().unwrap();
+            }
+            assert_eq!(*store.db.durable.lock().unwrap(), store.db.committed.load(Ordering::SeqCst));
+            let eq = |v: &str| Cond::Equals("nonce", v.into());
+            assert!(matches!(store.put(Table::Main, item("u", "b"), eq("x")).await, Err(StoreError::ConditionFailed)));
+            store.put(Table::Main, item("u", "b"), eq("a")).await.unwrap();
+            assert!(matches!(
+                store.put(Table::Main, item("d00", "b"), Cond::NotExists).await,
+                Err(StoreError::ConditionFailed)
+            ));
+        }
+        // Reopened (as after a restart), everything answered is there.
+        let store = EmbeddedStore::open(&path).unwrap();
+        let all = store.scan_all(Table::Main).await.unwrap();
+        assert_eq!(all.len(), 17);
+        assert!(all.iter().any(|i| i["sk"] == "u" && i["nonce"] == "b"));
+        drop(store);
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
