@@ -34,7 +34,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::paging::{PAGE_SIZE, PageInfo, PageNumber};
-use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, from_item, from_json, key_of, to_item};
+use crate::store::{
+    Cond, Item, Query, SkRange, Store, StoreError, Table, from_item, from_json, get_as, key_of, to_item,
+};
 
 /// Hex digits of an id that name its bucket, and its cell.
 const BUCKET_HEX: usize = 6;
@@ -130,10 +132,9 @@ async fn update(
 ) -> Result<(), StoreError> {
     let sk = bucket_sk(bucket);
     for _ in 0..TRIES {
-        let current = store.get(Table::Locations, pk, &sk).await?;
+        let current: Option<Bucket> = get_as(store, Table::Locations, pk, &sk).await?;
         let (mut b, cond) = match current {
-            Some(item) => {
-                let b: Bucket = from_item(item)?;
+            Some(b) => {
                 let cond = Cond::Equals("nonce", b.nonce.clone().into());
                 (b, cond)
             }

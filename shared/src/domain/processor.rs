@@ -34,7 +34,7 @@ use crate::auth::{KeyKind, Project};
 use crate::error::ApiError;
 use crate::ids::id_at;
 use crate::store::{
-    Cond, Item, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item,
+    Cond, Item, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item,
 };
 use crate::time::Timestamp;
 
@@ -146,7 +146,11 @@ pub async fn batch_stored(store: &dyn Store, pending: Option<PendingBatch>, new:
     }
     mark.stored = true;
     mark.nonce = crate::ids::random_hex(8);
-    store.put(Table::Main, to_item(&pk, &sk, &mark)?, Cond::None).await?;
+    // Unsynced (embedded store): the pass that follows commits synced and makes it durable. Lost
+    // in a crash before that, the mark says `stored: false` again: no answer was sent, so the
+    // client re-sends the batch, which stores nothing twice and marks it again; at worst (the
+    // pass failed, then a crash) the user's derived work waits ABANDONED_SECONDS.
+    store.put_unsynced(Table::Main, to_item(&pk, &sk, &mark)?, Cond::None).await?;
     Ok(())
 }
 
@@ -181,10 +185,12 @@ pub async fn write_mark(
     };
     let (pk, sk) = (marks_pk(shard_of(&p.project_id, user_id)), format!("{}#{user_id}#{key}", p.project_id));
     let item = to_item(&pk, &sk, &mark)?;
-    let fresh = match store.put(Table::Main, item.clone(), Cond::NotExists).await {
+    // Unsynced (embedded store): the batch's fixes follow in a synced commit, which makes the
+    // mark durable with them; a mark lost in a crash before that marked fixes that were lost too.
+    let fresh = match store.put_unsynced(Table::Main, item.clone(), Cond::NotExists).await {
         Ok(()) => true,
         Err(StoreError::ConditionFailed) => {
-            store.put(Table::Main, item, Cond::None).await?;
+            store.put_unsynced(Table::Main, item, Cond::None).await?;
             false
         }
         Err(e) => return Err(e.into()),
@@ -256,10 +262,12 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         let start = start_of(&wm, &user);
         let q = Query::new(locations_pk(&p.project_id, user_id), SkRange::Between("0".repeat(24), hi))
             .after(start.last_id.clone())
-            .limit(PASS_FIXES);
-        let page = store.query(Table::Locations, &q).await?;
-        let more = page.last_sk.is_some() && blocking.is_empty();
-        let fixes: Vec<Location> = page.items.into_iter().map(from_item).collect::<Result<_, _>>()?;
+            .limit(PASS_FIXES + 1);
+        // Decoded straight from the stored documents; one past the pass says whether there is more.
+        let mut fixes: Vec<Location> =
+            store.query_docs(Table::Locations, &q).await?.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?;
+        let more = fixes.len() > PASS_FIXES && blocking.is_empty();
+        fixes.truncate(PASS_FIXES);
         if fixes.is_empty() && marks.is_empty() {
             return Ok(Pass::Done(Processed::default()));
         }

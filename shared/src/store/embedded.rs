@@ -1,11 +1,16 @@
 //! The embedded store: redb, one redb table per logical table, keys `pk \0 sk`, values JSON.
 //! File-backed by default (survives restarts), in memory for tests. redb is synchronous: writes
-//! (a commit syncs the file) and reads of unknown size run on tokio's blocking pool; small reads
-//! run on the calling task (see [`INLINE_ITEMS`]).
+//! and reads of unknown size run on tokio's blocking pool; small reads run on the calling task
+//! (see [`INLINE_ITEMS`]).
+//!
+//! Group commit: a write commits without syncing the file, then waits until a synced commit
+//! covers it ([`Db::sync_through`]); concurrent writers share one file sync instead of queueing
+//! one each behind redb's single writer. A write still returns only once it is durable.
 
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
@@ -36,7 +41,50 @@ fn key(pk: &str, sk: &str) -> String {
 
 #[derive(Clone)]
 pub struct EmbeddedStore {
-    db: Arc<Database>,
+    db: Arc<Db>,
+}
+
+/// The database and its group commit's counters.
+struct Db {
+    db: Database,
+    /// Commits numbered so far, in commit order (numbered under redb's writer lock).
+    committed: AtomicU64,
+    /// The newest commit number known durable; held while a sync runs, so writers waiting for
+    /// it find their commit covered and sync nothing.
+    durable: Mutex<u64>,
+}
+
+impl std::ops::Deref for Db {
+    type Target = Database;
+    fn deref(&self) -> &Database {
+        &self.db
+    }
+}
+
+impl Db {
+    /// Commit `txn` without syncing; when `durable`, return only once a synced commit covers it
+    /// (redb makes every commit before a synced one durable with it).
+    fn commit(&self, mut txn: redb::WriteTransaction, durable: bool) -> Result<(), StoreError> {
+        txn.set_durability(Durability::None).map_err(backend)?;
+        let seq = self.committed.fetch_add(1, Ordering::SeqCst) + 1;
+        txn.commit().map_err(backend)?;
+        if durable { self.sync_through(seq) } else { Ok(()) }
+    }
+
+    /// Make commit `seq` and every one before it durable: by an empty synced commit, unless one
+    /// made since it already did.
+    fn sync_through(&self, seq: u64) -> Result<(), StoreError> {
+        let mut durable = self.durable.lock().unwrap_or_else(PoisonError::into_inner);
+        if *durable >= seq {
+            return Ok(());
+        }
+        let txn = self.db.begin_write().map_err(backend)?;
+        // With the writer lock held, every commit numbered so far has finished.
+        let upto = self.committed.load(Ordering::SeqCst);
+        txn.commit().map_err(backend)?;
+        *durable = upto;
+        Ok(())
+    }
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -65,12 +113,12 @@ impl EmbeddedStore {
             txn.open_table(redb_table(d.table)).map_err(backend)?;
         }
         txn.commit().map_err(backend)?;
-        Ok(Self { db: Arc::new(db) })
+        Ok(Self { db: Arc::new(Db { db, committed: AtomicU64::new(0), durable: Mutex::new(0) }) })
     }
 
     async fn run<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Database) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&Db) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let db = self.db.clone();
         tokio::task::spawn_blocking(move || f(&db)).await.map_err(backend)?
@@ -257,14 +305,64 @@ fn count_range(
     Ok(Some(n))
 }
 
+/// One top-level attribute of a stored value, the others skipped without building them.
+fn attribute(bytes: &[u8], name: &str) -> Result<Option<serde_json::Value>, StoreError> {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Seek<'a>(&'a str);
+    impl<'de> Visitor<'de> for Seek<'_> {
+        type Value = Option<serde_json::Value>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+            let mut found = None;
+            while let Some(k) = m.next_key::<String>()? {
+                if k == self.0 {
+                    found = Some(m.next_value()?);
+                } else {
+                    m.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Seek<'_> {
+        type Value = Option<serde_json::Value>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    Seek(name)
+        .deserialize(&mut serde_json::Deserializer::from_slice(bytes))
+        .map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// Whether `cond` holds for the value stored at `k`: read only as far as the condition needs
+/// (nothing for `Cond::None`, presence for `Exists`/`NotExists`, one attribute for `Equals`).
+fn holds(t: &redb::Table<&'static str, &'static [u8]>, k: &str, cond: &Cond) -> Result<bool, StoreError> {
+    Ok(match cond {
+        Cond::None => true,
+        Cond::NotExists => t.get(k).map_err(backend)?.is_none(),
+        Cond::Exists => t.get(k).map_err(backend)?.is_some(),
+        Cond::Equals(attr, _) => {
+            let current = match t.get(k).map_err(backend)? {
+                Some(g) => Some(
+                    attribute(g.value(), attr)?.map(|v| Item::from_iter([((*attr).to_owned(), v)])).unwrap_or_default(),
+                ),
+                None => None,
+            };
+            cond_holds(cond, current.as_ref())
+        }
+    })
+}
+
 fn write_op(txn: &redb::WriteTransaction, op: &WriteOp) -> Result<(), StoreError> {
     match op {
         WriteOp::Put { table, item, cond } => {
             let (pk, sk) = key_of(item)?;
             let k = key(&pk, &sk);
             let mut t = txn.open_table(redb_table(*table)).map_err(backend)?;
-            let current = t.get(k.as_str()).map_err(backend)?.map(|g| decode(g.value())).transpose()?;
-            if !cond_holds(cond, current.as_ref()) {
+            if !holds(&t, &k, cond)? {
                 return Err(StoreError::ConditionFailed);
             }
             t.insert(k.as_str(), encode(item)?.as_slice()).map_err(backend)?;
@@ -272,8 +370,7 @@ fn write_op(txn: &redb::WriteTransaction, op: &WriteOp) -> Result<(), StoreError
         WriteOp::Delete { table, pk, sk, cond } => {
             let k = key(pk, sk);
             let mut t = txn.open_table(redb_table(*table)).map_err(backend)?;
-            let current = t.get(k.as_str()).map_err(backend)?.map(|g| decode(g.value())).transpose()?;
-            if !cond_holds(cond, current.as_ref()) {
+            if !holds(&t, &k, cond)? {
                 return Err(StoreError::ConditionFailed);
             }
             t.remove(k.as_str()).map_err(backend)?;
@@ -293,23 +390,23 @@ fn write_op(txn: &redb::WriteTransaction, op: &WriteOp) -> Result<(), StoreError
     Ok(())
 }
 
-/// Apply ops in one redb transaction; nothing is written unless every condition holds.
-fn write_all(db: &Database, ops: &[WriteOp]) -> Result<(), StoreError> {
-    write_all_as(db, ops, Durability::Immediate)
+/// Apply ops in one redb transaction, durable on return; nothing is written unless every
+/// condition holds.
+fn write_all(db: &Db, ops: &[WriteOp]) -> Result<(), StoreError> {
+    write_all_as(db, ops, true)
 }
 
-/// [`write_all`] with the given durability: `None` commits without syncing the file, and the
-/// next synced commit makes it durable (redb's guarantee).
-fn write_all_as(db: &Database, ops: &[WriteOp], durability: Durability) -> Result<(), StoreError> {
-    let mut txn = db.begin_write().map_err(backend)?;
-    txn.set_durability(durability).map_err(backend)?;
+/// [`write_all`], durable on return or not: a commit left unsynced becomes durable with the next
+/// synced one (redb's guarantee).
+fn write_all_as(db: &Db, ops: &[WriteOp], durable: bool) -> Result<(), StoreError> {
+    let txn = db.db.begin_write().map_err(backend)?;
     for op in ops {
         if let Err(e) = write_op(&txn, op) {
             txn.abort().map_err(backend)?;
             return Err(e);
         }
     }
-    txn.commit().map_err(backend)
+    db.commit(txn, durable)
 }
 
 #[async_trait]
@@ -333,7 +430,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn put_unsynced(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
-        self.run(move |db| write_all_as(db, &[WriteOp::Put { table, item, cond }], Durability::None)).await
+        self.run(move |db| write_all_as(db, &[WriteOp::Put { table, item, cond }], false)).await
     }
 
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError> {
@@ -385,7 +482,7 @@ impl Store for EmbeddedStore {
 
     async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {
         self.run(move |db| {
-            let txn = db.begin_write().map_err(backend)?;
+            let txn = db.db.begin_write().map_err(backend)?;
             let mut stored = Vec::with_capacity(items.len());
             {
                 let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
@@ -399,7 +496,7 @@ impl Store for EmbeddedStore {
                     stored.push(!exists);
                 }
             }
-            txn.commit().map_err(backend)?;
+            db.commit(txn, true)?;
             Ok(stored)
         })
         .await
@@ -408,14 +505,14 @@ impl Store for EmbeddedStore {
     async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
         // One redb transaction for the lot: a commit per item would cost a sync each.
         self.run(move |db| {
-            let txn = db.begin_write().map_err(backend)?;
+            let txn = db.db.begin_write().map_err(backend)?;
             {
                 let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
                 for (pk, sk) in &keys {
                     t.remove(key(pk, sk).as_str()).map_err(backend)?;
                 }
             }
-            txn.commit().map_err(backend)
+            db.commit(txn, true)
         })
         .await
     }
@@ -453,5 +550,41 @@ mod tests {
         assert!(!expired_value(&v(serde_json::json!({attr: "1"})), 100));
         assert!(!expired_value(&v(serde_json::json!({"secrets": [{attr: 1}]})), 100));
         assert!(!expired_value(&v(serde_json::json!({"pk": "a"})), 100));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn group_commit_answers_writes_durable_and_conditions_read_only_what_they_need() {
+        let dir = std::env::temp_dir().join(format!("waymark-gc-{}", crate::ids::random_hex(8)));
+        let path = dir.join("db.redb");
+        let item = |sk: &str, nonce: &str| {
+            Item::from_iter([("pk".into(), "p".into()), ("sk".into(), sk.into()), ("nonce".into(), nonce.into())])
+        };
+        {
+            let store = EmbeddedStore::open(&path).unwrap();
+            // An unsynced write, then concurrent durable ones: every one answered is covered.
+            store.put_unsynced(Table::Main, item("u", "a"), Cond::None).await.unwrap();
+            let writes = (0..16).map(|i| {
+                let s = store.clone();
+                tokio::spawn(async move { s.put(Table::Main, item(&format!("d{i:02}"), "a"), Cond::NotExists).await })
+            });
+            for w in writes.collect::<Vec<_>>() {
+                w.await.unwrap().unwrap();
+            }
+            assert_eq!(*store.db.durable.lock().unwrap(), store.db.committed.load(Ordering::SeqCst));
+            let eq = |v: &str| Cond::Equals("nonce", v.into());
+            assert!(matches!(store.put(Table::Main, item("u", "b"), eq("x")).await, Err(StoreError::ConditionFailed)));
+            store.put(Table::Main, item("u", "b"), eq("a")).await.unwrap();
+            assert!(matches!(
+                store.put(Table::Main, item("d00", "b"), Cond::NotExists).await,
+                Err(StoreError::ConditionFailed)
+            ));
+        }
+        // Reopened (as after a restart), everything answered is there.
+        let store = EmbeddedStore::open(&path).unwrap();
+        let all = store.scan_all(Table::Main).await.unwrap();
+        assert_eq!(all.len(), 17);
+        assert!(all.iter().any(|i| i["sk"] == "u" && i["nonce"] == "b"));
+        drop(store);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
