@@ -123,7 +123,7 @@ async fn main() {
         for _ in 0..RUNS {
             let start = Instant::now();
             let record = trips::get(store, &p, Api::V1, &trip.id).await.expect("trip");
-            let locs = trips::trip_locations(store, &p, &record, Timestamp::now()).await.expect("locations");
+            let locs = trips::trip_fixes(store, &p, &record, Timestamp::now()).await.expect("locations");
             read.push(ms(start));
             points = locs.len();
             let start = Instant::now();

@@ -29,7 +29,7 @@ async fn gpx(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> R
     q.only(&["user_id", "start_date", "end_date", "timezone_offset"])?;
     let user = users::require(store, &p, "user_id", q.required("user_id")?).await?;
     let locs = locations::in_range(store, &p, &user.id, q.date_range(q.timezone()?)?).await?;
-    let body = shared::domain::export::gpx_track(&format!("user {}", user.id), &locs.iter().collect::<Vec<_>>())?;
+    let body = shared::domain::export::gpx_track(&format!("user {}", user.id), locs.iter().map(Into::into))?;
     Ok(GpxFile { filename: format!("locations-{}.gpx", user.id), body })
 }
 

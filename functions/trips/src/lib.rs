@@ -22,8 +22,8 @@ use shared::{ApiError, ApiJson, AppState, Envelope, GpxFile, Params};
 async fn gpx(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<GpxFile, ApiError> {
     q.only(&["trip_id"])?;
     let sum = trips::summary(s.store.as_ref(), &p, Api::V1, q.required("trip_id")?).await?;
-    let points: Vec<_> = sum.route.points.iter().map(|r| &r.location).collect();
-    let body = shared::domain::export::gpx_track(&format!("trip {}", sum.trip.id), &points)?;
+    let points = sum.route.points.iter().map(|r| (&r.location).into());
+    let body = shared::domain::export::gpx_track(&format!("trip {}", sum.trip.id), points)?;
     Ok(GpxFile { filename: format!("trip-{}.gpx", sum.trip.id), body })
 }
 

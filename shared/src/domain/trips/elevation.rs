@@ -11,9 +11,9 @@
 //! A stop climbs nothing: its fixes count as one, at their median altitude, so an hour on a desk
 //! adds no wander. A trip whose fixes carry no altitude has no elevation gain (null), not zero.
 
+use super::fix::TripFix;
 use super::route::Activity;
 use super::smooth::rts;
-use crate::domain::locations::Location;
 use crate::stats::median;
 
 /// Altitude accuracy (meters, 1 sigma) assumed when a fix reports none.
@@ -36,7 +36,7 @@ pub const VERTICAL_NOISE: f64 = 0.02;
 pub const BIN_SECONDS: i64 = 15;
 
 /// Meters climbed at each fix (the climb counted there) and in all; `None` without altitudes.
-pub fn gains(fixes: &[&Location], activity: &[Activity]) -> (Vec<f64>, Option<f64>) {
+pub fn gains(fixes: &[&TripFix], activity: &[Activity]) -> (Vec<f64>, Option<f64>) {
     let mut out = vec![0.0; fixes.len()];
     let has = |i: usize| fixes[i].altitude.is_some_and(f64::is_finite);
     // Samples: moving fixes by bins, each stop as one (its last fix, median altitude).

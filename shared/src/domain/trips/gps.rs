@@ -240,7 +240,7 @@ fn end_strain<P: Positioned>(e: &P, n: &P) -> f64 {
 }
 
 /// For fixes in time order: `None` for a fix to use, else why it is left out.
-pub fn judge(fixes: &[&Location]) -> Vec<Option<Exclusion>> {
+pub fn judge<P: Positioned>(fixes: &[&P]) -> Vec<Option<Exclusion>> {
     let n = fixes.len();
     let mut out: Vec<Option<Exclusion>> =
         fixes.iter().map(|l| (!accuracy_ok(*l)).then_some(Exclusion::Accuracy)).collect();
@@ -256,7 +256,7 @@ pub fn judge(fixes: &[&Location]) -> Vec<Option<Exclusion>> {
         if a == usize::MAX || b == usize::MAX {
             return 0.0;
         }
-        near_m(fixes[a].coordinates, fixes[b].coordinates) / secs(fixes[a].recorded_at, fixes[b].recorded_at)
+        near_m(fixes[a].position(), fixes[b].position()) / secs(fixes[a].at(), fixes[b].at())
     };
     let mut score = vec![0.0f64; n];
     // Each round scores every accepted fix against its current neighbours and removes the worst

@@ -14,6 +14,7 @@
 mod elevation;
 pub mod eta;
 pub mod events;
+pub mod fix;
 pub mod gps;
 pub mod json;
 pub mod link;
@@ -883,6 +884,28 @@ pub async fn trip_locations_since(
     since: Timestamp,
     now: Timestamp,
 ) -> Result<Vec<Location>, ApiError> {
+    trip_records(store, p, trip, since, now, |l: &Location| l.recorded_at).await
+}
+
+/// [`trip_locations`] as the figures read them ([`fix::TripFix`]): a summary's long read.
+pub async fn trip_fixes(
+    store: &dyn Store,
+    p: &Project,
+    trip: &Trip,
+    now: Timestamp,
+) -> Result<Vec<fix::TripFix>, ApiError> {
+    let since = Timestamp(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+    trip_records(store, p, trip, since, now, |l: &fix::TripFix| l.recorded_at).await
+}
+
+async fn trip_records<T: serde::de::DeserializeOwned>(
+    store: &dyn Store,
+    p: &Project,
+    trip: &Trip,
+    since: Timestamp,
+    now: Timestamp,
+    at: impl Fn(&T) -> Timestamp,
+) -> Result<Vec<T>, ApiError> {
     let (Some(user), Some(start)) = (&trip.user_id, trip.started_at) else { return Ok(Vec::new()) };
     let start = start.max(since);
     let end = trip.ended_at.unwrap_or(now);
@@ -895,8 +918,8 @@ pub async fn trip_locations_since(
     let intervals = trip.active_intervals(end);
     let mut locs = Vec::with_capacity(docs.len());
     for doc in docs {
-        let l: Location = from_json(&doc)?;
-        if intervals.iter().any(|(a, b)| *a <= l.recorded_at && l.recorded_at <= *b) {
+        let l: T = from_json(&doc)?;
+        if intervals.iter().any(|(a, b)| *a <= at(&l) && at(&l) <= *b) {
             locs.push(l);
         }
     }
@@ -932,7 +955,7 @@ pub async fn summary(store: &dyn Store, p: &Project, api: Api, trip_id: &str) ->
     let trip = get(store, p, api, trip_id).await?;
     let now = Timestamp::now();
     let end = trip.ended_at.unwrap_or(now);
-    let locs = trip_locations(store, p, &trip, now).await?;
+    let locs = trip_fixes(store, p, &trip, now).await?;
     let mut route = route::analyse_owned(locs, &trip.pause_intervals(end));
     let duration_s = trip.started_at.map(|s| route::active_seconds(s, end, &trip.pause_intervals(end))).unwrap_or(0);
     // Fixes may have expired (retention): the figures stored at the end were taken from all of

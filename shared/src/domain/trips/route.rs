@@ -33,6 +33,7 @@
 use geo::SimplifyIdx;
 
 use super::elevation;
+use super::fix::TripFix;
 use super::gps::{self, Exclusion, sigma};
 use super::smooth::{self, Frame};
 use crate::domain::locations::Location;
@@ -72,7 +73,7 @@ impl Activity {
 
 #[derive(Debug, Clone)]
 pub struct RoutePoint {
-    pub location: Location,
+    pub location: TripFix,
     pub activity: Activity,
     /// Meters along the cleaned path since the previous route point (0 after a pause or a gap
     /// not bridged).
@@ -94,7 +95,7 @@ pub struct StopFound {
 /// A fix left out of the figures, and why.
 #[derive(Debug, Clone)]
 pub struct ExcludedPoint {
-    pub location: Location,
+    pub location: TripFix,
     pub reason: Exclusion,
 }
 
@@ -141,13 +142,13 @@ fn active_ms(a: Timestamp, b: Timestamp, pauses: &[(Timestamp, Timestamp)]) -> i
 
 /// Analyse fixes in `recorded_at` order (already limited to the trip's active time).
 pub fn analyse(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> Route {
-    analyse_owned(locations.to_vec(), pauses)
+    analyse_owned(locations.iter().map(TripFix::from).collect(), pauses)
 }
 
 /// [`analyse`] of fixes the caller has no further use for: they move into the route's points
 /// and exclusions instead of being copied (a copy of each of 100,000 fixes is a good part of a
 /// summary's time).
-pub fn analyse_owned(locations: Vec<Location>, pauses: &[(Timestamp, Timestamp)]) -> Route {
+pub fn analyse_owned(locations: Vec<TripFix>, pauses: &[(Timestamp, Timestamp)]) -> Route {
     let (mut route, per_fix) = figures(&locations, pauses);
     route.points.reserve(locations.len());
     for (l, fate) in locations.into_iter().zip(per_fix) {
@@ -170,14 +171,14 @@ enum Fate {
 
 /// The route's figures, without its points and exclusions, and what became of each fix (in
 /// order).
-fn figures(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> (Route, Vec<Fate>) {
-    let all: Vec<&Location> = locations.iter().collect();
+fn figures(locations: &[TripFix], pauses: &[(Timestamp, Timestamp)]) -> (Route, Vec<Fate>) {
+    let all: Vec<&TripFix> = locations.iter().collect();
     let mut route = Route::default();
     let mut fate = vec![Fate::Excluded(Exclusion::Accuracy); all.len()];
     let mut accepted_at: Vec<usize> = Vec::with_capacity(all.len());
     // Legs between pauses, judged on their own: a fix is never compared across a pause.
-    let leg_of = |l: &Location| pauses.iter().filter(|(_, r)| *r <= l.recorded_at).count();
-    let mut accepted: Vec<(&Location, usize)> = Vec::with_capacity(all.len());
+    let leg_of = |l: &TripFix| pauses.iter().filter(|(_, r)| *r <= l.recorded_at).count();
+    let mut accepted: Vec<(&TripFix, usize)> = Vec::with_capacity(all.len());
     let mut start = 0;
     while start < all.len() {
         let leg = leg_of(all[start]);
@@ -220,7 +221,7 @@ fn figures(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> (Route,
             from = k;
         }
     }
-    let fixes: Vec<&Location> = accepted.iter().map(|(l, _)| *l).collect();
+    let fixes: Vec<&TripFix> = accepted.iter().map(|(l, _)| *l).collect();
     let mut activity = vec![Activity::Moving; fixes.len()];
     let mut distances = vec![0.0; fixes.len()];
     let mut outliers = vec![false; fixes.len()];
@@ -275,7 +276,7 @@ fn figures(locations: &[Location], pauses: &[(Timestamp, Timestamp)]) -> (Route,
 
 /// Stops (indexes local to the piece), meters since the previous fix along the cleaned path,
 /// and which fixes the smoother found to be outliers (their distance is 0: they are left out).
-fn analyse_piece(fixes: &[&Location]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
+fn analyse_piece(fixes: &[&TripFix]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
     let runs = detect_stops(fixes);
     let mut activity = vec![Activity::Moving; fixes.len()];
     for &(a, b, _) in &runs {
@@ -335,7 +336,7 @@ fn analyse_piece(fixes: &[&Location]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
 
 /// Smoothed positions of the moving fixes (stop fixes are returned as they are), and which are
 /// outliers: each run of moving fixes between stops is smoothed on its own.
-fn smooth_moving(fixes: &[&Location], activity: &[Activity]) -> (Vec<LngLat>, Vec<bool>) {
+fn smooth_moving(fixes: &[&TripFix], activity: &[Activity]) -> (Vec<LngLat>, Vec<bool>) {
     let n = fixes.len();
     let (mut out, mut outliers) = (Vec::with_capacity(n), vec![false; n]);
     let mut i = 0;
@@ -383,7 +384,7 @@ fn stop_radius(mean_sigma: f64) -> f64 {
 /// within the radius of its running centroid, skipping fixes that stray out for at most
 /// STRAY_SECONDS (and less than three radii) when a later one comes back; then neighbouring
 /// runs at the same place are merged.
-fn detect_stops(fixes: &[&Location]) -> Vec<(usize, usize, LngLat)> {
+fn detect_stops(fixes: &[&TripFix]) -> Vec<(usize, usize, LngLat)> {
     // What the scans read, side by side: each fix is looked at many times (a minute of fixes
     // around each), and a whole record per look is a cache miss each.
     let pos: Vec<LngLat> = fixes.iter().map(|l| l.coordinates).collect();

@@ -28,7 +28,6 @@
 //! allocations are one record per fix.
 
 use super::gps::{self, sigma};
-use crate::domain::locations::Location;
 use crate::geometry::LngLat;
 
 /// Spectral density of the acceleration the smoother allows (m²/s³) per m/s of typical speed.
@@ -253,19 +252,19 @@ fn screen(obs: &[Obs], idx: &[usize], fwd: &[Fwd], q: f64, floor2: f64, gate2: f
 
 /// Smoothed positions of one run of moving fixes, and which of them are outliers (those keep
 /// their own position, unused).
-pub(super) fn run(fixes: &[&Location]) -> (Vec<LngLat>, Vec<bool>) {
+pub(super) fn run<P: gps::Positioned>(fixes: &[&P]) -> (Vec<LngLat>, Vec<bool>) {
     let n = fixes.len();
     if n < 3 {
-        return (fixes.iter().map(|l| l.coordinates).collect(), vec![false; n]);
+        return (fixes.iter().map(|l| l.position()).collect(), vec![false; n]);
     }
-    let frame = Frame::around(fixes.iter().map(|l| l.coordinates));
-    let t0 = fixes[0].recorded_at.0.timestamp_millis();
+    let frame = Frame::around(fixes.iter().map(|l| l.position()));
+    let t0 = fixes[0].at().0.timestamp_millis();
     let obs: Vec<Obs> = fixes
         .iter()
         .map(|l| {
-            let (x, y) = frame.to_xy(l.coordinates);
+            let (x, y) = frame.to_xy(l.position());
             let s = sigma(*l);
-            Obs { t: (l.recorded_at.0.timestamp_millis() - t0) as f64 / 1000.0, x, y, r2: s * s }
+            Obs { t: (l.at().0.timestamp_millis() - t0) as f64 / 1000.0, x, y, r2: s * s }
         })
         .collect();
     let mut speeds: Vec<f64> =
@@ -296,7 +295,7 @@ pub(super) fn run(fixes: &[&Location]) -> (Vec<LngLat>, Vec<bool>) {
     let mut xy = vec![(0.0, 0.0); n];
     backward_smooth(&obs, &kept, &fwd, &mut xy);
     let out =
-        (0..n).map(|i| if outliers[i] { fixes[i].coordinates } else { frame.to_lnglat(xy[i].0, xy[i].1) }).collect();
+        (0..n).map(|i| if outliers[i] { fixes[i].position() } else { frame.to_lnglat(xy[i].0, xy[i].1) }).collect();
     (out, outliers)
 }
 
@@ -315,6 +314,7 @@ pub(super) fn rts(t: &[f64], z: &[f64], r: &[f64], q: f64) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::locations::Location;
 
     /// A fix `x_m`, `y_m` meters east and north of a point in Berlin, `secs` in.
     fn fix(x_m: f64, y_m: f64, secs: i64, accuracy: f64) -> Location {
