@@ -134,24 +134,53 @@ fn encode(item: &Item) -> Result<Vec<u8>, StoreError> {
 }
 
 /// Whether a stored value is expired at `now`. Most items carry no TTL attribute: a byte search
-/// rules them out without parsing; the others are parsed for that one attribute.
+/// rules them out; the others are walked to the attribute (see [`ttl_of`]).
 fn expired_value(bytes: &[u8], now: i64) -> bool {
-    // The attribute's name as JSON writes it (a test holds it to TTL_ATTRIBUTE).
-    const NEEDLE: &[u8] = b"\"expires_at\"";
-    #[derive(serde::Deserialize)]
-    struct Ttl {
-        #[serde(default)]
-        expires_at: Option<serde_json::Value>,
+    ttl_of(bytes).is_some_and(|t| t <= now as f64)
+}
+
+/// The attribute's name as JSON writes it (a test holds it to TTL_ATTRIBUTE).
+const TTL_KEY: &[u8] = b"\"expires_at\"";
+
+/// The numeric top-level TTL attribute of a stored JSON object (None when absent or not a
+/// number, as DynamoDB ignores it). Found by walking the bytes, strings skipped with memchr and
+/// nesting counted, rather than by parsing the document: every value a query reads is checked,
+/// and parsing an event's whole document for it was a fifth of an events list's CPU.
+fn ttl_of(bytes: &[u8]) -> Option<f64> {
+    // memchr's searcher rules out most values (no TTL at all) without the walk.
+    let first = memchr::memmem::find(bytes, TTL_KEY)?;
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                // A key at the top level: the only string at depth 1 followed by a colon.
+                if depth == 1 && i >= first && bytes[i..].starts_with(TTL_KEY) {
+                    let rest = bytes[i + TTL_KEY.len()..].trim_ascii_start();
+                    if let Some(value) = rest.strip_prefix(b":") {
+                        let value = value.trim_ascii_start();
+                        let end = value.iter().position(|b| matches!(b, b',' | b'}') || b.is_ascii_whitespace());
+                        return std::str::from_utf8(&value[..end.unwrap_or(value.len())]).ok()?.parse().ok();
+                    }
+                }
+                // Past the string's closing quote, escapes skipped.
+                i += 1;
+                loop {
+                    let j = i + memchr::memchr2(b'"', b'\\', &bytes[i..])?;
+                    if bytes[j] == b'\\' {
+                        i = j + 2;
+                    } else {
+                        i = j;
+                        break;
+                    }
+                }
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
     }
-    // memchr's searcher, not a window compared at every offset: it is run on every value a
-    // query reads (100,000 of them for a long trip's summary).
-    if memchr::memmem::find(bytes, NEEDLE).is_none() {
-        return false;
-    }
-    match serde_json::from_slice::<Ttl>(bytes) {
-        Ok(Ttl { expires_at: Some(v) }) => v.as_f64().is_some_and(|t| t <= now as f64),
-        _ => false,
-    }
+    None
 }
 
 /// The redb key bounds of a query's range, honouring the `after` cursor.
@@ -552,6 +581,19 @@ mod tests {
         assert!(!expired_value(&v(serde_json::json!({attr: "1"})), 100));
         assert!(!expired_value(&v(serde_json::json!({"secrets": [{attr: 1}]})), 100));
         assert!(!expired_value(&v(serde_json::json!({"pk": "a"})), 100));
+        // The top-level one whatever comes before it: nested copies, the name as a value or
+        // inside a string, escapes, other numbers.
+        let tricky = br#"{"a":{"expires_at":1},"b":["expires_at",{"expires_at":2}],"c":"\"expires_at\": 3","d":"x\\","expires_at" : 1.5e2 ,"z":[1]}"#;
+        assert_eq!(ttl_of(tricky), Some(150.0));
+        assert!(expired_value(tricky, 150) && !expired_value(tricky, 149));
+        assert_eq!(ttl_of(br#"{"a":"expires_at","expires_at":null}"#), None);
+        assert_eq!(ttl_of(br#"{"expires_at":-5}"#), Some(-5.0));
+        assert_eq!(ttl_of(br#"{"n":"expires_at"}"#), None);
+        // Whatever serde_json writes for a record, the walk reads what a parse reads.
+        for t in [0i64, 1, 1_700_000_000, i64::from(i32::MAX) * 4] {
+            let doc = v(serde_json::json!({"id": "x", "nested": {attr: 1, "s": "}{]["}, attr: t, "tail": [attr]}));
+            assert_eq!(ttl_of(&doc), Some(t as f64), "{}", String::from_utf8_lossy(&doc));
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
