@@ -158,3 +158,41 @@ both!(fences_stored_before_the_class_keys_are_found_updated_and_deleted, |app| a
     let (got, _) = index_and_expected(&app).await;
     assert!(got.is_empty(), "all deleted, yet the index holds {got:?}");
 });
+
+// A project indexed before the coarse copies and the class keys (no marker, fine copies under the
+// bare id) is brought up to date by a reindex: every copy as a new fence's, the marker written;
+// a second run changes nothing.
+both!(a_reindex_brings_an_old_project_index_up_to_date, |app| async move {
+    let pid = app.project.project_id.clone();
+    let near = |e: f64, n: f64| offset(HOME.0, HOME.1, e, n);
+    let ids = [
+        fence(&app, circle(HOME, 1000)).await,
+        fence(&app, polygon(&square(near(3000.0, 0.0), 1800.0))).await,
+        fence(&app, circle(near(-2000.0, 500.0), 60)).await,
+    ];
+    let store = &app.state.store;
+    store.delete(Table::Main, &format!("{pid}#C5"), "-", shared::store::Cond::None).await.unwrap();
+    for id in &ids {
+        let mut g: Geofence =
+            shared::store::from_item(store.get(Table::Main, &format!("{pid}#F"), id).await.unwrap().expect("fence"))
+                .unwrap();
+        for (pk, sk) in geofences::copy_keys(&g) {
+            store.delete(Table::Main, &pk, &sk, shared::store::Cond::None).await.unwrap();
+        }
+        (g.keyed, g.cells) = (false, g.cells.into_iter().filter(|c| c.len() == index::PRECISION).collect());
+        let mut ops = Vec::new();
+        for (pk, sk) in std::iter::once((format!("{pid}#F"), g.id.clone())).chain(geofences::copy_keys(&g)) {
+            let item = shared::store::to_item(&pk, &sk, &g).unwrap();
+            ops.push(shared::store::WriteOp::Put { table: Table::Main, item, cond: shared::store::Cond::None });
+        }
+        store.transact(ops).await.unwrap();
+    }
+    let done = geofences::reindex(store.as_ref(), &pid).await.expect("reindex");
+    assert_eq!((done.fences, done.rewritten, done.marked), (3, 3, true), "{done:?}");
+    assert!(store.get(Table::Main, &format!("{pid}#C5"), "-").await.unwrap().is_some());
+    assert_index_exact(&app, "reindexed").await;
+    let (got, _) = index_and_expected(&app).await;
+    assert!(got.iter().any(|(_, sk)| !ids.contains(sk)), "class keys written");
+    let again = geofences::reindex(store.as_ref(), &pid).await.expect("reindex");
+    assert_eq!((again.fences, again.rewritten, again.marked), (3, 0, true), "{again:?}");
+});

@@ -14,8 +14,10 @@
 pub mod events;
 pub mod index;
 pub mod moving;
+mod reindex;
 mod search;
 
+pub use reindex::{Reindexed, reindex};
 pub use search::{Hit, coarse_indexed, coarse_indexed_from_start, search};
 
 use serde::{Deserialize, Serialize};
