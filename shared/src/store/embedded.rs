@@ -34,13 +34,6 @@ fn key(pk: &str, sk: &str) -> String {
     format!("{pk}{SEP}{sk}")
 }
 
-/// The in-memory store's page cache: room for every page. Its pages live in memory already, but
-/// redb reads each through its cache (1 GiB by default); a store larger than that (a million
-/// fences' index, 4.5 GB) evicted and read again (allocated, copied, freed) a page on most reads:
-/// 60 % of a 5 km search's time went to malloc, free and the kernel unmapping freed arenas.
-/// The price: the pages read are held twice, up to twice the store's size in memory.
-const MEMORY_CACHE_BYTES: usize = 64 << 30;
-
 #[derive(Clone)]
 pub struct EmbeddedStore {
     db: Arc<Database>,
@@ -62,10 +55,7 @@ impl EmbeddedStore {
 
     /// A store that lives only as long as this value (tests, `waymark serve --memory`).
     pub fn memory() -> Result<Self, StoreError> {
-        let db = Database::builder()
-            .set_cache_size(MEMORY_CACHE_BYTES)
-            .create_with_backend(redb::backends::InMemoryBackend::new())
-            .map_err(backend)?;
+        let db = Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).map_err(backend)?;
         Self::init(db)
     }
 
