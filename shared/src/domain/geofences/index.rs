@@ -15,6 +15,7 @@ use geo::{Contains, HaversineClosestPoint, Intersects, Rect};
 
 use crate::error::ApiError;
 use crate::geometry::LngLat;
+use crate::store::SkRange;
 
 /// The fine precision: events read it, and searches of small circles.
 pub const PRECISION: usize = 6;
@@ -197,6 +198,63 @@ fn cells_in(
     Ok(out)
 }
 
+/// The cells of the row below a cell that touch it.
+const BELOW: [geohash::Direction; 3] = [geohash::Direction::SW, geohash::Direction::S, geohash::Direction::SE];
+
+/// Sort-key prefixes of a fence's cell copies, by whether the fence is also in the cell to the
+/// west, and in one of the three cells below (south-west, south, south-east; same precision). A copy with neither keeps the bare fence id, as
+/// every copy did before these classes (so older copies read as this class, wherever they are);
+/// the order west-only < bare id (hex) < south-only, with both after all, makes each set of
+/// classes a search needs one sort-key range (see [`copy_range`]).
+const WEST_ONLY: &str = "-";
+const BELOW_ONLY: &str = "s";
+const BOTH: &str = "x";
+/// Above every fence id (24 lowercase hex digits) after a given first character.
+const ID_END: &str = "~";
+
+/// The sort key of the fence's copy in each of `cells` (both precisions, as the fence records
+/// them), in their order.
+pub fn copy_sort_keys(cells: &[String], id: &str) -> Vec<String> {
+    let set: std::collections::HashSet<&str> = cells.iter().map(String::as_str).collect();
+    let has = |c: &str, d| geohash::neighbor(c, d).is_ok_and(|n| set.contains(n.as_str()));
+    cells
+        .iter()
+        .map(|c| {
+            let below = BELOW.iter().any(|d| has(c, *d));
+            let prefix = match (has(c, geohash::Direction::W), below) {
+                (false, false) => "",
+                (true, false) => WEST_ONLY,
+                (false, true) => BELOW_ONLY,
+                (true, true) => BOTH,
+            };
+            format!("{prefix}{id}")
+        })
+        .collect()
+}
+
+/// The fence id in a copy's sort key.
+pub fn copy_fence_id(sk: &str) -> &str {
+    sk.strip_prefix([WEST_ONLY, BELOW_ONLY, BOTH].map(|p| p.as_bytes()[0] as char)).unwrap_or(sk)
+}
+
+/// The copies a search reads in `cell` of its `cover` (cells of one precision). A copy that says
+/// the fence is also in the cell to its west is skipped when the cover holds that cell, and one
+/// that says the fence is in a cell below when the cover holds all three: the fence is in the
+/// cover there too. Every fence meeting the cover is still read once at least: its cell within
+/// the cover in the lowest row, westernmost, has no cell of the fence within the cover to its
+/// west or below, so that copy is in the range read. A fence is then read about once (more
+/// where its cells step out westwards row by row), not once per cell of the cover it is in.
+pub fn copy_range(cell: &str, cover: &std::collections::HashSet<String>) -> SkRange {
+    let has = |d| geohash::neighbor(cell, d).is_ok_and(|n| cover.contains(&n));
+    let upto = |prefix: &str| format!("{prefix}{ID_END}");
+    match (has(geohash::Direction::W), BELOW.iter().all(|d| has(*d))) {
+        (false, false) => SkRange::All,
+        (true, false) => SkRange::Between("0".into(), upto(BELOW_ONLY)),
+        (false, true) => SkRange::Between(WEST_ONLY.into(), upto("f")),
+        (true, true) => SkRange::Between("0".into(), upto("f")),
+    }
+}
+
 /// The cell that holds the point.
 pub fn cell_of(p: LngLat) -> Result<String, ApiError> {
     p.geohash(PRECISION)
@@ -266,6 +324,34 @@ mod tests {
         let wide = fence_search_cells(c, 5000.0, true).unwrap();
         assert!(wide.iter().all(|h| h.len() == COARSE_PRECISION));
         assert!((6..=20).contains(&wide.len()), "{}", wide.len());
+    }
+
+    #[test]
+    fn copy_keys_say_which_neighbours_hold_the_fence_and_searches_read_each_fence_once() {
+        let c = LngLat { lng: 10.5, lat: 51.0 };
+        let shape = Shape::Circle { center: c, radius_m: 1000.0 };
+        let cells = shape.cells("c").unwrap();
+        let sks = copy_sort_keys(&cells, "0123456789abcdef01234567");
+        assert!(sks.iter().all(|sk| copy_fence_id(sk) == "0123456789abcdef01234567"));
+        // A search around the fence reads it once or a few times, not once per cell it shares.
+        for radius in [500.0, 1000.0, 3000.0] {
+            let cover: Vec<String> = fence_search_cells(c, radius, true).unwrap();
+            let set: std::collections::HashSet<String> = cover.iter().cloned().collect();
+            let read = cells
+                .iter()
+                .zip(&sks)
+                .filter(|(cell, sk)| {
+                    set.contains(*cell)
+                        && match copy_range(cell, &set) {
+                            SkRange::All => true,
+                            SkRange::Between(a, b) => a.as_str() <= sk.as_str() && sk.as_str() <= b.as_str(),
+                            SkRange::Prefix(p) => sk.starts_with(&p),
+                        }
+                })
+                .count();
+            let in_cover = cells.iter().filter(|c| set.contains(*c)).count();
+            assert!((1..=4).contains(&read) && read < in_cover, "radius {radius}: read {read} of {in_cover}");
+        }
     }
 
     #[test]

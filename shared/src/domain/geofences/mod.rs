@@ -4,7 +4,8 @@
 //! Layout (main table):
 //! - `<project>#F`, sort key fence id: the project's fences in creation order; a deleted fence
 //!   moves to `<project>#FD` (kept, never listed);
-//! - `<project>#C#<geohash>`, sort key fence id: a full copy of each fence in every cell its shape
+//! - `<project>#C#<geohash>`, sort key the fence id behind a class prefix (see
+//!   [`index::copy_sort_keys`]; none on fences stored before the classes): a full copy of each fence in every cell its shape
 //!   overlaps, at precision 6 and at precision 5 (the geohash's length tells them apart), so a
 //!   search or an evaluation reads only index items. A fence and all its cell copies are written
 //!   in one transaction, so the index never disagrees with the fence; hence a shape may cover at
@@ -13,8 +14,10 @@
 pub mod events;
 pub mod index;
 pub mod moving;
+mod reindex;
 mod search;
 
+pub use reindex::{Reindexed, reindex};
 pub use search::{Hit, coarse_indexed, coarse_indexed_from_start, search};
 
 use serde::{Deserialize, Serialize};
@@ -91,6 +94,10 @@ pub struct Geofence {
     pub user_ids: Vec<String>,
     pub group_ids: Vec<String>,
     pub cells: Vec<String>,
+    /// Its cell copies are keyed by class ([`index::copy_sort_keys`]); fences stored before
+    /// the classes have every copy under the bare id, which searches read in every range.
+    #[serde(default)]
+    pub keyed: bool,
     pub is_deleted: bool,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -313,15 +320,28 @@ async fn check_scope(
     Ok(())
 }
 
-/// The transaction that writes `g` and its cell copies (and removes cells it left).
+/// The key (partition, sort) of each of the fence's cell copies, in the order of `g.cells`.
+pub fn copy_keys(g: &Geofence) -> Vec<(String, String)> {
+    let sks = if g.keyed { index::copy_sort_keys(&g.cells, &g.id) } else { vec![g.id.clone(); g.cells.len()] };
+    g.cells.iter().zip(sks).map(|(c, sk)| (cell_pk(&g.project_id, c), sk)).collect()
+}
+
+/// The writes of `g` and its cell copies.
 pub(crate) fn write_ops(g: &Geofence, cond: Cond) -> Result<Vec<WriteOp>, ApiError> {
     let mut ops = vec![WriteOp::Put { table: Table::Main, item: to_item(&fences_pk(&g.project_id), &g.id, g)?, cond }];
-    for c in &g.cells {
-        ops.push(WriteOp::Put {
-            table: Table::Main,
-            item: to_item(&cell_pk(&g.project_id, c), &g.id, g)?,
-            cond: Cond::None,
-        });
+    for (pk, sk) in copy_keys(g) {
+        ops.push(WriteOp::Put { table: Table::Main, item: to_item(&pk, &sk, g)?, cond: Cond::None });
+    }
+    Ok(ops)
+}
+
+/// [`write_ops`], and the deletes of the copies at `before` (keys of the fence as it was) that
+/// the new ones do not overwrite.
+fn rewrite_ops(g: &Geofence, before: &[(String, String)], cond: Cond) -> Result<Vec<WriteOp>, ApiError> {
+    let mut ops = write_ops(g, cond)?;
+    let now = copy_keys(g);
+    for (pk, sk) in before.iter().filter(|k| !now.contains(k)) {
+        ops.push(WriteOp::Delete { table: Table::Main, pk: pk.clone(), sk: sk.clone(), cond: Cond::None });
     }
     Ok(ops)
 }
@@ -371,6 +391,7 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateGeofence) -> Re
         user_ids,
         group_ids,
         cells: Vec::new(),
+        keyed: true,
         is_deleted: false,
         created_at: now,
         updated_at: now,
@@ -585,7 +606,7 @@ pub async fn update(store: &dyn Store, p: &Project, id: &str, up: UpdateGeofence
     for _ in 0..20 {
         let mut g = get(store, p, id).await?;
         let expected = g.version;
-        let before = g.cells.clone();
+        let (before, was_keyed) = (copy_keys(&g), g.keyed);
         up.apply(FenceFields {
             metadata: &mut g.metadata,
             color_code: &mut g.color_code,
@@ -596,15 +617,12 @@ pub async fn update(store: &dyn Store, p: &Project, id: &str, up: UpdateGeofence
         up.apply_static(&mut g)?;
         g.version += 1;
         g.updated_at = Timestamp::now();
-        let mut ops = write_ops(&g, Cond::Equals("version", expected.into()))?;
-        // The copies in cells the new shape left.
-        for c in before.iter().filter(|c| !g.cells.contains(c)) {
-            ops.push(WriteOp::Delete {
-                table: Table::Main,
-                pk: cell_pk(&p.project_id, c),
-                sk: g.id.clone(),
-                cond: Cond::None,
-            });
+        g.keyed = true;
+        let mut ops = rewrite_ops(&g, &before, Cond::Equals("version", expected.into()))?;
+        if ops.len() > MAX_TRANSACT_OPS && !was_keyed {
+            // Moving every copy to its class key does not fit: they stay under the bare id.
+            g.keyed = false;
+            ops = rewrite_ops(&g, &before, Cond::Equals("version", expected.into()))?;
         }
         if ops.len() > MAX_TRANSACT_OPS {
             return Err(ApiError::field(
@@ -644,19 +662,14 @@ pub async fn delete(store: &dyn Store, p: &Project, id: &str) -> Result<(), ApiE
         ops.extend(list_pages::count_ops(Table::Main, &fences_pk(&p.project_id), &g.id, -1));
         // Fences made when more cells were allowed (98) may not fit with the counters: their
         // last cell copies go first, on their own (search stops finding a fence being deleted).
-        let room = MAX_TRANSACT_OPS.saturating_sub(ops.len()).min(g.cells.len());
-        let extra: Vec<(String, String)> =
-            g.cells[room..].iter().map(|c| (cell_pk(&p.project_id, c), g.id.clone())).collect();
+        let mut keys = copy_keys(&g);
+        let room = MAX_TRANSACT_OPS.saturating_sub(ops.len()).min(keys.len());
+        let extra = keys.split_off(room);
         if !extra.is_empty() {
             store.delete_many(Table::Main, extra).await?;
         }
-        for c in &g.cells[..room] {
-            ops.push(WriteOp::Delete {
-                table: Table::Main,
-                pk: cell_pk(&p.project_id, c),
-                sk: g.id.clone(),
-                cond: Cond::None,
-            });
+        for (pk, sk) in keys {
+            ops.push(WriteOp::Delete { table: Table::Main, pk, sk, cond: Cond::None });
         }
         match store.transact(ops).await {
             Ok(()) => return Ok(()),

@@ -9,7 +9,7 @@ use super::{Geofence, cell_pk, index, polygon};
 use crate::auth::Project;
 use crate::error::ApiError;
 use crate::geometry::LngLat;
-use crate::store::{Cond, Query, SkRange, Store, Table, WriteOp, from_json, to_item};
+use crate::store::{Cond, Query, Store, Table, WriteOp, from_json, to_item};
 
 /// A fence found: its id, its distance in meters (0 inside) and its stored copy.
 #[derive(Debug, Clone)]
@@ -70,10 +70,10 @@ impl Indexed {
 /// index items were read.
 pub async fn search(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -> Result<(Vec<Hit>, usize), ApiError> {
     let coarse = radius_m >= index::COARSE_FROM_M && coarse_indexed(store, &p.project_id).await?;
-    let queries: Vec<Query> = index::fence_search_cells(at, radius_m, coarse)?
-        .into_iter()
-        .map(|c| Query::new(cell_pk(&p.project_id, &c), SkRange::All))
-        .collect();
+    let cover = index::fence_search_cells(at, radius_m, coarse)?;
+    let set: std::collections::HashSet<String> = cover.iter().cloned().collect();
+    let queries: Vec<Query> =
+        cover.iter().map(|c| Query::new(cell_pk(&p.project_id, c), index::copy_range(c, &set))).collect();
     let cells = store.query_docs_many(Table::Main, &queries).await?;
     let read = cells.iter().map(Vec::len).sum();
     let mut seen = std::collections::HashSet::with_capacity(read);
