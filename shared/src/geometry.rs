@@ -100,12 +100,13 @@ impl LngLat {
     }
 }
 
-/// A GeoJSON Point, as responses carry coordinates.
+/// A GeoJSON Point, as responses carry coordinates; keys in sorted order, as answers built as
+/// JSON trees (sorted maps) write them, so views serialised straight agree byte for byte.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct GeoPoint {
+    pub coordinates: LngLat,
     #[serde(rename = "type")]
     pub kind: PointType,
-    pub coordinates: LngLat,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,10 +6,12 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use shared::auth::SecretKey;
+use shared::domain::geofences::view::GeofenceView;
 use shared::domain::geofences::{
     self, CreateGeofence, GeometryType, ListFilter, UpdateGeofence, events, geofence_json,
 };
@@ -132,34 +134,46 @@ async fn delete(
     }
 }
 
-fn envelope_list(p: &shared::auth::Project, info: shared::paging::PageInfo, fences: Vec<Value>) -> Value {
-    json!({
-        "next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page,
-        "account_id": p.account_id, "project_id": p.project_id, "geofences": fences,
-    })
+/// A page of the list, fields sorted.
+#[derive(Serialize)]
+struct FencesPage<'a> {
+    account_id: &'a str,
+    geofences: Vec<GeofenceView<'a>>,
+    next_page: Option<usize>,
+    pages: usize,
+    prev_page: Option<usize>,
+    project_id: &'a str,
+}
+
+fn envelope_list<'a>(
+    p: &'a shared::auth::Project,
+    info: shared::paging::PageInfo,
+    geofences: Vec<GeofenceView<'a>>,
+) -> Response {
+    let page = FencesPage {
+        account_id: &p.account_id,
+        geofences,
+        next_page: info.next_page,
+        pages: info.pages,
+        prev_page: info.prev_page,
+        project_id: &p.project_id,
+    };
+    Envelope::ok(shared::envelope::SUCCESS, page).into_response()
 }
 
 /// A fence as lists show it; with `count`, its `counts: {events, users}`.
-async fn render(
+async fn render<'a>(
     store: &dyn shared::store::Store,
     p: &shared::auth::Project,
-    g: &geofences::Geofence,
+    g: &'a geofences::Geofence,
     ver: Ver,
     count: bool,
-) -> Result<Value, ApiError> {
-    let mut v = geofence_json(g, ver.id_key());
-    if count {
-        v["counts"] = events::counts(store, p, &g.id).await?;
-    }
-    Ok(v)
+) -> Result<GeofenceView<'a>, ApiError> {
+    let v = GeofenceView::new(g, ver.id_key());
+    Ok(if count { v.with_counts(events::counts(store, p, &g.id).await?) } else { v })
 }
 
-async fn list(
-    ver: Ver,
-    SecretKey(p): SecretKey,
-    State(s): State<AppState>,
-    q: Params,
-) -> Result<Envelope<Value>, ApiError> {
+async fn list(ver: Ver, SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
     let store = s.store.as_ref();
     let known: &[&str] = match ver {
         Ver::V1 => &[
@@ -184,10 +198,7 @@ async fn list(
     if let Some(id) = q.opt("geofence_id") {
         let g = geofences::get(store, &p, id).await?;
         let info = shared::paging::PageInfo::new(shared::paging::PageNumber(1), 1);
-        return Ok(Envelope::ok(
-            shared::envelope::SUCCESS,
-            envelope_list(&p, info, vec![render(store, &p, &g, ver, count).await?]),
-        ));
+        return Ok(envelope_list(&p, info, vec![render(store, &p, &g, ver, count).await?]));
     }
     let filter = ListFilter {
         range: q.date_range(None)?,
@@ -206,7 +217,7 @@ async fn list(
     for g in &list {
         out.push(render(store, &p, g, ver, count).await?);
     }
-    Ok(Envelope::ok(shared::envelope::SUCCESS, envelope_list(&p, info, out)))
+    Ok(envelope_list(&p, info, out))
 }
 
 async fn list_by_metadata(
@@ -237,20 +248,27 @@ async fn list_by_metadata(
     Ok(Envelope::ok(shared::envelope::SUCCESS, data))
 }
 
-async fn list_events(
-    SecretKey(p): SecretKey,
-    State(s): State<AppState>,
-    q: Params,
-) -> Result<Envelope<Value>, ApiError> {
+/// A page of events, fields sorted.
+#[derive(Serialize)]
+struct EventsPage<'a> {
+    events: Vec<events::EventView<'a>>,
+    next_page: Option<usize>,
+    pages: usize,
+    prev_page: Option<usize>,
+}
+
+async fn list_events(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
     q.only(&["start_date", "end_date", "user_id", "geofence_id", "page_number"])?;
     q.required("start_date")?;
     q.required("end_date")?;
     let range = q.date_range(None)?.ok_or_else(|| ApiError::field("start_date", "is required"))?;
     let (list, info) =
         events::list(s.store.as_ref(), &p, range, q.opt("user_id"), q.opt("geofence_id"), q.page_number()?).await?;
-    let data = json!({
-        "next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page,
-        "events": list.iter().map(events::event_json).collect::<Vec<_>>(),
-    });
-    Ok(Envelope::ok(shared::envelope::SUCCESS, data))
+    let page = EventsPage {
+        events: list.iter().map(events::EventView::from).collect(),
+        next_page: info.next_page,
+        pages: info.pages,
+        prev_page: info.prev_page,
+    };
+    Ok(Envelope::ok(shared::envelope::SUCCESS, page).into_response())
 }

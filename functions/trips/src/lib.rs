@@ -4,12 +4,14 @@
 
 use axum::Router;
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use shared::auth::{Project, SecretKey};
-use shared::domain::trips::json::{tracking_url, trip_v1_json};
+use shared::domain::trips::json::tracking_url;
 use shared::domain::trips::render::SummaryBody;
+use shared::domain::trips::view::TripV1View;
 use shared::domain::trips::{self, Action, Api, ListFilter, NewTrip, Trip, TripUpdate, WaypointInput, WaypointKind};
 use shared::domain::trips::{eta, link};
 use shared::geometry::LngLat;
@@ -129,9 +131,18 @@ impl CreateBody {
 }
 
 /// A trip in the v1/v3 shape, with its ETA now (read from its latest fixes while under way).
-async fn render(s: &AppState, p: &Project, t: &Trip) -> Result<Value, ApiError> {
+async fn render<'a>(s: &AppState, p: &Project, t: &'a Trip) -> Result<TripV1View<'a>, ApiError> {
     let eta = eta::for_trip(s.store.as_ref(), p, t, Timestamp::now()).await?;
-    Ok(trip_v1_json(t, &s.config.tracking_base_url, eta.as_ref()))
+    Ok(TripV1View::new(t, &s.config.tracking_base_url, eta.as_ref()))
+}
+
+/// A page of the v1 list, fields sorted.
+#[derive(Serialize)]
+struct TripsPage<'a> {
+    next_page: Option<usize>,
+    pages: usize,
+    prev_page: Option<usize>,
+    trips: Vec<TripV1View<'a>>,
 }
 
 async fn create(
@@ -145,17 +156,12 @@ async fn create(
     Ok(Envelope::created(shared::envelope::SUCCESS, json!([render(&s, &p, &trip).await?])))
 }
 
-async fn list(
-    ver: Ver,
-    SecretKey(p): SecretKey,
-    State(s): State<AppState>,
-    q: Params,
-) -> Result<Envelope<Value>, ApiError> {
+async fn list(ver: Ver, SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
     let store = s.store.as_ref();
     q.only(&["trip_id", "user_id", "start_date", "end_date", "page_number", "metadata"])?;
     if let Some(id) = q.opt("trip_id") {
         let trip = trips::get(store, &p, Api::V1, id).await?;
-        return Ok(Envelope::ok(shared::envelope::SUCCESS, json!([render(&s, &p, &trip).await?])));
+        return Ok(Envelope::ok(shared::envelope::SUCCESS, [render(&s, &p, &trip).await?]).into_response());
     }
     if ver == Ver::V3 {
         q.required("start_date")?;
@@ -171,13 +177,14 @@ async fn list(
     for t in &list {
         rendered.push(render(&s, &p, t).await?);
     }
-    let data = match ver {
-        Ver::V3 => json!(rendered),
+    Ok(match ver {
+        Ver::V3 => Envelope::ok(shared::envelope::SUCCESS, rendered).into_response(),
         Ver::V1 => {
-            json!({"next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page, "trips": rendered})
+            let page =
+                TripsPage { next_page: info.next_page, pages: info.pages, prev_page: info.prev_page, trips: rendered };
+            Envelope::ok(shared::envelope::SUCCESS, page).into_response()
         }
-    };
-    Ok(Envelope::ok(shared::envelope::SUCCESS, data))
+    })
 }
 
 #[derive(Debug, Deserialize)]

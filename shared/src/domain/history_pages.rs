@@ -34,9 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::paging::{PAGE_SIZE, PageInfo, PageNumber};
-use crate::store::{
-    Cond, Item, Query, SkRange, Store, StoreError, Table, from_item, from_json, get_as, key_of, to_item,
-};
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, from_item, from_json, get_as, key_of, to_item};
 
 /// Hex digits of an id that name its bucket, and its cell.
 const BUCKET_HEX: usize = 6;
@@ -287,14 +285,14 @@ async fn build(store: &dyn Store, pk: &str) -> Result<(), StoreError> {
 
 /// Page `page` of the fixes of partition `pk` whose keys lie in `lo..=hi` (hex ids), oldest
 /// first, with its paging fields: the same answer as counting the range and skipping, at the
-/// cost of the range's bucket items, a cell and a page.
+/// cost of the range's bucket items, a cell and a page; the page as stored JSON documents.
 pub async fn page(
     store: &dyn Store,
     pk: &str,
     lo: &str,
     hi: &str,
     page: PageNumber,
-) -> Result<(Vec<Item>, PageInfo), StoreError> {
+) -> Result<(Vec<Vec<u8>>, PageInfo), StoreError> {
     if store.get(Table::Locations, pk, ROOT_SK).await?.is_none() {
         build(store, pk).await?;
     }
@@ -342,8 +340,9 @@ pub async fn page(
     let info = PageInfo::new(page, total);
     let Some((from, skip)) = target else { return Ok((Vec::new(), info)) };
     let q = Query::new(pk, SkRange::Between(from, hi.to_owned())).limit(skip + PAGE_SIZE);
-    let items = store.query(Table::Locations, &q).await?.items.into_iter().skip(skip).collect();
-    Ok((items, info))
+    // Stored JSON documents: the caller decodes the page's records straight from them.
+    let docs = store.query_docs(Table::Locations, &q).await?.into_iter().skip(skip).collect();
+    Ok((docs, info))
 }
 
 #[cfg(test)]

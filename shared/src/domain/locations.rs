@@ -17,7 +17,7 @@ use crate::error::ApiError;
 use crate::geometry::{GeoPoint, LngLat, encode_polyline, encode_time_aware_polyline};
 use crate::ids::{id_at, id_range};
 use crate::paging::{PageInfo, PageNumber};
-use crate::store::{Query, SkRange, Store, Table, from_item, to_item};
+use crate::store::{Query, SkRange, Store, Table, from_item, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Most locations in one ingest batch.
@@ -254,8 +254,8 @@ pub async fn list(
 ) -> Result<(Vec<Location>, PageInfo), ApiError> {
     let pk = locations_pk(&p.project_id, user_id);
     let (lo, hi) = bounds(range);
-    let (items, info) = history_pages::page(store, &pk, &lo, &hi, page).await?;
-    Ok((items.into_iter().map(from_item).collect::<Result<_, _>>()?, info))
+    let (docs, info) = history_pages::page(store, &pk, &lo, &hi, page).await?;
+    Ok((docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?, info))
 }
 
 /// The whole range as a Google polyline and a time-aware polyline.

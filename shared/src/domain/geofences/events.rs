@@ -264,12 +264,41 @@ pub async fn list(
     Ok(list_page(store, Table::Main, &pk, SkRange::Between(lo, hi), page, keep_ref).await?)
 }
 
+/// An event as lists and webhooks show it, serialised straight from the record; fields in
+/// sorted order, as the JSON tree it replaces wrote them.
+#[derive(Debug, Serialize)]
+pub struct EventView<'a> {
+    created_at: String,
+    event_type: &'a str,
+    geofence_description: &'a Option<String>,
+    geofence_id: &'a str,
+    id: &'a str,
+    is_deleted: bool,
+    location_id: &'a str,
+    recorded_at: String,
+    user_description: &'a Option<String>,
+    user_id: &'a str,
+}
+
+impl<'a> From<&'a GeofenceEvent> for EventView<'a> {
+    fn from(e: &'a GeofenceEvent) -> Self {
+        Self {
+            created_at: e.created_at.format(None),
+            event_type: &e.event_type,
+            geofence_description: &e.geofence_description,
+            geofence_id: &e.geofence_id,
+            id: &e.id,
+            is_deleted: e.is_deleted,
+            location_id: &e.location_id,
+            recorded_at: e.recorded_at.format(None),
+            user_description: &e.user_description,
+            user_id: &e.user_id,
+        }
+    }
+}
+
+/// [`EventView`] as a value.
 pub fn event_json(e: &GeofenceEvent) -> Value {
-    json!({
-        "id": e.id, "user_id": e.user_id, "user_description": e.user_description,
-        "geofence_id": e.geofence_id, "geofence_description": e.geofence_description,
-        "location_id": e.location_id, "event_type": e.event_type,
-        "recorded_at": e.recorded_at.format(None), "created_at": e.created_at.format(None),
-        "is_deleted": e.is_deleted,
-    })
+    // Only string keys: the conversion cannot fail.
+    serde_json::to_value(EventView::from(e)).unwrap_or(Value::Null)
 }

@@ -16,6 +16,7 @@ pub mod index;
 pub mod moving;
 mod reindex;
 mod search;
+pub mod view;
 
 pub use reindex::{Reindexed, reindex};
 pub use search::{Hit, coarse_indexed, coarse_indexed_from_start, search};
@@ -756,41 +757,8 @@ pub async fn in_cell(store: &dyn Store, p: &Project, cell: &str) -> Result<Vec<G
 
 /// The Geofence shape of v1/v3 responses (`id_key` is `id` or, in the metadata list, `geofence_id`).
 pub fn geofence_json(g: &Geofence, id_key: &str) -> Value {
-    let mut v = json!({
-        id_key: g.id,
-        "account_id": g.account_id,
-        "project_id": g.project_id,
-        "geometry_type": g.geometry_type.as_str(),
-        "geometry_center": GeoPoint::from(g.center),
-        "is_enabled": enabled_json(g),
-        "is_deleted": g.is_deleted,
-        "description": g.description,
-        "tag": g.tag,
-        "color_code": g.color_code,
-        "metadata": g.metadata.clone().unwrap_or_default(),
-        "created_at": g.created_at.format(None),
-        "updated_at": g.updated_at.format(None),
-    });
-    let m = v.as_object_mut().expect("object literal");
-    if let Some(r) = g.radius_m {
-        m.insert("geometry_radius".into(), r.into());
-    }
-    if let Some(ring) = &g.ring {
-        m.insert("geometry".into(), json!({"type": "Polygon", "coordinates": [ring]}));
-    }
-    if g.scoped {
-        m.insert("user_ids".into(), json!(g.user_ids));
-        m.insert("group_ids".into(), json!(g.group_ids));
-    }
-    v
-}
-
-fn enabled_json(g: &Geofence) -> Value {
-    if g.scoped {
-        json!([g.is_enabled, g.active_from.map(|t| t.format(None)), g.active_until.map(|t| t.format(None))])
-    } else {
-        json!(g.is_enabled)
-    }
+    // Only string keys: the conversion cannot fail.
+    serde_json::to_value(view::GeofenceView::new(g, id_key)).unwrap_or(Value::Null)
 }
 
 /// The response of the user/group-scoped create (interface.md).
@@ -799,7 +767,7 @@ pub fn scoped_created_json(g: &Geofence) -> Value {
         "geofence_id": g.id,
         "geometry_radius": g.radius_m,
         "geometry_center": GeoPoint::from(g.center),
-        "is_enabled": enabled_json(g),
+        "is_enabled": view::Enabled::of(g),
         "user_ids": g.user_ids,
         "group_ids": g.group_ids,
         "created_at": g.created_at.format(None),

@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 
 use super::eta::{self, Eta};
 use super::render::SummaryBody;
-use super::{Summary, Trip, TripEvent, TripState, Waypoint, WaypointKind};
+use super::view::{EventView, TripV1View};
+use super::{Summary, Trip, TripEvent, Waypoint, WaypointKind};
 use crate::domain::locations::location_json;
 use crate::domain::users::User;
 use crate::geometry::GeoPoint;
@@ -19,70 +20,20 @@ pub fn tracking_url(base: &str, t: &Trip) -> String {
 }
 
 pub fn event_json(e: &TripEvent) -> Value {
-    let mut v = json!({
-        "id": e.id, "trip_id": e.trip_id, "user_id": e.user_id, "event_type": e.event_type,
-        "created_at": e.created_at.format(None), "is_deleted": e.is_deleted,
-    });
-    let m = v.as_object_mut().expect("object literal");
-    for (k, val) in [
-        ("event_source", &e.event_source),
-        ("event_version", &e.event_version),
-        ("trip_location_id", &e.trip_location_id),
-        ("user_location_id", &e.user_location_id),
-    ] {
-        if let Some(val) = val {
-            m.insert(k.into(), val.clone().into());
-        }
-    }
-    v
+    to_value(EventView::from(e))
 }
 
-fn trip_location_json(trip_id: &str, w: &Waypoint) -> Value {
-    let mut v = json!({
-        "id": w.id, "trip_id": trip_id, "created_at": w.created_at.format(None), "updated_at": w.updated_at.format(None),
-        "coordinates": GeoPoint::from(w.coordinates),
-        "loc_type": if w.kind == WaypointKind::Origin { "origin" } else { "destination" },
-        "reached": w.reached_at.is_some(),
-    });
-    if w.kind == WaypointKind::Origin {
-        v["left"] = w.left_at.is_some().into();
-    }
-    v
-}
-
-/// The v1/v3 Trip, with Waymark's `eta` (see [`super::eta`]).
+/// The v1/v3 Trip, with Waymark's `eta` (see [`super::eta`]): [`TripV1View`] as a value.
 pub fn trip_v1_json(t: &Trip, tracking_base: &str, eta: Option<&Eta>) -> Value {
-    let locs = |kind| t.waypoints(kind).map(|w| trip_location_json(&t.id, w)).collect::<Vec<_>>();
-    let mut v = json!({
-        "id": t.id,
-        "project_id": t.project_id,
-        "user_id": t.user_id,
-        "origins": locs(WaypointKind::Origin),
-        "destinations": locs(WaypointKind::Destination),
-        "events": t.events.iter().map(event_json).collect::<Vec<_>>(),
-        "is_started": t.state != TripState::Created,
-        "is_ended": t.state == TripState::Ended,
-        "is_deleted": t.is_deleted,
-        "is_paused": t.state == TripState::Paused,
-        "trip_started_at": ts(t.started_at),
-        "trip_ended_at": ts(t.ended_at),
-        "created_at": t.created_at.format(None),
-        "updated_at": t.updated_at.format(None),
-        "trip_tracking_url": tracking_url(tracking_base, t),
-        "eta": eta::json_of(eta),
-    });
-    let m = v.as_object_mut().expect("object literal");
-    if t.state == TripState::Ended {
-        m.insert("distance_covered".into(), round2(t.distance_m.unwrap_or(0.0)).into());
-        m.insert("duration".into(), t.duration_s.unwrap_or(0).into());
-    }
-    if let Some(md) = &t.metadata {
-        m.insert("metadata".into(), Value::Object(md.clone()));
-    }
-    v
+    to_value(TripV1View::new(t, tracking_base, eta))
 }
 
-fn round2(x: f64) -> f64 {
+/// A view as a value. Views have string keys only: the conversion cannot fail.
+fn to_value(v: impl serde::Serialize) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+pub(super) fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 

@@ -23,6 +23,7 @@ mod progress;
 pub mod render;
 pub mod route;
 mod smooth;
+pub mod view;
 
 pub use list::{ListFilter, list_v1, list_v2};
 pub use progress::{TripPlan, plan as plan_progress};
