@@ -8,10 +8,12 @@
 
 use axum::Router;
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use serde::Serialize;
 use serde_json::{Value, json};
 use shared::auth::SecretKey;
-use shared::domain::geofences::{self, geofence_json};
+use shared::domain::geofences::{self, view::GeofenceView};
 use shared::domain::users;
 use shared::geometry::{LngLat, SearchRadius};
 use shared::http::route;
@@ -70,13 +72,14 @@ fn page_of(items: Vec<Value>, page: usize, limit: usize, key: &str) -> Value {
 
 /// The page object for `list`, page `page` of `total` items.
 fn page_of_shown(list: Vec<Value>, total: usize, page: usize, limit: usize, key: &str) -> Value {
+    let (next_page, pages, prev_page) = paging(total, page, limit);
+    json!({"next_page": next_page, "pages": pages, "prev_page": prev_page, key: list})
+}
+
+/// `next_page`, `pages` and `prev_page` of page `page` of `total` items, `limit` a page.
+fn paging(total: usize, page: usize, limit: usize) -> (Option<usize>, usize, Option<usize>) {
     let pages = total.div_ceil(limit);
-    json!({
-        "next_page": (page < pages).then_some(page + 1),
-        "pages": pages,
-        "prev_page": (page > 1 && pages > 0).then_some((page - 1).min(pages)),
-        key: list,
-    })
+    ((page < pages).then_some(page + 1), pages, (page > 1 && pages > 0).then_some((page - 1).min(pages)))
 }
 
 async fn search_users(
@@ -96,7 +99,16 @@ async fn search_users(
     Ok(Envelope::ok(shared::envelope::SUCCESS, page_of(items, page, limit, "users")))
 }
 
-async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+/// A page of found fences, fields sorted.
+#[derive(Serialize)]
+struct FencesPage<'a> {
+    geofences: Vec<GeofenceView<'a>>,
+    next_page: Option<usize>,
+    pages: usize,
+    prev_page: Option<usize>,
+}
+
+async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
     let store = s.store.as_ref();
     q.only(&["location", "user_id", "radius", "page_limit", "page_number"])?;
     let radius = SearchRadius::parse(q.opt("radius"), 0.0)?.0;
@@ -105,14 +117,10 @@ async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
     let page = q.page_number()?.0;
     let (hits, _) = geofences::search(store, &p, at, radius).await?;
     // Only the page's fences are decoded whole; the others count for `pages`.
-    let shown = hits.iter().skip((page - 1) * limit).take(limit);
-    let items = shown
-        .map(|h| {
-            let mut v = geofence_json(&h.geofence()?, "id");
-            v["distance"] = json!((h.distance_m * 100.0).round() / 100.0);
-            Ok(v)
-        })
-        .collect::<Result<Vec<Value>, ApiError>>()?;
-    let data = page_of_shown(items, hits.len(), page, limit, "geofences");
-    Ok(Envelope::ok(shared::envelope::SUCCESS, data))
+    let shown: Vec<_> = hits.iter().skip((page - 1) * limit).take(limit).collect();
+    let fences = shown.iter().map(|h| h.geofence()).collect::<Result<Vec<_>, _>>()?;
+    let geofences = fences.iter().zip(&shown).map(|(g, h)| GeofenceView::new(g, "id").with_distance(h.distance_m));
+    let (next_page, pages, prev_page) = paging(hits.len(), page, limit);
+    let data = FencesPage { geofences: geofences.collect(), next_page, pages, prev_page };
+    Ok(Envelope::ok(shared::envelope::SUCCESS, data).into_response())
 }
