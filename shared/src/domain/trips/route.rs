@@ -198,6 +198,16 @@ fn figures(locations: &[TripFix], pauses: &[(Timestamp, Timestamp)]) -> (Route, 
         }
         start = end;
     }
+    // Excursions no vehicle makes that come back are outliers, not gaps to cut around.
+    let away = excursions(&accepted);
+    if away.iter().any(|&o| o) {
+        for (k, _) in away.iter().enumerate().filter(|(_, o)| **o) {
+            fate[accepted_at[k]] = Fate::Excluded(Exclusion::Outlier);
+        }
+        let keep: Vec<usize> = (0..away.len()).filter(|&k| !away[k]).collect();
+        accepted = keep.iter().map(|&k| accepted[k]).collect();
+        accepted_at = keep.iter().map(|&k| accepted_at[k]).collect();
+    }
     // Pieces: cut at pauses and at gaps too fast to bridge.
     let mut pieces: Vec<(usize, usize)> = Vec::new();
     let mut from = 0;
@@ -272,6 +282,45 @@ fn figures(locations: &[TripFix], pauses: &[(Timestamp, Timestamp)]) -> (Route, 
     route.elevation_gain_m = total_gain;
     route.segments = segments(&activity);
     (route, fate)
+}
+
+/// Fixes after a jump too fast for any vehicle ([`gps::MAX_SPEED_MPS`]) when, within
+/// [`STRAY_SECONDS`] of the fix before it (`a`), the trace comes back to where the vehicle could
+/// be by then at the pace it kept before `a` ([`gps::SPEED_SLACK`] times its median speed over
+/// the last few steps, beyond the fixes' accuracy): two or more multipath fixes that agree with
+/// each other (so the judge, comparing neighbours, keeps them), not a move. Only within a leg; a
+/// jump that never comes back stays a gap.
+fn excursions(accepted: &[(&TripFix, usize)]) -> Vec<bool> {
+    let mut away = vec![false; accepted.len()];
+    let secs =
+        |a: &TripFix, b: &TripFix| ((b.recorded_at.0 - a.recorded_at.0).num_milliseconds() as f64 / 1000.0).max(1e-3);
+    let speed = |a: &TripFix, b: &TripFix| gps::near_m(a.coordinates, b.coordinates) / secs(a, b);
+    let mut k = 1;
+    while k < accepted.len() {
+        let (a, leg) = accepted[k - 1];
+        if accepted[k].1 == leg && speed(a, accepted[k].0) > gps::MAX_SPEED_MPS {
+            let from = (k - 1).saturating_sub(5);
+            let mut pace: Vec<f64> = (from + 1..k)
+                .filter(|&i| accepted[i - 1].1 == leg)
+                .map(|i| speed(accepted[i - 1].0, accepted[i].0))
+                .collect();
+            let pace = crate::stats::median(&mut pace).unwrap_or(0.0).max(gps::MIN_LOCAL_SPEED_MPS);
+            let back = (k + 1..accepted.len())
+                .take_while(|&m| accepted[m].1 == leg && secs(a, accepted[m].0) <= STRAY_SECONDS as f64)
+                .find(|&m| {
+                    let b = accepted[m].0;
+                    let slack = gps::GATE_SIGMAS * sigma(a).max(sigma(b)) + gps::GATE_FLOOR_M;
+                    gps::near_m(a.coordinates, b.coordinates) <= gps::SPEED_SLACK * pace * secs(a, b) + slack
+                });
+            if let Some(m) = back {
+                away[k..m].fill(true);
+                k = m + 1;
+                continue;
+            }
+        }
+        k += 1;
+    }
+    away
 }
 
 /// Stops (indexes local to the piece), meters since the previous fix along the cleaned path,
@@ -350,9 +399,15 @@ fn smooth_moving(fixes: &[&TripFix], activity: &[Activity]) -> (Vec<LngLat>, Vec
         while j + 1 < n && activity[j + 1] == Activity::Moving {
             j += 1;
         }
-        let (pos, off) = smooth::run(&fixes[i..=j]);
-        out.extend(pos);
-        outliers[i..=j].copy_from_slice(&off);
+        // A run that leaves (reaches) a stop is screened and smoothed with the stop's last
+        // (first) fix before (after) it: its own first (last) fix then has two sides, so an
+        // outlier right at a departure or an arrival is judged like any other. The anchors keep
+        // their place in the stop.
+        let a = if i > 0 { i - 1 } else { i };
+        let b = if j + 1 < n { j + 1 } else { j };
+        let (pos, off) = smooth::run(&fixes[a..=b]);
+        out.extend_from_slice(&pos[i - a..=j - a]);
+        outliers[i..=j].copy_from_slice(&off[i - a..=j - a]);
         i = j + 1;
     }
     (out, outliers)
@@ -516,6 +571,32 @@ mod tests {
         let clean = LngLat { lng: 13.0, lat: 52.0 }.distance_m(LngLat { lng: 13.004, lat: 52.0 });
         assert!((r.distance_m - clean).abs() / clean < 0.02, "{} vs {clean}", r.distance_m);
         assert_eq!(r.segments.iter().filter(|s| s.2 == Activity::Stop).count(), 1);
+    }
+
+    #[test]
+    fn two_far_fixes_that_agree_and_come_back_are_outliers_not_a_gap() {
+        // East at 10 m/s, a fix every 5 s; two multipath fixes 400 m north (80 m/s away: no
+        // vehicle), 150 m apart from each other (so each has a plausible neighbour).
+        let step = 50.0 / 67_800.0;
+        let clean: Vec<Location> = (0..40).map(|k| fix(13.0 + step * k as f64, 52.0, 5 * k, 5.0)).collect();
+        let mut locs = clean.clone();
+        locs[20].coordinates.lat += 400.0 / 111_250.0;
+        locs[21].coordinates.lat += 400.0 / 111_250.0;
+        locs[21].coordinates.lng += 100.0 / 67_800.0;
+        let r = analyse(&locs, &[]);
+        let out: Vec<i64> = r.excluded.iter().map(|e| e.location.recorded_at.0.timestamp() - 1_700_000_000).collect();
+        assert_eq!(out, vec![100, 105], "both far fixes, as outliers");
+        assert!(r.excluded.iter().all(|e| e.reason == Exclusion::Outlier));
+        assert!(r.gaps.is_empty(), "{:?}", r.gaps);
+        let line = locs[0].coordinates.distance_m(locs[39].coordinates);
+        assert!((r.distance_m - line).abs() / line < 0.005, "{} vs {line}", r.distance_m);
+        // A jump that never comes back stays a gap, not counted, and no fix is lost.
+        let mut moved = clean;
+        for l in &mut moved[20..] {
+            l.coordinates.lat += 800.0 / 111_250.0;
+        }
+        let r = analyse(&moved, &[]);
+        assert!(r.excluded.is_empty() && r.gaps.len() == 1 && !r.gaps[0].bridged, "{:?}", r.gaps);
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub const MAX_ACCELERATION_NOISE: f64 = 3.0;
 /// corners, light stops and short legs reach about 9 at 15 s sampling, so 10 drops none of them;
 /// multipath fixes 150 m and more off lie far beyond it at 1–5 s sampling and mostly at 15 s.
 pub const SCREEN_SIGMAS: f64 = 10.0;
+/// Sustained acceleration (m/s²) no trip's vehicle exceeds between two fixes: the bound on how
+/// far the first or last fix of a run may lie from where the others put it (a brisk car's
+/// 0–100 km/h in about 9 s; held for 15 s it would reach 160 km/h).
+pub const MAX_ACCELERATION_MPS2: f64 = 3.0;
 /// The median miss were the model exact (a two-axis miss, halved, is χ²₂ / 2, median ln 2):
 /// the robust scale is the observed median over this.
 const MEDIAN_HALF_CHI2_2: f64 = std::f64::consts::LN_2;
@@ -209,6 +213,8 @@ fn screen(obs: &[Obs], idx: &[usize], fwd: &[Fwd], q: f64, floor2: f64, gate2: f
     // Per fix: the smallest miss, scaled, and the smallest miss in meters (squared).
     let mut miss = vec![0.0; n];
     let mut meters2 = vec![0.0; n];
+    // How far the first fix lies from where the fixes after it put it (meters), and over what time.
+    let mut first_off = (0.0, 0.0);
     let mut prev: Option<(f64, State, Cov)> = None;
     for j in (0..n).rev() {
         let o = obs[idx[j]];
@@ -229,6 +235,8 @@ fn screen(obs: &[Obs], idx: &[usize], fwd: &[Fwd], q: f64, floor2: f64, gate2: f
                     let pf = fwd[j].pp[0] + s2;
                     miss[j] = (af / pf).min(ab / (pb[0] + s2)).min(mc / 2.0 / pf);
                     meters2[j] = mf.min(mb).min(mc);
+                } else {
+                    first_off = ((o.x - xb.x[0]).hypot(o.y - xb.y[0]), dt);
                 }
                 (xb, pb)
             }
@@ -245,9 +253,22 @@ fn screen(obs: &[Obs], idx: &[usize], fwd: &[Fwd], q: f64, floor2: f64, gate2: f
     // However clean the run (a robust scale of nearly 0), a fix is never an outlier within the
     // judge's slack of every prediction: what the run's typical accuracy explains.
     let slack = gps::GATE_SIGMAS * floor2.sqrt() + gps::GATE_FLOOR_M;
-    (1..n - 1)
+    let mut out: Vec<usize> = (1..n - 1)
         .filter(|&j| miss[j] > limit && meters2[j] > slack * slack && miss[j] >= miss[j - 1] && miss[j] > miss[j + 1])
-        .collect()
+        .collect();
+    // The ends have one side: only a move no vehicle makes marks them, further from where the
+    // fixes beside them put them than [`MAX_ACCELERATION_MPS2`] could take it in the time.
+    let last_dt = (obs[idx[n - 1]].t - obs[idx[n - 2]].t).max(1e-3);
+    let last = fwd[n - 2].xf.ahead(last_dt);
+    let last_off = (obs[idx[n - 1]].x - last.x[0]).hypot(obs[idx[n - 1]].y - last.y[0]);
+    let beyond = |(off, dt): (f64, f64)| off > 0.5 * MAX_ACCELERATION_MPS2 * dt * dt + slack;
+    if beyond(first_off) && !out.contains(&1) {
+        out.insert(0, 0);
+    }
+    if beyond((last_off, last_dt)) && !out.contains(&(n - 2)) {
+        out.push(n - 1);
+    }
+    out
 }
 
 /// Smoothed positions of one run of moving fixes, and which of them are outliers (those keep
@@ -357,6 +378,33 @@ mod tests {
         let (_, outliers) = run(&refs);
         let marked: Vec<usize> = (0..outliers.len()).filter(|&i| outliers[i]).collect();
         assert_eq!(marked, vec![22]);
+    }
+
+    #[test]
+    fn a_last_fix_no_vehicle_reaches_is_an_outlier_and_a_real_departure_is_not() {
+        // The blocks drive, then still for 30 s; the last fix 580 m off in 15 s (from rest it
+        // would need 5 m/s² for 15 s), as a multipath fix at the end of a trace.
+        let mut fixes = blocks(30);
+        let end = fixes[29].clone();
+        for k in 1..=2 {
+            let mut l = end.clone();
+            l.recorded_at = crate::time::Timestamp(end.recorded_at.0 + chrono::Duration::seconds(15 * k));
+            fixes.push(l);
+        }
+        let mut far = end.clone();
+        far.recorded_at = crate::time::Timestamp(end.recorded_at.0 + chrono::Duration::seconds(45));
+        far.coordinates.lng -= 320.0 / 68_600.0;
+        far.coordinates.lat -= 480.0 / 111_320.0;
+        let mut with_far = fixes.clone();
+        with_far.push(far.clone());
+        let refs: Vec<&Location> = with_far.iter().collect();
+        assert_eq!(run(&refs).1.iter().position(|&o| o), Some(with_far.len() - 1));
+        // Leaving from rest at 2 m/s²: 225 m in those 15 s, kept.
+        far.coordinates = end.coordinates;
+        far.coordinates.lng += 225.0 / 68_600.0;
+        fixes.push(far);
+        let refs: Vec<&Location> = fixes.iter().collect();
+        assert!(run(&refs).1.iter().all(|o| !o));
     }
 
     #[test]
