@@ -487,9 +487,16 @@ fn detect_stops(fixes: &[&TripFix]) -> Vec<(usize, usize, LngLat)> {
     }
     let mut merged: Vec<(usize, usize, LngLat, f64)> = Vec::new();
     for run in runs {
+        // One place: their centroids within a radius; or nothing recorded between them (no
+        // moving fix) and within three radii, the reach of a stray (a phone lying still at
+        // 50 m accuracy makes two minutes of fixes drift that far together).
+        let same_place = |last: &(usize, usize, LngLat, f64)| {
+            let (d, r) = (gps::near_m(last.2, run.2), last.3.max(run.3));
+            d <= r || (run.0 == last.1 + 1 && d <= 3.0 * r)
+        };
         if let Some(last) = merged.last_mut()
             && secs(last.1, run.0) <= STRAY_SECONDS
-            && gps::near_m(last.2, run.2) <= last.3.max(run.3)
+            && same_place(last)
         {
             let (wa, wb) = ((last.1 - last.0 + 1) as f64, (run.1 - run.0 + 1) as f64);
             last.2 = LngLat {
@@ -597,6 +604,22 @@ mod tests {
         }
         let r = analyse(&moved, &[]);
         assert!(r.excluded.is_empty() && r.gaps.len() == 1 && !r.gaps[0].bridged, "{:?}", r.gaps);
+    }
+
+    #[test]
+    fn adjacent_stops_within_three_radii_are_one_place_and_good_fixes_tell_them_apart() {
+        // Ten minutes at A, then ten at B 150 m east, a fix every 15 s, nothing between.
+        let at = |accuracy: f64| -> Vec<Location> {
+            (0..80).map(|k| fix(13.0 + if k < 40 { 0.0 } else { 150.0 / 68_700.0 }, 52.0, 15 * k, accuracy)).collect()
+        };
+        // At 60 m accuracy (radius 100 m) the 150 m is within the noise: one stop, no distance.
+        let r = analyse(&at(60.0), &[]);
+        assert_eq!(r.stops.len(), 1);
+        assert!(r.distance_m < 1.0, "{}", r.distance_m);
+        // At 5 m (radius 25 m) it is a move: two stops, the 150 m counted.
+        let r = analyse(&at(5.0), &[]);
+        assert_eq!(r.stops.len(), 2);
+        assert!((r.distance_m - 150.0).abs() < 5.0, "{}", r.distance_m);
     }
 
     #[test]
