@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 use shared::domain::webhooks::deliver::{DeliveryConfig, Worker};
 
-use crate::both;
+use crate::{both, both_alone};
 use crate::geofence_events::{all_events, circle_and_square, crossing_trace, send, tracked_user};
 use crate::helpers::{Key, TestApp, assert_error};
 use crate::receiver::{Mode, Receiver};
@@ -31,9 +31,10 @@ async fn settled(app: &TestApp, wh: &str, n: usize) {
     }
 }
 
-/// The delivery worker, as `waymark serve` runs it, with short delays. Every test uses the same
-/// settings: on DynamoDB Local the tests share tables, so any test's worker may deliver another
-/// test's messages.
+/// The delivery worker, as `waymark serve` runs it, with short delays. A test with a worker has
+/// DynamoDB tables of its own (`both_alone!`): a worker sends every project's messages in its
+/// tables, and two workers on one message attempt it twice (at least once is the contract),
+/// which the counts of attempts and the Retry-After gap asserted here do not allow for.
 fn worker(app: &TestApp) -> tokio::task::JoinHandle<()> {
     let cfg = DeliveryConfig {
         schedule: vec![Duration::from_millis(200); 4],
@@ -131,7 +132,7 @@ both!(endpoints_are_managed_and_bad_input_names_the_field, |app| async move {
     assert_error(status, &res, StatusCode::NOT_FOUND, "webhook_id");
 });
 
-both!(events_arrive_signed_retried_and_in_order, |app| async move {
+both_alone!(events_arrive_signed_retried_and_in_order, |app| async move {
     let app = app.with_private_webhooks();
     let rx = Receiver::start(Mode::FailFirst(2)).await;
     let (wh, _) = subscribe(&app, &rx, json!(["*"])).await;
@@ -202,7 +203,7 @@ both!(events_arrive_signed_retried_and_in_order, |app| async move {
     assert_error(status, &res, StatusCode::BAD_REQUEST, "status");
 });
 
-both!(trip_lifecycle_events_arrive_with_the_trip, |app| async move {
+both_alone!(trip_lifecycle_events_arrive_with_the_trip, |app| async move {
     let app = app.with_private_webhooks();
     let rx = Receiver::start(Mode::Ok).await;
     subscribe(
@@ -241,7 +242,7 @@ both!(trip_lifecycle_events_arrive_with_the_trip, |app| async move {
     assert!(ids.contains(&g.id.as_str()), "{} in {ids:?}", g.id);
 });
 
-both!(retry_after_timeouts_failure_and_disabling, |app| async move {
+both_alone!(retry_after_timeouts_failure_and_disabling, |app| async move {
     let app = app.with_private_webhooks();
     let rx = Receiver::start(Mode::RateLimitFirst).await;
     let (wh, _) = subscribe(&app, &rx, json!(["geofence.entry"])).await;
@@ -279,7 +280,7 @@ both!(retry_after_timeouts_failure_and_disabling, |app| async move {
     assert!(ep["data"]["disabled_reason"].as_str().unwrap_or_default().contains("failed"), "{ep}");
 });
 
-both!(replay_resends_the_same_ids_signed_by_both_secrets_during_rotation, |app| async move {
+both_alone!(replay_resends_the_same_ids_signed_by_both_secrets_during_rotation, |app| async move {
     let app = app.with_private_webhooks();
     let rx = Receiver::start(Mode::Ok).await;
     let (wh, old) = subscribe(&app, &rx, json!(["*"])).await;
@@ -330,7 +331,7 @@ both!(replay_resends_the_same_ids_signed_by_both_secrets_during_rotation, |app| 
     assert_error(status, &res, StatusCode::NOT_FOUND, "event_ids[0]");
 });
 
-both!(a_replay_during_an_attempt_in_flight_is_not_undone_by_it, |app| async move {
+both_alone!(a_replay_during_an_attempt_in_flight_is_not_undone_by_it, |app| async move {
     // The receiver takes 600 ms to accept; a replay asked for meanwhile must still send the
     // message again, however the attempt in flight ends.
     let app = app.with_private_webhooks();
