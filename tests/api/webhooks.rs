@@ -10,10 +10,10 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 use shared::domain::webhooks::deliver::{DeliveryConfig, Worker};
 
-use crate::{both, both_alone};
 use crate::geofence_events::{all_events, circle_and_square, crossing_trace, send, tracked_user};
 use crate::helpers::{Key, TestApp, assert_error};
 use crate::receiver::{Mode, Receiver};
+use crate::{both, both_alone};
 
 const BASE: &str = "/v1/api/webhooks/";
 const WAIT: Duration = Duration::from_secs(30);

@@ -4,5 +4,5 @@
 async fn main() -> Result<(), lambda_http::Error> {
     shared::http::init_tracing();
     let state = shared::AppState::dynamodb_from_env().await;
-    lambda_http::run(shared::http::service(tracking::router(), state)).await
+    shared::lambda::run(tracking::router(), state).await
 }

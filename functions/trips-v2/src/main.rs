@@ -5,5 +5,5 @@
 async fn main() -> Result<(), lambda_http::Error> {
     shared::http::init_tracing();
     let state = shared::AppState::dynamodb_from_env().await;
-    lambda_http::run(shared::http::service(trips_v2::router(), state)).await
+    shared::lambda::run(trips_v2::router(), state).await
 }

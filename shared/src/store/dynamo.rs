@@ -64,7 +64,7 @@ fn client_from_env() -> BoxFuture<'static, Client> {
 async fn client_from_chain() -> Client {
     let started = std::time::Instant::now();
     let mut loader =
-        aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(crate::tls::sdk_http_client());
+        aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(crate::sdk_http::sdk_http_client());
     let local = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").is_ok();
     if local && std::env::var("AWS_ACCESS_KEY_ID").is_err() && std::env::var("AWS_PROFILE").is_err() {
         loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
@@ -94,7 +94,7 @@ fn client_in_lambda() -> BoxFuture<'static, Client> {
         .behavior_version(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(region))
         .credentials_provider(aws_config::environment::EnvironmentVariableCredentialsProvider::new())
-        .http_client(crate::tls::sdk_http_client());
+        .http_client(crate::sdk_http::sdk_http_client());
     if let Some(url) = var(&["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"]) {
         config = config.endpoint_url(url);
     }
