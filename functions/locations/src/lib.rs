@@ -3,10 +3,12 @@
 
 use axum::Router;
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use serde::Serialize;
 use serde_json::{Value, json};
 use shared::auth::{SdkKey, SecretKey};
-use shared::domain::locations::{self, IngestBatch, location_json};
+use shared::domain::locations::{self, IngestBatch, LocationView};
 use shared::domain::{ingest, users};
 use shared::http::route;
 use shared::{ApiError, ApiJson, AppState, Envelope, GpxFile, Params};
@@ -33,7 +35,7 @@ async fn gpx(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> R
     Ok(GpxFile { filename: format!("locations-{}.gpx", user.id), body })
 }
 
-async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
     let store = s.store.as_ref();
     q.only(&["user_id", "timezone_offset", "start_date", "end_date", "page_number", "points_encoded"])?;
     let user = users::require(store, &p, "user_id", q.required("user_id")?).await?;
@@ -47,15 +49,29 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
             "app_id": app_id, "user_id": user.id,
             "count": count, "polyline": polyline, "time_aware_polyline": time_aware,
         });
-        return Ok(Envelope::ok(shared::envelope::SUCCESS, data));
+        return Ok(Envelope::ok(shared::envelope::SUCCESS, data).into_response());
     }
     let (list, info) = locations::list(store, &p, &user.id, range, q.page_number()?).await?;
-    let data = json!({
-        "next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page,
-        "app_id": app_id, "user_id": user.id,
-        "locations": list.iter().map(|l| location_json(l, tz)).collect::<Vec<_>>(),
-    });
-    Ok(Envelope::ok(shared::envelope::SUCCESS, data))
+    let page = LocationsPage {
+        app_id,
+        locations: list.iter().map(|l| LocationView::new(l, tz)).collect(),
+        next_page: info.next_page,
+        pages: info.pages,
+        prev_page: info.prev_page,
+        user_id: &user.id,
+    };
+    Ok(Envelope::ok(shared::envelope::SUCCESS, page).into_response())
+}
+
+/// A page of a user's history, fields sorted.
+#[derive(Serialize)]
+struct LocationsPage<'a> {
+    app_id: String,
+    locations: Vec<LocationView<'a>>,
+    next_page: Option<usize>,
+    pages: usize,
+    prev_page: Option<usize>,
+    user_id: &'a str,
 }
 
 async fn ingest(

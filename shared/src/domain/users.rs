@@ -17,7 +17,8 @@ use crate::paging::{Order, PageInfo, PageNumber};
 use crate::store::{Cond, Store, StoreError, Table, get_as, to_item};
 use crate::time::{DateRange, Timestamp};
 
-use super::locations::{Location, location_json};
+use super::locations::view::LastLocation;
+use super::locations::{Location, LocationView};
 
 /// Longest accepted free-text field.
 pub const MAX_TEXT: usize = 1024;
@@ -306,7 +307,7 @@ pub struct UserView<'a> {
     geofence_events: bool,
     id: &'a str,
     is_deleted: bool,
-    last_location_update: Value,
+    last_location_update: LastLocation<'a>,
     location_events: bool,
     location_listener: bool,
     metadata: &'a Option<Map<String, Value>>,
@@ -336,11 +337,7 @@ impl<'a> UserView<'a> {
             geofence_events: f.geofence_events,
             id: &u.id,
             is_deleted: u.is_deleted,
-            last_location_update: u
-                .last_location_update
-                .as_ref()
-                .map(|l| location_json(l, tz))
-                .unwrap_or_else(|| json!({})),
+            last_location_update: LastLocation(u.last_location_update.as_ref().map(|l| LocationView::new(l, tz))),
             location_events: f.location_events,
             location_listener: f.location_listener,
             metadata: &u.metadata,

@@ -11,10 +11,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+pub mod view;
+
+pub use view::LocationView;
+
 use super::history_pages;
 use crate::auth::Project;
 use crate::error::ApiError;
-use crate::geometry::{GeoPoint, LngLat, encode_polyline, encode_time_aware_polyline};
+use crate::geometry::{LngLat, encode_polyline, encode_time_aware_polyline};
 use crate::ids::{id_at, id_range};
 use crate::paging::{PageInfo, PageNumber};
 use crate::store::{Query, SkRange, Store, Table, from_item, from_json, to_item};
@@ -291,21 +295,7 @@ pub async fn in_range(
     Ok(page.items.into_iter().map(from_item).collect::<Result<Vec<Location>, _>>()?)
 }
 
-/// A location as responses carry it: GeoJSON coordinates, timestamps in `tz`.
+/// [`LocationView`] as a JSON value (webhook payloads, the v2 answers still built as trees).
 pub fn location_json(l: &Location, tz: Option<Tz>) -> Value {
-    let mut v = serde_json::to_value(l).unwrap_or_else(|_| json!({}));
-    if let Value::Object(m) = &mut v {
-        m.insert("coordinates".into(), json!(GeoPoint::from(l.coordinates)));
-        for (k, t) in [
-            ("recorded_at", Some(l.recorded_at)),
-            ("created_at", l.created_at),
-            ("started_at", l.started_at),
-            ("ended_at", l.ended_at),
-        ] {
-            if let Some(t) = t {
-                m.insert(k.into(), t.format(tz).into());
-            }
-        }
-    }
-    v
+    serde_json::to_value(LocationView::new(l, tz)).unwrap_or_else(|_| json!({}))
 }
