@@ -37,8 +37,8 @@ AwIDRwAwRAIgd/ezBGYAzyibimnpvMRllFkDQlbOba7YM/wl4ui9qeUCID7XSfPb
 Bvu4o3QhYlicquB+15I8diTCqzxSqKm2t3BP
 -----END CERTIFICATE-----";
 
-/// A TLS server on a loopback port that handshakes with the untrusted certificate and then closes.
-async fn untrusted_server() -> SocketAddr {
+/// A loopback listener and a TLS acceptor presenting the test certificate.
+async fn tls_listener() -> (tokio::net::TcpListener, tokio_rustls::TlsAcceptor, SocketAddr) {
     let certs = vec![CertificateDer::from_pem_slice(CERT.as_bytes()).expect("cert")];
     let key = PrivateKeyDer::from_pem_slice(KEY.as_bytes()).expect("key");
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
@@ -47,9 +47,14 @@ async fn untrusted_server() -> SocketAddr {
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .expect("server config");
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
+    (listener, tokio_rustls::TlsAcceptor::from(Arc::new(config)), addr)
+}
+
+/// A TLS server on a loopback port that handshakes with the untrusted certificate and then closes.
+async fn untrusted_server() -> SocketAddr {
+    let (listener, acceptor, addr) = tls_listener().await;
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let acceptor = acceptor.clone();
@@ -64,19 +69,7 @@ async fn untrusted_server() -> SocketAddr {
 /// A TLS server that answers every request on a connection with a DynamoDB `ListTables` answer,
 /// counting connections and requests.
 async fn trusted_dynamodb(connections: Arc<AtomicUsize>, requests: Arc<AtomicUsize>) -> SocketAddr {
-    let (certs, key) = (
-        vec![CertificateDer::from_pem_slice(CERT.as_bytes()).expect("cert")],
-        PrivateKeyDer::from_pem_slice(KEY.as_bytes()).expect("key"),
-    );
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .expect("server config");
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
+    let (listener, acceptor, addr) = tls_listener().await;
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             connections.fetch_add(1, Ordering::SeqCst);
