@@ -11,13 +11,14 @@ use std::pin::Pin;
 
 use axum::Router;
 use axum::body::Body as AxumBody;
+use axum::http::HeaderMap;
 use axum::http::header::{CONTENT_ENCODING, CONTENT_TYPE};
-use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
 use http_body_util::BodyExt;
 use lambda_http::{Body, Response};
 use tower::ServiceExt;
 
-use crate::AppState;
+use crate::{ApiError, AppState};
 
 /// Serve `router` (with the error fallbacks of [`crate::http::service`]) on the Lambda runtime.
 pub async fn run(router: Router<AppState>, state: AppState) -> Result<(), lambda_http::Error> {
@@ -37,14 +38,11 @@ impl lambda_http::IntoResponse for Answer {
 async fn into_lambda(answer: axum::response::Response<AxumBody>) -> Response<Body> {
     let (parts, body) = answer.into_parts();
     let bytes = match body.collect().await {
-        Ok(collected) => collected.to_bytes().to_vec(),
-        Err(e) => {
-            // Only a streamed body can fail; none of the routes streams.
-            tracing::error!(error = %e, "reading an answer's body");
-            let mut failed = Response::new(Body::Text(r#"{"error":"internal error"}"#.into()));
-            *failed.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-            return failed;
-        }
+        // The body's own buffer, not a copy (a summary can be megabytes).
+        Ok(collected) => Vec::from(collected.to_bytes()),
+        // Only a streamed body can fail (none of the routes streams): the API's error answer,
+        // whose body cannot.
+        Err(e) => return Box::pin(into_lambda(ApiError::internal(e).into_response())).await,
     };
     let body = if is_text(&parts.headers) {
         match String::from_utf8(bytes) {

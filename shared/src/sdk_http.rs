@@ -11,7 +11,7 @@
 //! Lambda freeze) reported as I/O errors, which the SDK's retry strategy retries.
 
 use std::error::Error;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use aws_smithy_runtime_api::client::http::{
@@ -27,41 +27,43 @@ use hyper_util::client::legacy::connect::HttpConnector as TcpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 type Pool = Client<HttpsConnector<TcpConnector>, SdkBody>;
-/// Pools by connect timeout.
-type Pools = Arc<Mutex<Vec<(Option<Duration>, Pool)>>>;
+/// Connect and read timeouts: what a connector is built for.
+type Timeouts = (Option<Duration>, Option<Duration>);
 
 /// The SDK's HTTP client: HTTPS with the bundled roots, plain HTTP for local endpoints
 /// (DynamoDB Local).
 pub fn sdk_http_client() -> SharedHttpClient {
-    sdk_http_client_with(crate::tls::rustls_config())
+    // Fails only if ring lacked TLS 1.2 and 1.3.
+    sdk_http_client_with(crate::tls::rustls_config().expect("a TLS configuration of the bundled roots"))
 }
 
-/// The same over another TLS configuration (a private CA; the tests' own certificate). One that
-/// could not be built fails every request with its reason.
-pub fn sdk_http_client_with(tls: Result<rustls::ClientConfig, rustls::Error>) -> SharedHttpClient {
-    SharedHttpClient::new(Http1Client { tls: tls.map_err(|e| e.to_string()), pools: Arc::default() })
+/// The same over another TLS configuration (a private CA; the tests' own certificate).
+pub fn sdk_http_client_with(tls: rustls::ClientConfig) -> SharedHttpClient {
+    SharedHttpClient::new(Http1Client { tls, connectors: Mutex::default() })
 }
 
-/// One pool per connect timeout the SDK asks for (a client asks the same every time; the
-/// configuration chain's metadata lookups ask for shorter ones).
-#[derive(Debug, Clone)]
+/// The SDK asks for a connector before every attempt: one is built per pair of timeouts and
+/// kept (a client asks for the same pair every time; the configuration chain's metadata lookups
+/// ask for shorter ones).
+#[derive(Debug)]
 struct Http1Client {
-    tls: Result<rustls::ClientConfig, String>,
-    pools: Pools,
+    tls: rustls::ClientConfig,
+    connectors: Mutex<Vec<(Timeouts, SharedHttpConnector)>>,
 }
 
-impl Http1Client {
-    fn pool(&self, connect_timeout: Option<Duration>) -> Result<Pool, String> {
-        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, pool)) = pools.iter().find(|(t, _)| *t == connect_timeout) {
-            return Ok(pool.clone());
+impl HttpClient for Http1Client {
+    fn http_connector(&self, settings: &HttpConnectorSettings, _: &RuntimeComponents) -> SharedHttpConnector {
+        let timeouts = (settings.connect_timeout(), settings.read_timeout());
+        let mut connectors = self.connectors.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, c)) = connectors.iter().find(|(t, _)| *t == timeouts) {
+            return c.clone();
         }
         let mut tcp = TcpConnector::new();
         tcp.enforce_http(false);
         tcp.set_nodelay(true);
-        tcp.set_connect_timeout(connect_timeout);
+        tcp.set_connect_timeout(timeouts.0);
         let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(self.tls.clone()?)
+            .with_tls_config(self.tls.clone())
             .https_or_http()
             .enable_http1()
             .wrap_connector(tcp);
@@ -69,35 +71,25 @@ impl Http1Client {
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .build(https);
-        pools.push((connect_timeout, pool.clone()));
-        Ok(pool)
-    }
-}
-
-impl HttpClient for Http1Client {
-    fn http_connector(&self, settings: &HttpConnectorSettings, _: &RuntimeComponents) -> SharedHttpConnector {
-        let pool = self.pool(settings.connect_timeout());
-        SharedHttpConnector::new(Http1Connector { pool, read_timeout: settings.read_timeout() })
+        let connector = SharedHttpConnector::new(Http1Connector { pool, read_timeout: timeouts.1 });
+        connectors.push((timeouts, connector.clone()));
+        connector
     }
 }
 
 #[derive(Debug)]
 struct Http1Connector {
-    pool: Result<Pool, String>,
+    pool: Pool,
     read_timeout: Option<Duration>,
 }
 
 impl HttpConnector for Http1Connector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        let pool = match &self.pool {
-            Ok(pool) => pool.clone(),
-            Err(e) => return HttpConnectorFuture::ready(Err(ConnectorError::user(format!("TLS: {e}").into()))),
-        };
         let request = match request.try_into_http1x() {
             Ok(request) => request,
             Err(e) => return HttpConnectorFuture::ready(Err(ConnectorError::user(e.into()))),
         };
-        let read_timeout = self.read_timeout;
+        let (pool, read_timeout) = (self.pool.clone(), self.read_timeout);
         HttpConnectorFuture::new(async move {
             let sent = pool.request(request);
             let response = match read_timeout {

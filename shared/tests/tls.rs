@@ -103,7 +103,9 @@ async fn dynamodb_client_calls_a_trusted_server_over_http1_and_keeps_the_connect
     roots.add(CertificateDer::from_pem_slice(CERT.as_bytes()).expect("cert")).expect("root");
     let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
-        .map(|b| b.with_root_certificates(roots).with_no_client_auth());
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version_latest()
         .region(Region::new("us-east-1"))
