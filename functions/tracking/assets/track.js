@@ -24,6 +24,9 @@
   var follow = true;
   var fitted = false;
   var updates = 0;
+  // What the places on the map and in the list were drawn from: a refresh that changes none of
+  // them leaves them alone, so permanent labels do not fade out and back in every few seconds.
+  var placesDrawn = null;
   var timer = null;
   var failures = 0;
   var gone = false;
@@ -108,29 +111,10 @@
     else if (pts.length > 1) map.fitBounds(L.latLngBounds(pts), { padding: [30, 30], maxZoom: 17 });
   }
 
-  function render(d) {
-    lastData = d;
-    updates += 1;
-    app.setAttribute('data-updates', String(updates));
-    var st = $('state');
-    st.textContent = stateText[d.state] || d.state;
-    st.setAttribute('data-state', d.state);
-    $('distance').textContent = fmtDistance(d.distance_m);
-    $('duration').textContent = d.started_at ? fmtDuration(d.duration_s) : '–';
-    $('started').textContent = d.started_at ? fmtTime(d.started_at) : 'Not yet';
-    $('ended-row').hidden = !d.ended_at;
-    relative(d);
-    $('updated').textContent = fmtTime(d.generated_at);
-    $('refresh-note').textContent = d.active
-      ? ' · refreshes every ' + d.refresh_seconds + ' s' : ' · trip ended, final figures';
-
-    routeLine.setLatLngs(d.route.map(ll));
+  function drawPlaces(d, permanent) {
     wpLayer.clearLayers();
     var list = $('waypoints');
     list.textContent = '';
-    // Pins carry the number of the place in the list, its name and whether it is reached; names
-    // stay on screen on wide screens when there are few places.
-    var permanent = d.waypoints.length <= 10 && window.innerWidth >= 760;
     d.waypoints.forEach(function (w, i) {
       var n = i + 1;
       var state = w.reached_at ? (w.left_at ? 'departed' : 'arrived') : 'not reached yet';
@@ -171,6 +155,30 @@
       e.textContent = 'No planned places';
       list.appendChild(e);
     }
+  }
+
+  function render(d) {
+    lastData = d;
+    updates += 1;
+    app.setAttribute('data-updates', String(updates));
+    var st = $('state');
+    st.textContent = stateText[d.state] || d.state;
+    st.setAttribute('data-state', d.state);
+    $('distance').textContent = fmtDistance(d.distance_m);
+    $('duration').textContent = d.started_at ? fmtDuration(d.duration_s) : '–';
+    $('started').textContent = d.started_at ? fmtTime(d.started_at) : 'Not yet';
+    $('ended-row').hidden = !d.ended_at;
+    relative(d);
+    $('updated').textContent = fmtTime(d.generated_at);
+    $('refresh-note').textContent = d.active
+      ? ' · refreshes every ' + d.refresh_seconds + ' s' : ' · trip ended, final figures';
+
+    routeLine.setLatLngs(d.route.map(ll));
+    // Pins carry the number of the place in the list, its name and whether it is reached; names
+    // stay on screen on wide screens when there are few places.
+    var permanent = d.waypoints.length <= 10 && window.innerWidth >= 760;
+    var places = JSON.stringify([permanent, d.waypoints]);
+    if (places !== placesDrawn) { placesDrawn = places; drawPlaces(d, permanent); }
     if (d.latest) {
       if (!latestMarker) {
         latestMarker = L.circleMarker(ll(d.latest.coordinates), { radius: 9, className: 'wm-latest' }).addTo(map);
@@ -197,6 +205,7 @@
     st.setAttribute('data-state', 'gone');
     routeLine.setLatLngs([]);
     wpLayer.clearLayers();
+    placesDrawn = null;
     if (latestMarker) { map.removeLayer(latestMarker); latestMarker = null; }
     ['distance', 'duration', 'last-seen', 'started', 'ended'].forEach(function (id) { $(id).textContent = '–'; });
     $('eta').hidden = true;

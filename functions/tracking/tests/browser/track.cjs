@@ -165,7 +165,8 @@ async function main() {
       })(),
       reachedMarkers: document.querySelectorAll('path.wm-wp-reached.wm-wp').length,
       pins: Array.from(document.querySelectorAll('.wm-num')).map((p) => ({ n: p.textContent, reached: p.classList.contains('reached') })),
-      tips: Array.from(document.querySelectorAll('.wm-tip')).map((t) => t.textContent),
+      // Leaflet fades a removed label out for 200 ms before taking it off the page: those are gone.
+      tips: Array.from(document.querySelectorAll('.wm-tip')).filter((t) => t.style.opacity !== '0').map((t) => t.textContent),
       eta: document.getElementById('eta').hidden ? '' : document.getElementById('eta').textContent,
       ended: document.getElementById('ended').textContent,
       scale: !!document.querySelector('.leaflet-control-scale-line'),
@@ -220,6 +221,11 @@ async function main() {
     if (name === 'desktop') {
       check(f.tips.length === 3 && /^1\. Origin \(departed\)$/.test(f.tips[0]) && /^3\. Destination \(not reached yet\)$/.test(f.tips[2]),
         `desktop: places named on the map with their state: ${JSON.stringify(f.tips)}`);
+      // A refresh that changes no place keeps the same labels (they would fade out and in).
+      await v.page.evaluate(() => document.querySelectorAll('.wm-tip').forEach((t) => t.setAttribute('data-seen', '1')));
+      await v.page.waitForFunction((n) => Number(document.getElementById('app').getAttribute('data-updates')) > n + 1, f.updates, { timeout: 10000 });
+      const kept = await v.page.evaluate(() => Array.from(document.querySelectorAll('.wm-tip')).map((t) => t.getAttribute('data-seen')));
+      check(kept.length === 3 && kept.every((k) => k === '1'), `desktop: labels kept across refreshes: ${JSON.stringify(kept)}`);
     }
     check(/^\d+(\.\d+)? k?m$/.test(f.distance) && f.distance !== '0 m', `${name}: distance ${f.distance}`);
     check(/min|h/.test(f.duration), `${name}: duration ${f.duration}`);
