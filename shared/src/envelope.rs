@@ -38,7 +38,7 @@ struct Body<'a, T> {
 impl<T: Serialize> IntoResponse for Envelope<T> {
     fn into_response(self) -> Response {
         let body = Body { code: self.code, data: &self.data, msg: &self.msg, status: true };
-        (status_of(self.code), axum::Json(body)).into_response()
+        json_answer(status_of(self.code), &body)
     }
 }
 
@@ -67,7 +67,23 @@ impl IntoResponse for V2Envelope {
         body.insert("code".into(), self.code.into());
         body.insert("message".into(), self.message.into());
         body.insert("description".into(), self.description.into());
-        (status_of(self.code), axum::Json(serde_json::Value::Object(body))).into_response()
+        json_answer(status_of(self.code), &body)
+    }
+}
+
+/// First capacity of an answer's buffer: most answers (a page of a list) fit, and a longer one
+/// grows it a few times.
+const ANSWER_CAPACITY: usize = 4096;
+
+/// `value` as a JSON answer, written into one growing buffer. axum's `Json` writes through a
+/// `BytesMut` writer: a capacity check and a copy for every piece serde_json writes (a key, a
+/// quote, a comma), which made copying the answer a tenth of a warm list request's time.
+pub fn json_answer<T: Serialize>(status: axum::http::StatusCode, value: &T) -> Response {
+    use axum::http::{HeaderValue, header};
+    let mut buf = Vec::with_capacity(ANSWER_CAPACITY);
+    match serde_json::to_writer(&mut buf, value) {
+        Ok(()) => (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], buf).into_response(),
+        Err(e) => crate::error::ApiError::internal(e).into_response(),
     }
 }
 
