@@ -8,6 +8,12 @@
 //!    still stored and the answer says so (`processed: false`); the derived work completes on the
 //!    user's next ingest or the next sweep (AWS: the stream-fed processor function).
 //!
+//! On the embedded store the mark and the locations are committed without a file sync, and the
+//! answer waits until they are durable ([`crate::store::Store::flush`]): the pass's synced commit
+//! makes them so (redb makes every earlier commit durable with a synced one), so a request syncs
+//! once. A crash before that loses only fixes no client was told were stored; the derived state
+//! never names a lost fix, since it commits after them.
+//!
 //! Fixes recorded more than [`processor::FUTURE_TOLERANCE_SECONDS`] after the server's clock are
 //! refused (listed in `rejected`), so no absurd timestamp can pin derived state.
 
@@ -76,8 +82,9 @@ pub async fn ingest(
     }
     let prepared = locations::prepare(p, user_id, accepted);
     let pending = processor::mark_batch(store, p, user_id, &prepared).await?;
-    let stored = locations::store_prepared(store, p, user_id, prepared).await?;
+    let stored = locations::store_unsynced(store, p, user_id, prepared).await?;
     processor::batch_stored(store, pending, &stored).await?;
+    let written = store.written();
     let (processed, queued) = match processor::process_user(store, p, user_id).await {
         Ok(r) => (true, r.queued),
         Err(e) => {
@@ -85,5 +92,8 @@ pub async fn ingest(
             (false, false)
         }
     };
+    // Durable before the answer says stored: the pass's synced commit covered the fixes, or
+    // this syncs them.
+    store.flush(written).await?;
     Ok(Outcome { received, stored: stored.len(), rejected, processed, queued })
 }

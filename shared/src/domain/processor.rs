@@ -286,7 +286,9 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             continue;
         }
         if !facts.is_empty() {
-            store.put_new(Table::Main, facts).await?;
+            // Unsynced: the transaction below commits synced and makes them durable with it; a
+            // pass that stops before it leaves facts no watermark names, which it puts again.
+            store.put_new_unsynced(Table::Main, facts).await?;
         }
         let newest = fixes.last();
         let next = Watermark {

@@ -52,6 +52,8 @@ struct Db {
     /// The newest commit number known durable; held while a sync runs, so writers waiting for
     /// it find their commit covered and sync nothing.
     durable: Mutex<u64>,
+    /// The same number, readable without waiting for a sync that runs ([`Store::flush`]).
+    synced: AtomicU64,
 }
 
 impl std::ops::Deref for Db {
@@ -83,6 +85,7 @@ impl Db {
         let upto = self.committed.load(Ordering::SeqCst);
         txn.commit().map_err(backend)?;
         *durable = upto;
+        self.synced.store(upto, Ordering::SeqCst);
         Ok(())
     }
 }
@@ -113,7 +116,32 @@ impl EmbeddedStore {
             txn.open_table(redb_table(d.table)).map_err(backend)?;
         }
         txn.commit().map_err(backend)?;
-        Ok(Self { db: Arc::new(Db { db, committed: AtomicU64::new(0), durable: Mutex::new(0) }) })
+        Ok(Self {
+            db: Arc::new(Db { db, committed: AtomicU64::new(0), durable: Mutex::new(0), synced: AtomicU64::new(0) }),
+        })
+    }
+
+    /// Put each item unless its key holds one, in one transaction; durable on return or not.
+    async fn put_new_as(&self, table: Table, items: Vec<Item>, durable: bool) -> Result<Vec<bool>, StoreError> {
+        self.run(move |db| {
+            let txn = db.db.begin_write().map_err(backend)?;
+            let mut stored = Vec::with_capacity(items.len());
+            {
+                let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
+                for item in &items {
+                    let (pk, sk) = key_of(item)?;
+                    let k = key(&pk, &sk);
+                    let exists = t.get(k.as_str()).map_err(backend)?.is_some();
+                    if !exists {
+                        t.insert(k.as_str(), encode(item)?.as_slice()).map_err(backend)?;
+                    }
+                    stored.push(!exists);
+                }
+            }
+            db.commit(txn, durable)?;
+            Ok(stored)
+        })
+        .await
     }
 
     async fn run<T: Send + 'static>(
@@ -514,25 +542,23 @@ impl Store for EmbeddedStore {
     }
 
     async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {
-        self.run(move |db| {
-            let txn = db.db.begin_write().map_err(backend)?;
-            let mut stored = Vec::with_capacity(items.len());
-            {
-                let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
-                for item in &items {
-                    let (pk, sk) = key_of(item)?;
-                    let k = key(&pk, &sk);
-                    let exists = t.get(k.as_str()).map_err(backend)?.is_some();
-                    if !exists {
-                        t.insert(k.as_str(), encode(item)?.as_slice()).map_err(backend)?;
-                    }
-                    stored.push(!exists);
-                }
-            }
-            db.commit(txn, true)?;
-            Ok(stored)
-        })
-        .await
+        self.put_new_as(table, items, true).await
+    }
+
+    async fn put_new_unsynced(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {
+        self.put_new_as(table, items, false).await
+    }
+
+    fn written(&self) -> u64 {
+        // Every write that has returned is numbered at most this.
+        self.db.committed.load(Ordering::SeqCst)
+    }
+
+    async fn flush(&self, through: u64) -> Result<(), StoreError> {
+        if self.db.synced.load(Ordering::SeqCst) >= through {
+            return Ok(());
+        }
+        self.run(move |db| db.sync_through(through)).await
     }
 
     async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
@@ -596,6 +622,32 @@ mod tests {
             let doc = v(serde_json::json!({"id": "x", "nested": {attr: 1, "s": "}{]["}, attr: t, "tail": [attr]}));
             assert_eq!(ttl_of(&doc), Some(t as f64), "{}", String::from_utf8_lossy(&doc));
         }
+    }
+
+    #[tokio::test]
+    async fn a_flush_syncs_only_what_no_synced_commit_covered() {
+        let store = EmbeddedStore::memory().unwrap();
+        let item = |sk: &str| Item::from_iter([("pk".into(), "p".into()), ("sk".into(), sk.into())]);
+        let synced = || store.db.synced.load(Ordering::SeqCst);
+        // Unsynced fixes: not yet covered; a flush through them syncs.
+        assert_eq!(store.put_new_unsynced(Table::Main, vec![item("a"), item("b")]).await.unwrap(), [true, true]);
+        let mine = store.written();
+        assert!(synced() < mine);
+        store.flush(mine).await.unwrap();
+        assert!(synced() >= mine);
+        // Fixes, then a synced write (the pass's commit), then someone else's unsynced write: the
+        // synced write covered the fixes, so the flush through them syncs nothing more.
+        store.put_new_unsynced(Table::Main, vec![item("c")]).await.unwrap();
+        let mine = store.written();
+        store.put(Table::Main, item("w"), Cond::None).await.unwrap();
+        let after_pass = synced();
+        store.put_unsynced(Table::Main, item("other"), Cond::None).await.unwrap();
+        store.flush(mine).await.unwrap();
+        assert_eq!(synced(), after_pass, "a covered flush synced again");
+        assert!(store.written() > synced(), "the other write stays unsynced until someone flushes it");
+        // Through everything: the other write too.
+        store.flush(store.written()).await.unwrap();
+        assert_eq!(synced(), store.written());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -201,6 +201,24 @@ pub trait Store: Send + Sync + 'static {
     /// Put each item unless its key already holds one; returns, per item, whether it was stored.
     /// Not atomic across items; each item is.
     async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError>;
+    /// [`Store::put_new`] that a crash may undo until [`Store::flush`] or a later synced write
+    /// returns (see [`Store::put_unsynced`]): the fixes of an ingest, whose processing pass
+    /// commits synced right after and makes them durable with it. DynamoDB has one kind of put.
+    async fn put_new_unsynced(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {
+        self.put_new(table, items).await
+    }
+    /// A position after every write that has returned, for [`Store::flush`] (DynamoDB: 0).
+    fn written(&self) -> u64 {
+        0
+    }
+    /// Make every write before `through` (a [`Store::written`]) durable. The embedded store syncs
+    /// its file unless a synced commit since already covered them (then this costs nothing: other
+    /// requests' unsynced writes since do not count); DynamoDB's writes are durable when they
+    /// return.
+    async fn flush(&self, through: u64) -> Result<(), StoreError> {
+        let _ = through;
+        Ok(())
+    }
     /// Delete the items at these keys, unconditionally; keys already gone are fine. Not atomic:
     /// for bulk removal (retention, erasure) where each item goes on its own. On DynamoDB a
     /// BatchWriteItem (its own IAM action) of 25 keys at a time, at one write unit a delete.

@@ -210,6 +210,22 @@ pub async fn store_prepared(
     user_id: &str,
     locs: Vec<Location>,
 ) -> Result<Vec<Location>, ApiError> {
+    let stored = store_unsynced(store, p, user_id, locs).await?;
+    store.flush(store.written()).await?;
+    Ok(stored)
+}
+
+/// [`store_prepared`], not yet durable on return (embedded store): the caller flushes
+/// ([`Store::flush`] through a [`Store::written`] taken after this) before it tells anyone the
+/// fixes are stored. Ingest does, after the
+/// processing pass, whose synced commit usually covers them already: one file sync a request
+/// instead of two.
+pub async fn store_unsynced(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    locs: Vec<Location>,
+) -> Result<Vec<Location>, ApiError> {
     let pk = locations_pk(&p.project_id, user_id);
     // With retention, each item carries its expiry for DynamoDB's TTL (`domain::retention`).
     let days = crate::domain::retention::days(store, &p.project_id).await?;
@@ -222,7 +238,7 @@ pub async fn store_prepared(
     let writer = history_pages::begin(store, &pk, &ids).await?;
     let ttls: Vec<Option<i64>> =
         items.iter().map(|i| i.get(crate::domain::retention::TTL_ATTRIBUTE).and_then(Value::as_i64)).collect();
-    let stored = match store.put_new(Table::Locations, items).await {
+    let stored = match store.put_new_unsynced(Table::Locations, items).await {
         Ok(s) => s,
         Err(e) => {
             // Best effort: should this fail too, the writer counts as dead within a minute.
