@@ -34,6 +34,10 @@ use shared::store::EmbeddedStore;
 use shared::time::Timestamp;
 use tower::ServiceExt;
 
+/// The allocator `waymark serve` runs on (its `main.rs`), so the figures are the server's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const HOME: (f64, f64) = (13.3777, 52.5163);
 const RUNS: usize = 5;
 
