@@ -261,6 +261,13 @@ pub async fn get_as<T: DeserializeOwned>(
     store.get_doc(table, pk, sk).await?.map(|d| from_json(&d)).transpose()
 }
 
+/// The items of a query as records, each decoded straight from its document
+/// ([`Store::query_docs`]) rather than through a JSON tree: the warm reads of one trip's events and
+/// a user's stays.
+pub async fn query_as<T: DeserializeOwned>(store: &dyn Store, table: Table, q: &Query) -> Result<Vec<T>, StoreError> {
+    store.query_docs(table, q).await?.iter().map(|d| from_json(d)).collect()
+}
+
 /// A record from a JSON document of [`Store::query_docs`].
 pub fn from_json<T: DeserializeOwned>(doc: &[u8]) -> Result<T, StoreError> {
     serde_json::from_slice(doc).map_err(|e| StoreError::Corrupt(e.to_string()))

@@ -33,7 +33,7 @@ use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{Order, PageInfo, PageNumber};
 use crate::store::{
-    Cond, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item,
+    Cond, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, get_as, to_item,
 };
 use crate::time::{DateRange, Timestamp, parse_ts};
 
@@ -431,8 +431,7 @@ pub async fn get(store: &dyn Store, p: &Project, id: &str) -> Result<Geofence, A
     if !is_id(id) {
         return Err(missing());
     }
-    let item = store.get(Table::Main, &fences_pk(&p.project_id), id).await?.ok_or_else(missing)?;
-    Ok(from_item(item)?)
+    get_as(store, Table::Main, &fences_pk(&p.project_id), id).await?.ok_or_else(missing)
 }
 
 /// An update: which fence (`geofence_id`: a string; v3 documents it as an integer, so a number

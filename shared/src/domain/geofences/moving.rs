@@ -27,7 +27,7 @@ use crate::geometry::LngLat;
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata;
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, get_as, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Most users one moving fence follows.
@@ -142,8 +142,7 @@ pub async fn get(store: &dyn Store, p: &Project, id: &str) -> Result<MovingGeofe
     if !is_id(id) {
         return Err(missing());
     }
-    let item = store.get(Table::Main, &fences_pk(&p.project_id), id).await?.ok_or_else(missing)?;
-    Ok(from_item(item)?)
+    get_as(store, Table::Main, &fences_pk(&p.project_id), id).await?.ok_or_else(missing)
 }
 
 pub async fn update(

@@ -33,7 +33,7 @@ use crate::auth::Project;
 use crate::domain::locations::Location;
 use crate::error::ApiError;
 use crate::geometry::LngLat;
-use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, get_as, query_as, to_item};
 use crate::time::Timestamp;
 
 /// Most places kept per user (the least weighted goes beyond).
@@ -411,12 +411,12 @@ impl Aggregate {
 
 /// The user's aggregate as stored, if any.
 pub async fn read(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<Aggregate>, ApiError> {
-    Ok(store.get(Table::Main, &aggregate_pk(&p.project_id, user_id), "-").await?.map(from_item).transpose()?)
+    Ok(get_as(store, Table::Main, &aggregate_pk(&p.project_id, user_id), "-").await?)
 }
 
 async fn all_stays(store: &dyn Store, p: &Project, user_id: &str) -> Result<Vec<Stay>, ApiError> {
     let q = Query::new(stays_pk(&p.project_id, user_id), SkRange::All);
-    Ok(store.query(Table::Main, &q).await?.items.into_iter().map(from_item).collect::<Result<_, _>>()?)
+    Ok(query_as(store, Table::Main, &q).await?)
 }
 
 /// The write that counts `closed` (the stays a processor pass closes, in order): a put checked

@@ -16,7 +16,7 @@ use crate::auth::Project;
 use crate::domain::locations::Location;
 use crate::error::ApiError;
 use crate::geometry::LngLat;
-use crate::store::{Cond, Item, Query, SkRange, Store, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, Item, Query, SkRange, Store, Table, WriteOp, get_as, query_as, to_item};
 use crate::time::{Timestamp, Zone};
 
 /// A fix joins a run within this distance (meters) of the run's centre.
@@ -191,8 +191,7 @@ pub struct InsightsPlan {
 
 /// Extend the user's stays with `fixes` (new, past the processor's watermark, in order).
 pub async fn plan(store: &dyn Store, p: &Project, user_id: &str, fixes: &[Location]) -> Result<InsightsPlan, ApiError> {
-    let run: Option<Run> =
-        store.get(Table::Main, &run_pk(&p.project_id, user_id), "-").await?.map(from_item).transpose()?;
+    let run: Option<Run> = get_as(store, Table::Main, &run_pk(&p.project_id, user_id), "-").await?;
     let version = run.as_ref().map_or(0, |r| r.version);
     let mut run = run.unwrap_or_default();
     let mut closed = Vec::new();
@@ -218,23 +217,15 @@ pub async fn open_run(
     p: &Project,
     user_id: &str,
 ) -> Result<(Option<Stay>, Option<String>), ApiError> {
-    let run: Option<Run> =
-        store.get(Table::Main, &run_pk(&p.project_id, user_id), "-").await?.map(from_item).transpose()?;
+    let run: Option<Run> = get_as(store, Table::Main, &run_pk(&p.project_id, user_id), "-").await?;
     Ok(run.map_or((None, None), |r| (r.stay(None), r.first.as_ref().map(|f| f.id.clone()))))
 }
 
 /// The user's stays, the run in progress included when it is long enough.
 pub async fn stays(store: &dyn Store, p: &Project, user_id: &str) -> Result<Vec<Stay>, ApiError> {
-    let mut out: Vec<Stay> = store
-        .query(Table::Main, &Query::new(stays_pk(&p.project_id, user_id), SkRange::All))
-        .await?
-        .items
-        .into_iter()
-        .map(from_item)
-        .collect::<Result<_, _>>()?;
-    if let Some(run) =
-        store.get(Table::Main, &run_pk(&p.project_id, user_id), "-").await?.map(from_item::<Run>).transpose()?
-    {
+    let mut out: Vec<Stay> =
+        query_as(store, Table::Main, &Query::new(stays_pk(&p.project_id, user_id), SkRange::All)).await?;
+    if let Some(run) = get_as::<Run>(store, Table::Main, &run_pk(&p.project_id, user_id), "-").await? {
         out.extend(run.stay(None));
     }
     Ok(out)

@@ -38,7 +38,7 @@ use crate::domain::{list_pages, users};
 use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id, random_hex};
 use crate::metadata;
-use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item};
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, get_as, query_as, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Radius (meters) within which an origin or destination counts as reached (v1/v3 have none).
@@ -314,8 +314,7 @@ fn event_puts(
 
 /// Fill in the trip's events, in the order they were recorded (their positions).
 async fn load_events(store: &dyn Store, p: &Project, trip: &mut Trip) -> Result<(), ApiError> {
-    let items = store.query(Table::Main, &Query::new(events_pk(&p.project_id, &trip.id), SkRange::All)).await?.items;
-    trip.events = items.into_iter().map(from_item).collect::<Result<_, _>>()?;
+    trip.events = query_as(store, Table::Main, &Query::new(events_pk(&p.project_id, &trip.id), SkRange::All)).await?;
     Ok(())
 }
 
@@ -495,8 +494,7 @@ pub async fn get(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> Res
 
 /// The trip record without its events (what the events processor needs).
 async fn get_record(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> Result<Option<Trip>, ApiError> {
-    let item = store.get(Table::Main, &trips_pk(&p.project_id, api), trip_id).await?;
-    Ok(item.map(from_item).transpose()?)
+    Ok(get_as(store, Table::Main, &trips_pk(&p.project_id, api), trip_id).await?)
 }
 
 /// Webhook messages for the events pushed onto `trip` since `before` (none when the project
@@ -932,10 +930,10 @@ pub async fn by_token(store: &dyn Store, token: &str) -> Result<Option<Trip>, Ap
     if token.len() != 32 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Ok(None);
     }
-    let Some(item) = store.get(Table::Main, &tracking_pk(token), "-").await? else { return Ok(None) };
-    let r: TrackingRef = from_item(item)?;
-    let item = store.get(Table::Main, &trips_pk(&r.project_id, r.api), &r.trip_id).await?;
-    let Some(mut trip) = item.map(from_item::<Trip>).transpose()? else { return Ok(None) };
+    let Some(r) = get_as::<TrackingRef>(store, Table::Main, &tracking_pk(token), "-").await? else { return Ok(None) };
+    let Some(mut trip) = get_as::<Trip>(store, Table::Main, &trips_pk(&r.project_id, r.api), &r.trip_id).await? else {
+        return Ok(None);
+    };
     let p =
         Project { project_id: r.project_id, account_id: trip.account_id.clone(), kind: crate::auth::KeyKind::Secret };
     load_events(store, &p, &mut trip).await?;
