@@ -39,8 +39,8 @@ async fn answer(
     q: Params,
 ) -> Result<Envelope<Value>, ApiError> {
     let store = s.store.as_ref();
-    let user = users::require(store, &p, "user_id", q.required("user_id")?).await?;
+    let user = users::require_ref(store, &p, "user_id", q.required("user_id")?).await?;
     let list = insights::insights(store, &p, &user.id, kind).await?;
-    let data = json!({"user_id": user.id, "app_id": users::app_id(&user), key: list});
+    let data = json!({"user_id": user.id, "app_id": user.app_id(), key: list});
     Ok(Envelope::ok(shared::envelope::SUCCESS, data))
 }

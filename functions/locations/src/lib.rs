@@ -29,7 +29,7 @@ pub fn router() -> Router<AppState> {
 async fn gpx(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<GpxFile, ApiError> {
     let store = s.store.as_ref();
     q.only(&["user_id", "start_date", "end_date", "timezone_offset"])?;
-    let user = users::require(store, &p, "user_id", q.required("user_id")?).await?;
+    let user = users::require_ref(store, &p, "user_id", q.required("user_id")?).await?;
     let locs = locations::in_range(store, &p, &user.id, q.date_range(q.timezone()?)?).await?;
     let body = shared::domain::export::gpx_track(&format!("user {}", user.id), locs.iter().map(Into::into))?;
     Ok(GpxFile { filename: format!("locations-{}.gpx", user.id), body })
@@ -38,10 +38,10 @@ async fn gpx(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> R
 async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
     let store = s.store.as_ref();
     q.only(&["user_id", "timezone_offset", "start_date", "end_date", "page_number", "points_encoded"])?;
-    let user = users::require(store, &p, "user_id", q.required("user_id")?).await?;
+    let user = users::require_ref(store, &p, "user_id", q.required("user_id")?).await?;
     let tz = q.timezone()?;
     let range = q.date_range(tz)?;
-    let app_id = users::app_id(&user);
+    let app_id = user.app_id();
     if q.bool("points_encoded", false)? {
         let (count, polyline, time_aware) = locations::encoded(store, &p, &user.id, range).await?;
         let data = json!({
@@ -81,7 +81,7 @@ async fn ingest(
 ) -> Result<Envelope<Value>, ApiError> {
     let store = s.store.as_ref();
     locations::validate_batch(&batch)?;
-    let user = users::require(store, &p, "user_id", &batch.user_id).await?;
+    let user = users::require_ref(store, &p, "user_id", &batch.user_id).await?;
     let outcome = ingest::ingest(store, &p, &user.id, batch.locations).await?;
     if outcome.queued {
         s.wake.notify_one();

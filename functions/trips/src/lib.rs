@@ -61,7 +61,7 @@ async fn events(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
     let range = q.date_range(None)?.ok_or_else(|| ApiError::field("start_date", "is required"))?;
     let page = q.page_number()?;
     let store = s.store.as_ref();
-    shared::domain::users::require(store, &p, "user_id", user_id).await?;
+    shared::domain::users::require_ref(store, &p, "user_id", user_id).await?;
     if let Some(t) = q.opt("trip_id") {
         // Events of v2 trips are listed too: the trip may be of either generation.
         if trips::get(store, &p, Api::V2, t).await.is_err() {

@@ -409,7 +409,7 @@ fn make_waypoints(input: Vec<WaypointInput>, now: Timestamp) -> Result<Vec<Waypo
 
 async fn check_user(store: &dyn Store, p: &Project, user_id: &Option<String>) -> Result<(), ApiError> {
     if let Some(u) = user_id {
-        users::require(store, p, "user_id", u).await?;
+        users::require_ref(store, p, "user_id", u).await?;
     }
     Ok(())
 }
