@@ -49,11 +49,12 @@ struct Db {
     db: Database,
     /// Commits numbered so far, in commit order (numbered under redb's writer lock).
     committed: AtomicU64,
-    /// The newest commit number known durable; held while a sync runs, so writers waiting for
-    /// it find their commit covered and sync nothing.
-    durable: Mutex<u64>,
-    /// The same number, readable without waiting for a sync that runs ([`Store::flush`]).
+    /// The newest commit number known durable: read without waiting for a sync that runs
+    /// ([`Store::flush`]).
     synced: AtomicU64,
+    /// Held while a sync runs, so writers waiting for it find their commit covered after it and
+    /// sync nothing.
+    syncing: Mutex<()>,
 }
 
 impl std::ops::Deref for Db {
@@ -76,15 +77,14 @@ impl Db {
     /// Make commit `seq` and every one before it durable: by an empty synced commit, unless one
     /// made since it already did.
     fn sync_through(&self, seq: u64) -> Result<(), StoreError> {
-        let mut durable = self.durable.lock().unwrap_or_else(PoisonError::into_inner);
-        if *durable >= seq {
+        let _syncing = self.syncing.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.synced.load(Ordering::SeqCst) >= seq {
             return Ok(());
         }
         let txn = self.db.begin_write().map_err(backend)?;
         // With the writer lock held, every commit numbered so far has finished.
         let upto = self.committed.load(Ordering::SeqCst);
         txn.commit().map_err(backend)?;
-        *durable = upto;
         self.synced.store(upto, Ordering::SeqCst);
         Ok(())
     }
@@ -117,7 +117,7 @@ impl EmbeddedStore {
         }
         txn.commit().map_err(backend)?;
         Ok(Self {
-            db: Arc::new(Db { db, committed: AtomicU64::new(0), durable: Mutex::new(0), synced: AtomicU64::new(0) }),
+            db: Arc::new(Db { db, committed: AtomicU64::new(0), synced: AtomicU64::new(0), syncing: Mutex::new(()) }),
         })
     }
 
@@ -668,7 +668,7 @@ mod tests {
             for w in writes.collect::<Vec<_>>() {
                 w.await.unwrap().unwrap();
             }
-            assert_eq!(*store.db.durable.lock().unwrap(), store.db.committed.load(Ordering::SeqCst));
+            assert_eq!(store.db.synced.load(Ordering::SeqCst), store.db.committed.load(Ordering::SeqCst));
             let eq = |v: &str| Cond::Equals("nonce", v.into());
             assert!(matches!(store.put(Table::Main, item("u", "b"), eq("x")).await, Err(StoreError::ConditionFailed)));
             store.put(Table::Main, item("u", "b"), eq("a")).await.unwrap();
