@@ -6,6 +6,7 @@
 //! existed, which a DELETE of them erases too.
 
 use chrono_tz::Tz;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -169,17 +170,11 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateUser) -> Result
 
 /// A live (not deleted) user of this project.
 pub async fn get(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<User>, ApiError> {
-    if !is_id(user_id) {
-        return Ok(None);
-    }
-    Ok(get_as(store, Table::Main, &users_pk(&p.project_id), user_id).await?)
+    read(store, p, user_id).await
 }
 
 pub async fn require(store: &dyn Store, p: &Project, field: &str, user_id: &str) -> Result<User, ApiError> {
-    check_user_id(field, user_id)?;
-    get(store, p, user_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("{field}: no user '{user_id}' in this project")))
+    require_as(store, p, field, user_id).await
 }
 
 /// What most requests need of the user they name: that it exists, its id and its app.
@@ -191,9 +186,8 @@ pub struct UserRef {
 }
 
 impl UserRef {
-    /// `<project_id>_<1 or 2>`, as [`app_id`].
     pub fn app_id(&self) -> String {
-        format!("{}_{}", self.project_id, self.app_type)
+        app_id_of(&self.project_id, self.app_type)
     }
 }
 
@@ -201,9 +195,27 @@ impl UserRef {
 /// location) are skipped, not built (a fifth of the read of an insights answer was decoding the
 /// whole user).
 pub async fn require_ref(store: &dyn Store, p: &Project, field: &str, user_id: &str) -> Result<UserRef, ApiError> {
+    require_as(store, p, field, user_id).await
+}
+
+/// The user's record decoded as `T` (the whole [`User`] or a [`UserRef`]).
+async fn read<T: DeserializeOwned>(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<T>, ApiError> {
+    if !is_id(user_id) {
+        return Ok(None);
+    }
+    Ok(get_as(store, Table::Main, &users_pk(&p.project_id), user_id).await?)
+}
+
+async fn require_as<T: DeserializeOwned>(
+    store: &dyn Store,
+    p: &Project,
+    field: &str,
+    user_id: &str,
+) -> Result<T, ApiError> {
     check_user_id(field, user_id)?;
-    let user = if is_id(user_id) { get_as(store, Table::Main, &users_pk(&p.project_id), user_id).await? } else { None };
-    user.ok_or_else(|| ApiError::not_found(format!("{field}: no user '{user_id}' in this project")))
+    read(store, p, user_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("{field}: no user '{user_id}' in this project")))
 }
 
 /// Write `user` if nobody changed it since it was read (version check), bumping its version.
@@ -311,7 +323,11 @@ pub async fn list(
 
 /// `<project_id>_<1 or 2>`.
 pub fn app_id(u: &User) -> String {
-    format!("{}_{}", u.project_id, u.app_type)
+    app_id_of(&u.project_id, u.app_type)
+}
+
+fn app_id_of(project_id: &str, app_type: u8) -> String {
+    format!("{project_id}_{app_type}")
 }
 
 /// A user as lists return it: every field of interface.md's User table. Serialised straight into
