@@ -165,8 +165,7 @@ async function main() {
       })(),
       reachedMarkers: document.querySelectorAll('path.wm-wp-reached.wm-wp').length,
       pins: Array.from(document.querySelectorAll('.wm-num')).map((p) => ({ n: p.textContent, reached: p.classList.contains('reached') })),
-      // Leaflet fades a removed label out for 200 ms before taking it off the page: those are gone.
-      tips: Array.from(document.querySelectorAll('.wm-tip')).filter((t) => t.style.opacity !== '0').map((t) => t.textContent),
+      tips: Array.from(document.querySelectorAll('.wm-tip')).map((t) => t.textContent),
       eta: document.getElementById('eta').hidden ? '' : document.getElementById('eta').textContent,
       ended: document.getElementById('ended').textContent,
       scale: !!document.querySelector('.leaflet-control-scale-line'),
