@@ -217,9 +217,8 @@ pub async fn store_prepared(
 
 /// [`store_prepared`], not yet durable on return (embedded store): the caller flushes
 /// ([`Store::flush`] through a [`Store::written`] taken after this) before it tells anyone the
-/// fixes are stored. Ingest does, after the
-/// processing pass, whose synced commit usually covers them already: one file sync a request
-/// instead of two.
+/// fixes are stored. Ingest does, after the processing pass, whose synced commit usually covers
+/// them already: one file sync a request instead of two.
 pub async fn store_unsynced(
     store: &dyn Store,
     p: &Project,
