@@ -163,15 +163,17 @@ impl NearScan {
         let dlng = wrap_deg(p.lng - c.lng).abs();
         let y2 = (p.lat - c.lat) * (p.lat - c.lat);
         let slack = ((c.lat + p.lat) * 0.5 - self.lat0).abs().to_radians();
-        let lo = M_PER_DEG * ((dlng * (self.cos0 - slack).max(0.0)).powi(2) + y2).sqrt();
-        let hi = M_PER_DEG * ((dlng * (self.cos0 + slack)).powi(2) + y2).sqrt();
-        if hi < r * (1.0 - MARGIN) {
+        // Squares of the bounds (in degrees) against squares of the radii: no square roots.
+        let lo = (dlng * (self.cos0 - slack).max(0.0)).powi(2) + y2;
+        let hi = (dlng * (self.cos0 + slack)).powi(2) + y2;
+        let sq = |m: f64| (m / M_PER_DEG).powi(2);
+        if hi < sq(r * (1.0 - MARGIN)) {
             return Ring::Within;
         }
-        if lo > 3.0 * r * (1.0 + MARGIN) {
+        if lo > sq(3.0 * r * (1.0 + MARGIN)) {
             return Ring::Beyond;
         }
-        if lo > r * (1.0 + MARGIN) && hi < 3.0 * r * (1.0 - MARGIN) {
+        if lo > sq(r * (1.0 + MARGIN)) && hi < sq(3.0 * r * (1.0 - MARGIN)) {
             return Ring::Between;
         }
         let d = near_m(c, p);

@@ -335,12 +335,14 @@ fn analyse_piece(fixes: &[&TripFix]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
     // Nodes of the cleaned path: every moving fix (smoothed), and one centroid per stop.
     let mut nodes: Vec<LngLat> = Vec::new();
     let mut node_of = vec![0usize; fixes.len()];
+    let mut stop_nodes = Vec::new();
     let mut stops = Vec::new();
     let mut runs_iter = runs.iter().peekable();
     let mut i = 0;
     while i < fixes.len() {
         if let Some(&&(a, b, centroid)) = runs_iter.peek().filter(|(a, _, _)| *a == i) {
             runs_iter.next();
+            stop_nodes.push(nodes.len());
             nodes.push(centroid);
             node_of[a..=b].fill(nodes.len() - 1);
             stops.push(StopFound {
@@ -363,7 +365,21 @@ fn analyse_piece(fixes: &[&TripFix]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
     let mut sigmas: Vec<f64> = fixes.iter().map(|l| sigma(*l)).collect();
     let tolerance =
         (crate::stats::median(&mut sigmas).unwrap_or(0.0) / 2.0).clamp(SIMPLIFY_TOLERANCE_M, MAX_SIMPLIFY_TOLERANCE_M);
-    let kept = simplify(&nodes, tolerance);
+    // A stop's centroid is a corner of the path whatever the line around it: simplifying the
+    // stretches between stops on their own keeps it and spares the simplification's search for
+    // the farthest node most of its passes over the whole piece.
+    let mut kept: Vec<usize> = Vec::with_capacity(nodes.len());
+    if !nodes.is_empty() {
+        kept.push(0);
+        let mut from = 0;
+        for to in stop_nodes.iter().copied().chain([nodes.len() - 1]) {
+            if to > from {
+                // Its first node is the previous stretch's last.
+                kept.extend(simplify(&nodes[from..=to], tolerance).into_iter().skip(1).map(|k| from + k));
+                from = to;
+            }
+        }
+    }
     // Cumulative path length at each kept node; other nodes interpolate between kept neighbours.
     let mut cum = vec![0.0; nodes.len()];
     let mut total = 0.0;
