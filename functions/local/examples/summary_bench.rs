@@ -2,7 +2,8 @@
 //! store, end to end (`GET /v1/api/trips/summary/` through the router, body read out) and split
 //! into its parts: reading the fixes, computing the figures, rendering the JSON body. Run in
 //! release: `cargo run --release -p local --example summary_bench` (`SUMMARY_SIZES=100000` for
-//! one size; `SUMMARY_BODY=/tmp/x` also writes each body to `/tmp/x.<size>.json`).
+//! one size; `SUMMARY_RUNS=30` for a profile; `SUMMARY_BODY=/tmp/x` also writes each body to
+//! `/tmp/x.<size>.json`).
 //!
 //! The trip is realistic GPS (the API tests' generator, `tests/api/gps_truth.rs`): a fix a
 //! second, correlated error of 3–15 m while moving and 20–50 m accuracy while still, 1 % multipath
@@ -39,7 +40,6 @@ use tower::ServiceExt;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const HOME: (f64, f64) = (13.3777, 52.5163);
-const RUNS: usize = 5;
 
 /// At least `seconds` of a working day: drives, stops, walks, a tunnel; a fix every second.
 fn timeline(t0: DateTime<Utc>, seconds: usize) -> Timeline {
@@ -79,6 +79,8 @@ async fn main() {
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![10_000, 100_000]);
+    // More runs make a profile of the summary itself (`perf record`) outweigh the setup's.
+    let runs: usize = std::env::var("SUMMARY_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(5);
     for n in sizes {
         let state = AppState::new(EmbeddedStore::memory().expect("store"));
         let store = state.store.as_ref();
@@ -109,7 +111,7 @@ async fn main() {
         let router = local::app(state.clone());
         let uri = format!("/v1/api/trips/summary/?trip_id={}", trip.id);
         let (mut total, mut bytes) = (Vec::new(), 0);
-        for _ in 0..RUNS {
+        for _ in 0..runs {
             let req = Request::get(&uri).header("Api-Key", &issued.api_key).body(Body::empty()).expect("request");
             let start = Instant::now();
             let res = router.clone().oneshot(req).await.expect("router is infallible");
@@ -124,7 +126,7 @@ async fn main() {
         // The parts: reading, computing, rendering.
         let (mut read, mut compute, mut render) = (Vec::new(), Vec::new(), Vec::new());
         let (mut r, mut points) = (route::Route::default(), 0);
-        for _ in 0..RUNS {
+        for run in 0..runs {
             let start = Instant::now();
             let record = trips::get(store, &p, Api::V1, &trip.id).await.expect("trip");
             let locs = trips::trip_fixes(store, &p, &record, Timestamp::now()).await.expect("locations");
@@ -142,9 +144,14 @@ async fn main() {
             };
             let s = SummaryBody { summary, detailed: true };
             let start = Instant::now();
-            let body = serde_json::to_vec(&s).expect("json");
+            // Into a buffer of the size the handler gives it.
+            let mut body = Vec::with_capacity(s.size_hint());
+            serde_json::to_writer(&mut body, &s).expect("json");
             render.push(ms(start));
             // The body written directly is the one a tree of JSON values (sorted keys) gives.
+            if run > 0 {
+                continue;
+            }
             let tree = serde_json::to_vec(&serde_json::to_value(&s).expect("value")).expect("json");
             assert!(body == tree, "the summary's bytes differ from its JSON value's");
         }
@@ -153,7 +160,7 @@ async fn main() {
             format!("{m:.1} ms ({lo:.1}–{hi:.1})")
         };
         println!(
-            "{n:>7} fixes: summary end to end median {} over {RUNS} runs, {:.1} MB body; read {}; compute {}; render {}; \
+            "{n:>7} fixes: summary end to end median {} over {runs} runs, {:.1} MB body; read {}; compute {}; render {}; \
              {points} fixes read, route {} points, {:.3} m, {:?} m climbed, {} stops, {} excluded",
             f(total),
             bytes as f64 / 1e6,

@@ -227,9 +227,11 @@ async fn summary(
     SecretKey(p): SecretKey,
     State(s): State<AppState>,
     q: Params,
-) -> Result<Envelope<SummaryBody>, ApiError> {
+) -> Result<Response, ApiError> {
     let sum = trips::summary(s.store.as_ref(), &p, Api::V1, q.required("trip_id")?).await?;
-    Ok(Envelope::ok(shared::envelope::SUCCESS, SummaryBody { summary: sum, detailed: ver == Ver::V1 }))
+    let body = SummaryBody { summary: sum, detailed: ver == Ver::V1 };
+    let capacity = body.size_hint();
+    Ok(Envelope::ok(shared::envelope::SUCCESS, body).into_response_sized(capacity))
 }
 
 /// A lifecycle move: `action` and, optionally, the time of the move in its own field.
