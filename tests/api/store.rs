@@ -111,3 +111,41 @@ both!(items_past_their_ttl_are_gone_for_reads_but_not_for_the_sweeper, |app| asy
     s.delete_many(Table::Main, vec![(pk.clone(), "a".into()), (pk.clone(), "d".into())]).await.unwrap();
     assert_eq!(s.query(Table::Main, &q.clone().with_expired()).await.unwrap().items.len(), 3);
 });
+
+both!(a_long_read_in_chunks_is_the_read_in_one, |app| async move {
+    let s = app.state.store.as_ref();
+    let pk = format!("{}#L", app.project.project_id);
+    // More than the embedded store reads on the calling task, so its chunked path runs.
+    let items: Vec<Item> = (0..2_500).map(|k| item(&pk, &format!("{k:05}"), k)).collect();
+    s.put_new(Table::Main, items).await.unwrap();
+    let q = Query::new(&pk, SkRange::Between("00100".into(), "02400".into()));
+    let whole = s.query_docs(Table::Main, &q).await.unwrap();
+    assert_eq!(whole.len(), 2_301);
+    let mut chunked = Vec::new();
+    s.query_docs_each(Table::Main, &q, &mut |docs| {
+        chunked.extend(docs);
+        Ok(())
+    })
+    .await
+    .unwrap();
+    assert!(chunked == whole, "the chunks, in order, are the whole read");
+    // A limit holds across chunks.
+    let mut n = 0;
+    s.query_docs_each(Table::Main, &q.clone().limit(1_500), &mut |docs| {
+        n += docs.len();
+        Ok(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(n, 1_500);
+    // An error from the caller ends the read and is what it returns.
+    let mut calls = 0;
+    let r = s
+        .query_docs_each(Table::Main, &q, &mut |_| {
+            calls += 1;
+            Err(StoreError::Corrupt("stop".into()))
+        })
+        .await;
+    assert!(matches!(&r, Err(StoreError::Corrupt(m)) if m == "stop"), "{r:?}");
+    assert_eq!(calls, 1);
+});

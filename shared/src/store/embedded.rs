@@ -31,6 +31,9 @@ fn redb_table(t: Table) -> RedbTable {
 /// the top cost of a warm `GET /v1/api/user/` (three such hand-offs per request); yet a read this
 /// size still holds a runtime worker for well under a millisecond.
 const INLINE_ITEMS: usize = 1_000;
+/// Chunks of [`INLINE_ITEMS`] documents a long [`Store::query_docs_each`] reads ahead of its
+/// caller.
+const CHUNKS_AHEAD: usize = 4;
 
 /// Separates partition and sort key; below every character our keys use.
 const SEP: char = '\0';
@@ -516,6 +519,54 @@ impl Store for EmbeddedStore {
         }
         let q = q.clone();
         self.run(move |db| Ok(docs_of(db, table, &q, None)?.unwrap_or_default())).await
+    }
+
+    async fn query_docs_each(
+        &self,
+        table: Table,
+        q: &Query,
+        each: &mut (dyn FnMut(Vec<Vec<u8>>) -> Result<(), StoreError> + Send),
+    ) -> Result<(), StoreError> {
+        if let Some(docs) = docs_of(&self.db, table, q, Some(INLINE_ITEMS))? {
+            return each(docs);
+        }
+        // A long read: chunks come over a short queue from the blocking pool, read there while
+        // this task decodes the one before.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Vec<u8>>>(CHUNKS_AHEAD);
+        let (db, q) = (self.db.clone(), q.clone());
+        let reader = tokio::task::spawn_blocking(move || {
+            let (limit, mut n) = (q.limit.unwrap_or(usize::MAX), 0usize);
+            let mut chunk = Vec::with_capacity(INLINE_ITEMS);
+            scan(&db, table, &q, |v| {
+                chunk.push(v.to_vec());
+                n += 1;
+                if chunk.len() == INLINE_ITEMS {
+                    let full = std::mem::replace(&mut chunk, Vec::with_capacity(INLINE_ITEMS));
+                    // The receiver is gone when `each` failed: stop reading.
+                    if tx.blocking_send(full).is_err() {
+                        return Ok(false);
+                    }
+                }
+                Ok(n < limit)
+            })?;
+            if !chunk.is_empty() {
+                let _ = tx.blocking_send(chunk);
+            }
+            Ok::<_, StoreError>(())
+        });
+        let mut failed = None;
+        while let Some(chunk) = rx.recv().await {
+            if let Err(e) = each(chunk) {
+                failed = Some(e);
+                break;
+            }
+        }
+        drop(rx);
+        let read = reader.await.map_err(backend)?;
+        match failed {
+            Some(e) => Err(e),
+            None => read,
+        }
     }
 
     async fn query_docs_many(&self, table: Table, qs: &[Query]) -> Result<Vec<Vec<Vec<u8>>>, StoreError> {

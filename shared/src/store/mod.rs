@@ -183,6 +183,18 @@ pub trait Store: Send + Sync + 'static {
         let page = self.query(table, q).await?;
         page.items.iter().map(|i| serde_json::to_vec(i).map_err(|e| StoreError::Corrupt(e.to_string()))).collect()
     }
+    /// [`Store::query_docs`] handed to `each` in chunks, in order, as they are read: the embedded
+    /// store reads the next chunk on the blocking pool while the caller decodes this one (a trip
+    /// summary's 100,000 fixes: reading and decoding take about as long). An error from `each`
+    /// stops the read and is returned. By default one chunk.
+    async fn query_docs_each(
+        &self,
+        table: Table,
+        q: &Query,
+        each: &mut (dyn FnMut(Vec<Vec<u8>>) -> Result<(), StoreError> + Send),
+    ) -> Result<(), StoreError> {
+        each(self.query_docs(table, q).await?)
+    }
     /// The documents of several queries ([`Store::query_docs`] each), in the queries' order: reads
     /// that fan out over many small partitions (the geofence index's cells). By default up to
     /// [`QUERIES_IN_FLIGHT`] queries at once (DynamoDB: one Query call each); the embedded store

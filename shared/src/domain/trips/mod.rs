@@ -897,13 +897,13 @@ pub async fn trip_fixes(
     trip_records(store, p, trip, since, now, |l: &fix::TripFix| l.recorded_at).await
 }
 
-async fn trip_records<T: serde::de::DeserializeOwned>(
+async fn trip_records<T: serde::de::DeserializeOwned + Send>(
     store: &dyn Store,
     p: &Project,
     trip: &Trip,
     since: Timestamp,
     now: Timestamp,
-    at: impl Fn(&T) -> Timestamp,
+    at: impl Fn(&T) -> Timestamp + Sync,
 ) -> Result<Vec<T>, ApiError> {
     let (Some(user), Some(start)) = (&trip.user_id, trip.started_at) else { return Ok(Vec::new()) };
     let start = start.max(since);
@@ -913,15 +913,20 @@ async fn trip_records<T: serde::de::DeserializeOwned>(
     }
     let (lo, hi) = id_range(&DateRange { start: start.0, end: end.0 + chrono::Duration::milliseconds(1) });
     let q = Query::new(locations_pk(&p.project_id, user), SkRange::Between(lo, hi));
-    let docs = store.query_docs(Table::Locations, &q).await?;
     let intervals = trip.active_intervals(end);
-    let mut locs = Vec::with_capacity(docs.len());
-    for doc in docs {
-        let l: T = from_json(&doc)?;
-        if intervals.iter().any(|(a, b)| *a <= at(&l) && at(&l) <= *b) {
-            locs.push(l);
-        }
-    }
+    let mut locs = Vec::new();
+    // Decoded chunk by chunk while the store reads the next.
+    store
+        .query_docs_each(Table::Locations, &q, &mut |docs| {
+            for doc in docs {
+                let l: T = from_json(&doc)?;
+                if intervals.iter().any(|(a, b)| *a <= at(&l) && at(&l) <= *b) {
+                    locs.push(l);
+                }
+            }
+            Ok(())
+        })
+        .await?;
     Ok(locs)
 }
 
