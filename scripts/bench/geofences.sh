@@ -35,7 +35,7 @@ DDB_FENCES="${DDB_FENCES:-100000}" DDB_QUERIES="${DDB_QUERIES:-500}" STORE="${ST
 OUT="${OUT:-$(mktemp -d /tmp/gfbench.XXXXXX)}"
 mkdir -p "$OUT"
 chmod 755 "$OUT"
-export CARGO_TARGET_DIR="${CARGO_RELEASE_TARGET_DIR:-$HOME/.cache/waymark-release}"
+export CARGO_TARGET_DIR="${CARGO_RELEASE_TARGET_DIR:-${CARGO_TARGET_DIR:-$HOME/.cache/waymark-target}}"
 bin="$CARGO_TARGET_DIR/release"
 ex="$bin/examples/geofence_bench"
 export WM_KEY="wm_sk_geofence_bench_key_0000000000"

@@ -20,7 +20,7 @@
 //!    each fix by its reported accuracy (a walker's path is held straighter than a car's);
 //! 4. the smoothed polyline is simplified (Ramer–Douglas–Peucker) with a tolerance of half the
 //!    piece's median accuracy (between [`SIMPLIFY_TOLERANCE_M`] and [`MAX_SIMPLIFY_TOLERANCE_M`])
-//!    to drop what wiggle remains;
+//!    to drop what wiggle remains, stretch by stretch between stops;
 //! 5. its length is the sum of geodesic distances (WGS 84) between the kept points.
 //!
 //! Pauses: nothing between a pause and its resume counts, not even the straight line from where
