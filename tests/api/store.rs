@@ -115,8 +115,16 @@ both!(items_past_their_ttl_are_gone_for_reads_but_not_for_the_sweeper, |app| asy
 both!(a_long_read_in_chunks_is_the_read_in_one, |app| async move {
     let s = app.state.store.as_ref();
     let pk = format!("{}#L", app.project.project_id);
-    // More than the embedded store reads on the calling task, so its chunked path runs.
-    let items: Vec<Item> = (0..2_500).map(|k| item(&pk, &format!("{k:05}"), k)).collect();
+    // More than the embedded store reads on the calling task, so its chunked path runs, and more
+    // than one DynamoDB page (1 MB), so pages are handed over one by one.
+    let pad = "x".repeat(600);
+    let items: Vec<Item> = (0..2_500)
+        .map(|k| {
+            let mut i = item(&pk, &format!("{k:05}"), k);
+            i.insert("pad".into(), pad.as_str().into());
+            i
+        })
+        .collect();
     s.put_new(Table::Main, items).await.unwrap();
     let q = Query::new(&pk, SkRange::Between("00100".into(), "02400".into()));
     let whole = s.query_docs(Table::Main, &q).await.unwrap();
@@ -129,15 +137,23 @@ both!(a_long_read_in_chunks_is_the_read_in_one, |app| async move {
     .await
     .unwrap();
     assert!(chunked == whole, "the chunks, in order, are the whole read");
+    let mut chunks = 0;
+    s.query_docs_each(Table::Main, &q, &mut |_| {
+        chunks += 1;
+        Ok(())
+    })
+    .await
+    .unwrap();
+    assert!(chunks > 1, "{chunks} chunk");
     // A limit holds across chunks.
     let mut n = 0;
-    s.query_docs_each(Table::Main, &q.clone().limit(1_500), &mut |docs| {
+    s.query_docs_each(Table::Main, &q.clone().limit(2_000), &mut |docs| {
         n += docs.len();
         Ok(())
     })
     .await
     .unwrap();
-    assert_eq!(n, 1_500);
+    assert_eq!(n, 2_000);
     // An error from the caller ends the read and is what it returns.
     let mut calls = 0;
     let r = s

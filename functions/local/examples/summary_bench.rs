@@ -2,8 +2,9 @@
 //! store, end to end (`GET /v1/api/trips/summary/` through the router, body read out) and split
 //! into its parts: reading the fixes, computing the figures, rendering the JSON body. Run in
 //! release: `cargo run --release -p local --example summary_bench` (`SUMMARY_SIZES=100000` for
-//! one size; `SUMMARY_RUNS=30` for a profile; `SUMMARY_BODY=/tmp/x` also writes each body to
-//! `/tmp/x.<size>.json`).
+//! one size; `SUMMARY_RUNS=30` for a profile; `SUMMARY_STORE=dynamo` on DynamoDB Local at
+//! `AWS_ENDPOINT_URL_DYNAMODB` instead of the in-memory store; `SUMMARY_BODY=/tmp/x` also writes
+//! each body to `/tmp/x.<size>.json`).
 //!
 //! The trip is realistic GPS (the API tests' generator, `tests/api/gps_truth.rs`): a fix a
 //! second, correlated error of 3–15 m while moving and 20–50 m accuracy while still, 1 % multipath
@@ -26,12 +27,14 @@ use chrono::{DateTime, Duration, Utc};
 use gps_truth::{Outliers, Timeline, city_route, sample, walking_route};
 use shared::AppState;
 use shared::auth::{KeyKind, Project};
+use shared::domain::history_pages;
+use shared::domain::locations::locations_pk;
 use shared::domain::locations::{Location, prepare, store_prepared};
 use shared::domain::projects::{self, ChosenKeys};
 use shared::domain::trips::render::SummaryBody;
 use shared::domain::trips::{self, Action, Api, NewTrip, route};
 use shared::domain::users;
-use shared::store::EmbeddedStore;
+use shared::store::{DynamoStore, EmbeddedStore, Query, Store, Table, TableNames, from_json};
 use shared::time::Timestamp;
 use tower::ServiceExt;
 
@@ -82,7 +85,17 @@ async fn main() {
     // More runs make a profile of the summary itself (`perf record`) outweigh the setup's.
     let runs: usize = std::env::var("SUMMARY_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(5);
     for n in sizes {
-        let state = AppState::new(EmbeddedStore::memory().expect("store"));
+        let state = match std::env::var("SUMMARY_STORE").as_deref() {
+            Ok("dynamo") => {
+                std::env::var("AWS_ENDPOINT_URL_DYNAMODB")
+                    .expect("SUMMARY_STORE=dynamo needs AWS_ENDPOINT_URL_DYNAMODB");
+                let prefix = format!("sumbench-{}-", shared::ids::random_hex(6));
+                let d = DynamoStore::from_env(TableNames::with_prefix(&prefix)).await;
+                d.ensure_tables().await.expect("tables");
+                AppState::new(d)
+            }
+            _ => AppState::new(EmbeddedStore::memory().expect("store")),
+        };
         let store = state.store.as_ref();
         let issued = projects::create(store, "bench", &ChosenKeys::default()).await.expect("project");
         let p = Project { project_id: issued.project_id.clone(), account_id: issued.account_id, kind: KeyKind::Secret };
@@ -123,6 +136,27 @@ async fn main() {
                 std::fs::write(format!("{path}.{n}.json"), &body).expect("body written");
             }
         }
+        // The fixes read whole and then decoded (as before `query_docs_each`), against in chunks
+        // decoded as the next is read.
+        let q = Query::new(locations_pk(&p.project_id, &user.id), history_pages::fixes());
+        let (mut whole, mut chunked) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let start = Instant::now();
+            let docs = store.query_docs(Table::Locations, &q).await.expect("read");
+            let fixes: Vec<trips::fix::TripFix> = docs.iter().map(|d| from_json(d).expect("fix")).collect();
+            whole.push(ms(start));
+            let start = Instant::now();
+            let mut fixes2: Vec<trips::fix::TripFix> = Vec::new();
+            store
+                .query_docs_each(Table::Locations, &q, &mut |docs| {
+                    fixes2.extend(docs.iter().map(|d| from_json(d).expect("fix")));
+                    Ok(())
+                })
+                .await
+                .expect("read");
+            chunked.push(ms(start));
+            assert_eq!(fixes, fixes2);
+        }
         // The parts: reading, computing, rendering.
         let (mut read, mut compute, mut render) = (Vec::new(), Vec::new(), Vec::new());
         let (mut r, mut points) = (route::Route::default(), 0);
@@ -160,11 +194,14 @@ async fn main() {
             format!("{m:.1} ms ({lo:.1}–{hi:.1})")
         };
         println!(
-            "{n:>7} fixes: summary end to end median {} over {runs} runs, {:.1} MB body; read {}; compute {}; render {}; \
+            "{n:>7} fixes: summary end to end median {} over {runs} runs, {:.1} MB body; read {} (the history read \
+             whole then decoded {}, in chunks {}); compute {}; render {}; \
              {points} fixes read, route {} points, {:.3} m, {:?} m climbed, {} stops, {} excluded",
             f(total),
             bytes as f64 / 1e6,
             f(read),
+            f(whole),
+            f(chunked),
             f(compute),
             f(render),
             r.points.len(),

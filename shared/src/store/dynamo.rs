@@ -210,6 +210,31 @@ where
     e.as_service_error().and_then(|s| s.code()).is_some_and(|c| c == "ConditionalCheckFailedException")
 }
 
+/// One Query call of `q` from `start` (exclusive), reading at most `limit` items (a filter may
+/// return fewer).
+fn query_call(
+    client: &Client,
+    table_name: &str,
+    q: &Query,
+    start: Option<Av>,
+    limit: Option<usize>,
+) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+    let (expr, mut values) = key_condition(q);
+    let (filter, names) = if q.with_expired { (None, None) } else { unzip(unexpired(&mut values)) };
+    client
+        .query()
+        .table_name(table_name)
+        .key_condition_expression(expr)
+        .set_filter_expression(filter)
+        .set_expression_attribute_names(names)
+        .set_expression_attribute_values(Some(values))
+        .scan_index_forward(!q.descending)
+        .consistent_read(true)
+        .set_limit(limit.map(|r| r.min(i32::MAX as usize) as i32))
+        .set_exclusive_start_key(start)
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+}
+
 /// The key condition of a query and its values.
 fn key_condition(q: &Query) -> (String, Av) {
     let mut values = HashMap::from([(":pk".to_owned(), AttributeValue::S(q.pk.clone()))]);
@@ -309,31 +334,16 @@ impl Store for DynamoStore {
     }
 
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError> {
-        let (expr, mut values) = key_condition(q);
-        // With a filter, DynamoDB's Limit counts the items read, not those returned: the loop
-        // below asks again until `limit` items have passed it.
-        let (filter, names) = if q.with_expired { (None, None) } else { unzip(unexpired(&mut values)) };
         let mut start = q.after.as_ref().map(|sk| key_av(&q.pk, sk));
         let mut items = Vec::new();
         loop {
+            // With a filter, DynamoDB's Limit counts the items read, not those returned: ask again
+            // until `limit` items have passed it.
             let remaining = q.limit.map(|l| l.saturating_sub(items.len()));
             if remaining == Some(0) {
                 break;
             }
-            let out = self
-                .client()
-                .await
-                .query()
-                .table_name(self.name(table))
-                .key_condition_expression(&expr)
-                .set_filter_expression(filter.clone())
-                .set_expression_attribute_names(names.clone())
-                .set_expression_attribute_values(Some(values.clone()))
-                .scan_index_forward(!q.descending)
-                .consistent_read(true)
-                .set_limit(remaining.map(|r| r.min(i32::MAX as usize) as i32))
-                .set_exclusive_start_key(start.take())
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            let out = query_call(self.client().await, self.name(table), q, start.take(), remaining)
                 .send()
                 .await
                 .map_err(backend)?;
@@ -352,6 +362,48 @@ impl Store for DynamoStore {
             _ => None,
         });
         Ok(Page { items, last_sk })
+    }
+
+    async fn query_docs_each(
+        &self,
+        table: Table,
+        q: &Query,
+        each: &mut (dyn FnMut(Vec<Vec<u8>>) -> Result<(), StoreError> + Send),
+    ) -> Result<(), StoreError> {
+        // A page (up to 1 MB) at a time, the next one asked for before this one is handed over:
+        // DynamoDB reads it while the caller decodes.
+        let client = self.client().await;
+        let fetch = |start: Option<Av>, limit: Option<usize>| {
+            tokio::spawn(query_call(client, self.name(table), q, start, limit).send())
+        };
+        let mut left = q.limit;
+        if left == Some(0) {
+            return each(Vec::new());
+        }
+        let mut next = Some(fetch(q.after.as_ref().map(|sk| key_av(&q.pk, sk)), left));
+        while let Some(call) = next.take() {
+            let out = call.await.map_err(backend)?.map_err(backend)?;
+            self.count_capacity(&out.consumed_capacity);
+            let items = out.items.unwrap_or_default();
+            left = left.map(|l| l.saturating_sub(items.len()));
+            if let Some(k) = out.last_evaluated_key
+                && left != Some(0)
+            {
+                next = Some(fetch(Some(k), left));
+            }
+            let docs = items
+                .into_iter()
+                .map(|av| serde_json::to_vec(&from_av(av)?).map_err(|e| StoreError::Corrupt(e.to_string())))
+                .collect::<Result<Vec<_>, _>>();
+            if let Err(e) = docs.and_then(&mut *each) {
+                // Not needed any more.
+                if let Some(call) = next {
+                    call.abort();
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError> {
