@@ -272,7 +272,8 @@ both!(erasing_a_user_leaves_no_item_naming_them_and_the_other_user_intact, |app|
     assert_error(s, &r, StatusCode::NOT_FOUND, "user_id");
     let (s, r) = app.call("DELETE", &format!("/v1/api/user/?user_id={u}"), Key::Secret, None).await;
     assert_error(s, &r, StatusCode::NOT_FOUND, "user_id");
-    assert!(items_naming(&app, u).await.is_empty());
+    let left = items_naming(&app, u).await;
+    assert!(left.is_empty(), "{left:?}");
 
     // The kept user reads as before.
     for ((uri, s0, r0), (_, s1, r1)) in v_reads.iter().zip(reads(&app, v, &w.day).await) {

@@ -522,3 +522,73 @@ both!(another_projects_users_trigger_none_of_our_fences, |app| async move {
     let (_, res) = app.get(&format!("/v3/api/geofence/?{}&count=True", today_range())).await;
     assert_eq!(res["data"]["geofences"][0]["counts"], json!({"events": 2, "users": 1}));
 });
+
+both!(event_lists_page_by_their_own_counts, |app| async move {
+    use shared::domain::geofences::events::{events_pk, fence_events_pk, user_events_pk};
+    use shared::domain::history_pages::fixes;
+    use shared::store::{Query, SkRange, Table};
+    let a = enabled_fence(&app, circle(HOME, 150)).await;
+    let (u1, u2) = (tracked_user(&app).await, tracked_user(&app).await);
+    let out = at(HOME, 600.0, 0.0);
+    // In and out every 7 minutes for almost six hours (across a count bucket's 4.7 h), in
+    // batches as a phone sends them; u2 the same, shifted.
+    for (u, shift) in [(&u1, 0), (&u2, 200)] {
+        let trace: Vec<Value> = (0..50).map(|k| fix(if k % 2 == 0 { out } else { HOME }, shift + k * 420)).collect();
+        for batch in trace.chunks(7) {
+            send(&app, u, batch).await;
+        }
+    }
+    let s = app.state.store.as_ref();
+    let pid = app.project.project_id.clone();
+    // The naive answer: the list's items in id order, read whole, and cut into pages.
+    let stored = |pk: String| async move {
+        let items = s.query(Table::Main, &Query::new(pk, fixes())).await.unwrap().items;
+        items.iter().map(|i| i["id"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
+    };
+    let lists = [
+        (format!("user_id={u1}"), stored(user_events_pk(&pid, &u1)).await),
+        (format!("geofence_id={a}"), stored(fence_events_pk(&pid, &a)).await),
+        (String::new(), stored(events_pk(&pid)).await),
+    ];
+    assert!(lists[0].1.len() >= 40 && lists[2].1.len() >= 2 * lists[0].1.len() - 2, "{:?}", lists[2].1.len());
+    // Each list keeps its counts beside it (a root and a bucket per 4.7 h), so page N does not
+    // read the N − 1 pages before it; the id range above leaves them out.
+    for pk in [user_events_pk(&pid, &u1), fence_events_pk(&pid, &a), events_pk(&pid)] {
+        let counts = s.query(Table::Main, &Query::new(&pk, SkRange::Prefix("~".into()))).await.unwrap().items;
+        assert!(counts.len() >= 3, "{pk}: {counts:?}");
+    }
+    let check = |query: String, range: String, expected: Vec<String>| {
+        let app = &app;
+        async move {
+            let pages = expected.len().div_ceil(10);
+            for page in 1..=pages + 1 {
+                let uri = format!("/v1/api/event/?{range}&page_number={page}&{query}");
+                let (status, res) = app.get(&uri).await;
+                assert_eq!(status, StatusCode::OK, "{uri}: {res}");
+                let got: Vec<&str> =
+                    res["data"]["events"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+                let want: Vec<&str> = expected.iter().skip((page - 1) * 10).take(10).map(String::as_str).collect();
+                assert_eq!(got, want, "{uri}");
+                assert_eq!(res["data"]["pages"], json!(pages), "{uri}");
+            }
+        }
+    };
+    for (query, expected) in &lists {
+        check(query.clone(), DAY.to_owned(), expected.clone()).await;
+    }
+    // A range cut inside the counts' cells: the events recorded in it, in the same order.
+    let (from, to) = (t0() + Duration::seconds(5_000), t0() + Duration::seconds(15_123));
+    let range = format!("start_date={}&end_date={}", ts(from), ts(to));
+    let all = all_events(&app, "").await;
+    let inside: Vec<String> = all
+        .iter()
+        .filter(|e| {
+            let t = NaiveDateTime::parse_from_str(e["recorded_at"].as_str().unwrap(), "%Y-%m-%dT%H:%M:%S%.3f").unwrap();
+            let t = t.and_utc();
+            from <= t && t < to
+        })
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(inside.len() > 10 && inside.len() < all.len(), "{}", inside.len());
+    check(String::new(), range, inside).await;
+});

@@ -135,7 +135,7 @@ both!(pages_are_exact_while_a_writer_is_storing_and_after_one_died, |app| async 
     // A writer registered and storing: its bucket is counted directly until it finishes.
     let more = locations::prepare(&p, &user, series(t0 + Duration::seconds(5), 100, 10, 0.1));
     let ids: Vec<&str> = more.iter().map(|l| l.id.as_str()).collect();
-    let w = history_pages::begin(s, &pk, &ids).await.unwrap();
+    let w = history_pages::begin(s, Table::Locations, &pk, &ids).await.unwrap();
     let items: Vec<_> = more.iter().map(|l| to_item(&pk, &l.id, l).unwrap()).collect();
     s.put_new(Table::Locations, items[..50].to_vec()).await.unwrap();
     assert_pages_exact(&app, &p, &user, None).await;
@@ -148,7 +148,7 @@ both!(pages_are_exact_while_a_writer_is_storing_and_after_one_died, |app| async 
     let lost = locations::prepare(&p, &user, series(t0 + Duration::seconds(7), 80, 10, 0.2));
     let ids: Vec<&str> = lost.iter().map(|l| l.id.as_str()).collect();
     let old = (Utc::now() - Duration::minutes(5)).timestamp_millis();
-    let _dead = history_pages::begin_at(s, &pk, &ids, old).await.unwrap();
+    let _dead = history_pages::begin_at(s, Table::Locations, &pk, &ids, old).await.unwrap();
     let items: Vec<_> = lost[..30].iter().map(|l| to_item(&pk, &l.id, l).unwrap()).collect();
     s.put_new(Table::Locations, items).await.unwrap();
     assert_pages_exact(&app, &p, &user, None).await;

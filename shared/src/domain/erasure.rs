@@ -25,7 +25,7 @@
 //! and the user id in events of a trip that belonged to the user once but was reassigned to
 //! another user before the erasure (those events stay with that trip).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -34,7 +34,7 @@ use serde_json::Value;
 use super::geofences::{self, Geofence, events as fence_events, index, moving};
 use super::trips::{self, Api, events as trip_events};
 use super::users::{self, User, check_user_id};
-use super::{groups, insights, locations, processor, webhooks};
+use super::{groups, history_pages, insights, locations, processor, webhooks};
 use crate::auth::Project;
 use crate::error::ApiError;
 use crate::store::{Cond, Item, Page, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, key_of, to_item};
@@ -453,19 +453,29 @@ async fn project_trips(cx: &mut Ctx<'_>, pk: &str, mut cursor: Option<String>) -
 async fn geofence_events(cx: &mut Ctx<'_>) -> Result<bool, ApiError> {
     let upk = fence_events::user_events_pk(&cx.pid, &cx.uid);
     loop {
-        // From the start each time: what the last page found is deleted by now.
-        let Some(page) = cx.next_page(Table::Main, &upk, &SkRange::All, &None).await? else { return Ok(false) };
+        // From the start each time: what the last page found is deleted by now. The events' id
+        // range: the user's list keeps its counts beside them, dropped with it at the end.
+        let Some(page) = cx.next_page(Table::Main, &upk, &history_pages::fixes(), &None).await? else {
+            return Ok(false);
+        };
         let items = page.items;
         if items.is_empty() {
-            return Ok(true);
+            return cx.drain(Table::Main, &upk, SkRange::All, all).await;
         }
         let mut fences = BTreeSet::new();
         let mut copies = Vec::new();
+        let mut lists: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for e in &items {
             let (id, fid) = (key_of(e)?.1, str_of(e, "geofence_id").to_owned());
-            copies.push((fence_events::events_pk(&cx.pid), id.clone()));
-            copies.push((fence_events::fence_events_pk(&cx.pid, &fid), id));
+            for pk in [fence_events::events_pk(&cx.pid), fence_events::fence_events_pk(&cx.pid, &fid)] {
+                lists.entry(pk.clone()).or_default().push(id.clone());
+                copies.push((pk, id.clone()));
+            }
             fences.insert(fid);
+        }
+        // The project's and the fences' lists must not count them (`history_pages`).
+        for (pk, ids) in &lists {
+            history_pages::invalidate(cx.store, Table::Main, pk, ids.iter().map(String::as_str)).await?;
         }
         copies.extend(fences.iter().map(|f| (fence_events::fence_users_pk(&cx.pid, f), cx.uid.clone())));
         cx.delete_keys(Table::Main, copies).await?;

@@ -1,5 +1,7 @@
-//! Exact `page_number` paging of a user's location history at a cost that does not grow with the
-//! page number.
+//! Exact `page_number` paging of a user's location history, and of the geofence event lists (the
+//! project's, a fence's, a user's), at a cost that does not grow with the page number. Both are
+//! partitions of items keyed by time-ordered 24-hex-digit ids ("fixes" below: events are counted
+//! the same way, in the main table).
 //!
 //! Counting a range is linear in it on both stores (on DynamoDB a `Select=COUNT` query reads
 //! every item), and DynamoDB cannot skip N items without reading them. So a history partition
@@ -34,7 +36,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::paging::{PAGE_SIZE, PageInfo, PageNumber};
-use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, from_item, from_json, get_as, key_of, to_item};
+use serde_json::Value;
+
+use crate::domain::retention::TTL_ATTRIBUTE;
+use crate::store::{
+    Cond, Item, Query, SkRange, Store, StoreError, Table, from_item, from_json, get_as, key_of, to_item,
+};
 
 /// Hex digits of an id that name its bucket, and its cell.
 const BUCKET_HEX: usize = 6;
@@ -113,6 +120,7 @@ struct Counted {
 
 /// A writer registered in the buckets of the fixes it is about to store (see [`begin`]).
 pub struct Writer {
+    table: Table,
     pk: String,
     id: String,
     buckets: BTreeSet<String>,
@@ -122,6 +130,7 @@ pub struct Writer {
 /// only when `create` says with what validity.
 async fn update(
     store: &dyn Store,
+    table: Table,
     pk: &str,
     bucket: &str,
     create: Option<bool>,
@@ -130,7 +139,7 @@ async fn update(
 ) -> Result<(), StoreError> {
     let sk = bucket_sk(bucket);
     for _ in 0..TRIES {
-        let current: Option<Bucket> = get_as(store, Table::Locations, pk, &sk).await?;
+        let current: Option<Bucket> = get_as(store, table, pk, &sk).await?;
         let (mut b, cond) = match current {
             Some(b) => {
                 let cond = Cond::Equals("nonce", b.nonce.clone().into());
@@ -148,7 +157,7 @@ async fn update(
         // which follows it, or was for nothing; a lost count leaves the registration, which
         // goes dead and makes the bucket recounted; a lost invalidation went with the deletes
         // that followed it.
-        match store.put_unsynced(Table::Locations, to_item(pk, &sk, &b)?, cond).await {
+        match store.put_unsynced(table, to_item(pk, &sk, &b)?, cond).await {
             Ok(()) => return Ok(()),
             Err(StoreError::ConditionFailed) => continue,
             Err(e) => return Err(e),
@@ -158,22 +167,27 @@ async fn update(
 }
 
 /// Register as a writer in the buckets of `ids` (fixes about to be stored in partition `pk`).
-pub async fn begin(store: &dyn Store, pk: &str, ids: &[&str]) -> Result<Writer, StoreError> {
-    begin_at(store, pk, ids, now_ms()).await
+pub async fn begin(store: &dyn Store, table: Table, pk: &str, ids: &[&str]) -> Result<Writer, StoreError> {
+    begin_at(store, table, pk, ids, now_ms()).await
 }
 
 /// [`begin`] as of `at_ms` (tests stand for a writer that died long ago with a past time).
-pub async fn begin_at(store: &dyn Store, pk: &str, ids: &[&str], at_ms: i64) -> Result<Writer, StoreError> {
+pub async fn begin_at(
+    store: &dyn Store,
+    table: Table,
+    pk: &str,
+    ids: &[&str],
+    at_ms: i64,
+) -> Result<Writer, StoreError> {
     let buckets: BTreeSet<String> =
         ids.iter().map(|i| split(i).0).filter(|b| !b.is_empty()).map(str::to_owned).collect();
-    let indexed = match store.get(Table::Locations, pk, ROOT_SK).await? {
+    let indexed = match store.get(table, pk, ROOT_SK).await? {
         Some(_) => true,
         // A new history is counted from its first fix; an older one is left for the first read.
         None => {
-            let empty = store.query(Table::Locations, &Query::new(pk, fixes()).limit(1)).await?.items.is_empty();
+            let empty = store.query(table, &Query::new(pk, fixes()).limit(1)).await?.items.is_empty();
             if empty {
-                match store.put(Table::Locations, to_item(pk, ROOT_SK, &Root { since: at_ms })?, Cond::NotExists).await
-                {
+                match store.put(table, to_item(pk, ROOT_SK, &Root { since: at_ms })?, Cond::NotExists).await {
                     Ok(()) | Err(StoreError::ConditionFailed) => {}
                     Err(e) => return Err(e),
                 }
@@ -183,19 +197,19 @@ pub async fn begin_at(store: &dyn Store, pk: &str, ids: &[&str], at_ms: i64) -> 
     };
     let id = crate::ids::random_hex(8);
     for b in &buckets {
-        update(store, pk, b, Some(indexed), now_ms(), |bk| {
+        update(store, table, pk, b, Some(indexed), now_ms(), |bk| {
             bk.pending.insert(id.clone(), at_ms);
         })
         .await?;
     }
-    Ok(Writer { pk: pk.to_owned(), id, buckets })
+    Ok(Writer { table, pk: pk.to_owned(), id, buckets })
 }
 
 /// Done writing: `stored` are the fixes that were new to the log (id and TTL), or `None` when the
 /// writer does not know (its store call failed part-way).
 pub async fn finish(store: &dyn Store, w: Writer, stored: Option<&[(String, Option<i64>)]>) -> Result<(), StoreError> {
     for b in &w.buckets {
-        update(store, &w.pk, b, None, now_ms(), |bk| {
+        update(store, w.table, &w.pk, b, None, now_ms(), |bk| {
             bk.pending.remove(&w.id);
             let Some(stored) = stored else {
                 bk.valid = false;
@@ -215,16 +229,54 @@ pub async fn finish(store: &dyn Store, w: Writer, stored: Option<&[(String, Opti
     Ok(())
 }
 
+/// Put each item (of counted partitions, keyed by id) unless its key holds one, unsynced
+/// ([`Store::put_new_unsynced`]), counted: a writer registered in each partition before the put
+/// and finished with what was new after it. Returns, per item, whether it was stored.
+pub async fn put_new_counted(store: &dyn Store, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {
+    let keys: Vec<(String, String)> = items.iter().map(key_of).collect::<Result<_, _>>()?;
+    let ttls: Vec<Option<i64>> = items.iter().map(|i| i.get(TTL_ATTRIBUTE).and_then(Value::as_i64)).collect();
+    let mut partitions: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (pk, sk) in &keys {
+        partitions.entry(pk).or_default().push(sk);
+    }
+    let mut writers = Vec::with_capacity(partitions.len());
+    for (pk, ids) in &partitions {
+        writers.push(begin(store, table, pk, ids).await?);
+    }
+    let stored = match store.put_new_unsynced(table, items).await {
+        Ok(s) => s,
+        Err(e) => {
+            // Best effort: should this fail too, the writers count as dead within a minute.
+            for w in writers {
+                let _ = finish(store, w, None).await;
+            }
+            return Err(e);
+        }
+    };
+    for w in writers {
+        let new: Vec<(String, Option<i64>)> = keys
+            .iter()
+            .zip(&ttls)
+            .zip(&stored)
+            .filter(|(((pk, _), _), s)| **s && *pk == w.pk)
+            .map(|(((_, sk), t), _)| (sk.clone(), *t))
+            .collect();
+        finish(store, w, Some(&new)).await?;
+    }
+    Ok(stored)
+}
+
 /// Fixes with these ids are about to be deleted (not the whole partition): their buckets will
 /// be recounted by the next read.
 pub async fn invalidate<'a>(
     store: &dyn Store,
+    table: Table,
     pk: &str,
     ids: impl IntoIterator<Item = &'a str>,
 ) -> Result<(), StoreError> {
     let buckets: BTreeSet<&str> = ids.into_iter().map(|i| split(i).0).filter(|b| !b.is_empty()).collect();
     for b in buckets {
-        update(store, pk, b, None, now_ms(), |bk| bk.valid = false).await?;
+        update(store, table, pk, b, None, now_ms(), |bk| bk.valid = false).await?;
     }
     Ok(())
 }
@@ -234,6 +286,7 @@ pub async fn invalidate<'a>(
 /// writer that registered meanwhile wins.
 async fn recount(
     store: &dyn Store,
+    table: Table,
     pk: &str,
     bucket: &str,
     seen: Option<&Bucket>,
@@ -241,7 +294,7 @@ async fn recount(
 ) -> Result<BTreeMap<String, u64>, StoreError> {
     let range = SkRange::Between(format!("{bucket}{}", "0".repeat(18)), format!("{bucket}{}", "f".repeat(18)));
     let mut b = Bucket { valid: true, ..Bucket::default() };
-    for doc in store.query_docs(Table::Locations, &Query::new(pk, range)).await? {
+    for doc in store.query_docs(table, &Query::new(pk, range)).await? {
         let fix: Counted = from_json(&doc)?;
         let cell = split(&fix.sk).1.to_owned();
         if let Some(e) = fix.expires_at.map(|e| e as i64) {
@@ -257,7 +310,7 @@ async fn recount(
             None => Cond::NotExists,
         };
         b.nonce = crate::ids::random_hex(8);
-        match store.put(Table::Locations, to_item(pk, &bucket_sk(bucket), &b)?, cond).await {
+        match store.put(table, to_item(pk, &bucket_sk(bucket), &b)?, cond).await {
             Ok(()) | Err(StoreError::ConditionFailed) => {}
             Err(e) => return Err(e),
         }
@@ -266,18 +319,24 @@ async fn recount(
 }
 
 /// Count a history stored before the counts existed: bucket by bucket, once.
-async fn build(store: &dyn Store, pk: &str) -> Result<(), StoreError> {
-    let mut after = None;
+async fn build(store: &dyn Store, table: Table, pk: &str) -> Result<(), StoreError> {
+    let (mut after, mut found) = (None, false);
     loop {
         let q = Query::new(pk, fixes()).after(after).limit(1);
-        let Some(first) = store.query(Table::Locations, &q).await?.items.into_iter().next() else { break };
+        let Some(first) = store.query(table, &q).await?.items.into_iter().next() else { break };
         let (_, sk) = key_of(&first)?;
+        found = true;
         let bucket = split(&sk).0.to_owned();
-        let seen = store.get(Table::Locations, pk, &bucket_sk(&bucket)).await?.map(from_item::<Bucket>).transpose()?;
-        recount(store, pk, &bucket, seen.as_ref(), now_ms()).await?;
+        let seen = store.get(table, pk, &bucket_sk(&bucket)).await?.map(from_item::<Bucket>).transpose()?;
+        recount(store, table, pk, &bucket, seen.as_ref(), now_ms()).await?;
         after = Some(format!("{bucket}{}", "f".repeat(18)));
     }
-    match store.put(Table::Locations, to_item(pk, ROOT_SK, &Root { since: now_ms() })?, Cond::NotExists).await {
+    // An empty partition is left without counts: a read must not make an item in a partition
+    // nothing wrote to (an erased user's event list); its first writer counts it from the start.
+    if !found {
+        return Ok(());
+    }
+    match store.put(table, to_item(pk, ROOT_SK, &Root { since: now_ms() })?, Cond::NotExists).await {
         Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
         Err(e) => Err(e),
     }
@@ -288,13 +347,14 @@ async fn build(store: &dyn Store, pk: &str) -> Result<(), StoreError> {
 /// cost of the range's bucket items, a cell and a page; the page as stored JSON documents.
 pub async fn page(
     store: &dyn Store,
+    table: Table,
     pk: &str,
     lo: &str,
     hi: &str,
     page: PageNumber,
 ) -> Result<(Vec<Vec<u8>>, PageInfo), StoreError> {
-    if store.get(Table::Locations, pk, ROOT_SK).await?.is_none() {
-        build(store, pk).await?;
+    if store.get(table, pk, ROOT_SK).await?.is_none() {
+        build(store, table, pk).await?;
     }
     let now = now_ms();
     let (first_cell, last_cell) = (split(lo), split(hi));
@@ -308,14 +368,14 @@ pub async fn page(
     // come before it.
     let mut target: Option<(String, usize)> = None;
     // Straight from the stored JSON: a page decodes every bucket of the range.
-    for doc in store.query_docs(Table::Locations, &q).await? {
+    for doc in store.query_docs(table, &q).await? {
         let b: Bucket = from_json(&doc)?;
         let bucket = b.sk.get(1..).unwrap_or_default().to_owned();
         let (counts, exp) = if b.valid && b.pending.is_empty() {
             (b.n, b.exp)
         } else {
             // Just counted: exact now, whatever has expired.
-            (recount(store, pk, &bucket, Some(&b), now).await?, BTreeMap::new())
+            (recount(store, table, pk, &bucket, Some(&b), now).await?, BTreeMap::new())
         };
         for (cell, n) in counts.iter().filter(|(_, n)| **n > 0) {
             let place = (bucket.as_str(), cell.as_str());
@@ -327,7 +387,7 @@ pub async fn page(
             let expired = exp.get(cell).is_some_and(|e| e.saturating_mul(1000) <= now);
             let n = if (at_first && cut_first) || (at_last && cut_last) || expired {
                 let to = if at_last { hi.to_owned() } else { format!("{bucket}{cell}{}", "f".repeat(16)) };
-                store.count(Table::Locations, pk, &SkRange::Between(from.clone(), to)).await?
+                store.count(table, pk, &SkRange::Between(from.clone(), to)).await?
             } else {
                 *n as usize
             };
@@ -341,7 +401,7 @@ pub async fn page(
     let Some((from, skip)) = target else { return Ok((Vec::new(), info)) };
     let q = Query::new(pk, SkRange::Between(from, hi.to_owned())).limit(skip + PAGE_SIZE);
     // Stored JSON documents: the caller decodes the page's records straight from them.
-    let docs = store.query_docs(Table::Locations, &q).await?.into_iter().skip(skip).collect();
+    let docs = store.query_docs(table, &q).await?.into_iter().skip(skip).collect();
     Ok((docs, info))
 }
 

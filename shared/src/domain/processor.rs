@@ -277,7 +277,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             .filter(|(_, m)| start.last_at.is_some_and(|w| m.since < w))
             .map(|(_, m)| (m.since, m.until.unwrap_or(Timestamp(chrono::DateTime::<chrono::Utc>::MAX_UTC))))
             .collect();
-        let Plan { facts, marks: work_marks, mut states } = plan(store, p, &user, &fixes, &late).await?;
+        let Plan { facts, counted, marks: work_marks, mut states } = plan(store, p, &user, &fixes, &late).await?;
         // The states were read one by one after the watermark. Had another pass committed in
         // between, they would be newer than the watermark, and facts derived from the mix would
         // be wrong (an exit before its entry). A watermark unchanged after the reads proves the
@@ -289,6 +289,10 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             // Unsynced: the transaction below commits synced and makes them durable with it; a
             // pass that stops before it leaves facts no watermark names, which it puts again.
             store.put_new_unsynced(Table::Main, facts).await?;
+        }
+        if !counted.is_empty() {
+            // As the facts: unsynced, put again (and counted once) by a pass that redoes this.
+            super::history_pages::put_new_counted(store, Table::Main, counted).await?;
         }
         let newest = fixes.last();
         let next = Watermark {
@@ -365,6 +369,8 @@ async fn read_watermark(store: &dyn Store, p: &Project, user_id: &str) -> Result
 #[derive(Default)]
 struct Plan {
     facts: Vec<Item>,
+    /// Facts in lists paged by their own counts (the geofence event lists: `history_pages`).
+    counted: Vec<Item>,
     /// Outbox work marks (plain puts, committed after the facts).
     marks: Vec<WriteOp>,
     states: Vec<WriteOp>,
@@ -381,7 +387,7 @@ async fn plan(
     // Webhook events are built only when an endpoint listens (most projects have none).
     let subs = webhooks::subscriptions(store, p).await?;
     let hooked = !subs.is_empty();
-    let mut facts = Vec::new();
+    let (mut facts, mut counted) = (Vec::new(), Vec::new());
     let mut states = Vec::new();
     let mut hooks = Vec::new();
     let before = user.last_location_update.clone();
@@ -404,7 +410,9 @@ async fn plan(
         let fences = fence_events::plan(store, p, user, fixes).await?;
         states.extend(fences.states);
         let events: Vec<_> = fences.events.iter().map(|(e, _)| e.clone()).collect();
-        facts.extend(fence_events::event_items(p, &events, expiry(store, p, &events).await?)?);
+        let items = fence_events::event_items(p, &events, expiry(store, p, &events).await?)?;
+        counted.extend(items.copies);
+        facts.extend(items.pairs);
         if hooked {
             hooks.extend(
                 fences.events.iter().map(|(e, g)| fence_hook(e, user, geofences::geofence_json(g, "geofence_id"))),
@@ -420,19 +428,21 @@ async fn plan(
         let m = moving::plan(store, p, &user_after, n).await?;
         states.extend(m.states);
         let events: Vec<_> = m.events.iter().map(|(e, _)| e.clone()).collect();
-        facts.extend(fence_events::event_items(p, &events, expiry(store, p, &events).await?)?);
+        let items = fence_events::event_items(p, &events, expiry(store, p, &events).await?)?;
+        counted.extend(items.copies);
+        facts.extend(items.pairs);
         if hooked {
             hooks.extend(m.events.iter().map(|(e, g)| fence_hook(e, user, moving::moving_json(g))));
         }
     }
     if !hooked {
-        return Ok(Plan { facts, marks: Vec::new(), states });
+        return Ok(Plan { facts, counted, marks: Vec::new(), states });
     }
     hooks.extend(fixes.last().map(|n| location_hook(user, n)));
     let days = super::retention::days(store, &p.project_id).await?;
     let (f, marks) = webhooks::outbox::enqueue(p, &subs, &hooks, days)?;
     facts.extend(f);
-    Ok(Plan { facts, marks, states })
+    Ok(Plan { facts, counted, marks, states })
 }
 
 /// The project's `retention_days` when there are events to stamp with it (read only then: most

@@ -28,13 +28,13 @@ use sha2::{Digest, Sha256};
 
 use super::{Geofence, in_cell, index};
 use crate::auth::Project;
-use crate::domain::groups;
 use crate::domain::locations::Location;
 use crate::domain::users::User;
+use crate::domain::{groups, history_pages};
 use crate::error::ApiError;
 use crate::ids::{id_at, id_range};
 use crate::paging::{PageInfo, PageNumber, list_page};
-use crate::store::{Cond, Item, SkRange, Store, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, Item, SkRange, Store, Table, WriteOp, from_item, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Seconds inside a fence after which a dwell event is recorded (once per visit).
@@ -67,13 +67,13 @@ struct Inside {
 pub(crate) fn state_pk(pid: &str, uid: &str) -> String {
     format!("{pid}#GS#{uid}")
 }
-pub(crate) fn events_pk(pid: &str) -> String {
+pub fn events_pk(pid: &str) -> String {
     format!("{pid}#E")
 }
-pub(crate) fn fence_events_pk(pid: &str, fid: &str) -> String {
+pub fn fence_events_pk(pid: &str, fid: &str) -> String {
     format!("{pid}#FE#{fid}")
 }
-pub(crate) fn user_events_pk(pid: &str, uid: &str) -> String {
+pub fn user_events_pk(pid: &str, uid: &str) -> String {
     format!("{pid}#UE#{uid}")
 }
 pub(crate) fn fence_users_pk(pid: &str, fid: &str) -> String {
@@ -206,17 +206,22 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
     Ok(FencePlan { states, events: fired })
 }
 
-/// The items that record events: three copies of each (project, fence, user lists), and one
-/// per (fence, user) for `counts.users`, once even when several events share it. Facts with
-/// deterministic keys, written put-if-absent by the processor. With the project's
-/// `retention_days`, each copy carries the TTL attribute (`domain::retention`); the (fence, user)
-/// items are a count, not a record of when, and stay.
+/// The items that record events: three copies of each (project, fence, user lists: paged by their
+/// own counts, `history_pages`), and one per (fence, user) for `counts.users`, once even when
+/// several events share it. Facts with deterministic keys, written put-if-absent by the
+/// processor. With the project's `retention_days`, each copy carries the TTL attribute
+/// (`domain::retention`); the (fence, user) items are a count, not a record of when, and stay.
+pub(crate) struct EventItems {
+    pub copies: Vec<Item>,
+    pub pairs: Vec<Item>,
+}
+
 pub(crate) fn event_items(
     p: &Project,
     events: &[GeofenceEvent],
     retention_days: Option<u32>,
-) -> Result<Vec<Item>, ApiError> {
-    let mut items = Vec::with_capacity(events.len() * 4);
+) -> Result<EventItems, ApiError> {
+    let mut copies = Vec::with_capacity(events.len() * 3);
     let mut pairs = std::collections::BTreeSet::new();
     for e in events {
         for pk in [
@@ -226,19 +231,21 @@ pub(crate) fn event_items(
         ] {
             let mut item = to_item(&pk, &e.id, e)?;
             crate::domain::retention::stamp(&mut item, e.recorded_at, retention_days);
-            items.push(item);
+            copies.push(item);
         }
         pairs.insert((e.geofence_id.clone(), e.user_id.clone()));
     }
-    for (fence, user) in pairs {
-        items.push(to_item(&fence_users_pk(&p.project_id, &fence), &user, &json!({"user_id": user}))?);
-    }
-    Ok(items)
+    let pairs = pairs
+        .into_iter()
+        .map(|(fence, user)| to_item(&fence_users_pk(&p.project_id, &fence), &user, &json!({"user_id": user})))
+        .collect::<Result<_, _>>()?;
+    Ok(EventItems { copies, pairs })
 }
 
 /// `{events, users}` of one fence.
 pub async fn counts(store: &dyn Store, p: &Project, fid: &str) -> Result<Value, ApiError> {
-    let events = store.count(Table::Main, &fence_events_pk(&p.project_id, fid), &SkRange::All).await?;
+    // The events' id range: the list's own counts sit beside them (`history_pages`).
+    let events = store.count(Table::Main, &fence_events_pk(&p.project_id, fid), &history_pages::fixes()).await?;
     let users = store.count(Table::Main, &fence_users_pk(&p.project_id, fid), &SkRange::All).await?;
     Ok(json!({"events": events, "users": users}))
 }
@@ -258,10 +265,14 @@ pub async fn list(
         (None, Some(u)) => user_events_pk(&p.project_id, u),
         (None, None) => events_pk(&p.project_id),
     };
-    let keep = |e: &GeofenceEvent| user_id.is_none_or(|u| e.user_id == u);
-    let both = geofence_id.is_some() && user_id.is_some();
-    let keep_ref: Option<&(dyn Fn(&GeofenceEvent) -> bool + Sync)> = if both { Some(&keep) } else { None };
-    Ok(list_page(store, Table::Main, &pk, SkRange::Between(lo, hi), page, keep_ref).await?)
+    if let (Some(_), Some(u)) = (geofence_id, user_id) {
+        // A fence's events of one user: filtered, so its whole range is read.
+        let keep = |e: &GeofenceEvent| e.user_id == u;
+        return Ok(list_page(store, Table::Main, &pk, SkRange::Between(lo, hi), page, Some(&keep)).await?);
+    }
+    // Each list keeps its own counts (`history_pages`): page N reads about what page 1 does.
+    let (docs, info) = history_pages::page(store, Table::Main, &pk, &lo, &hi, page).await?;
+    Ok((docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?, info))
 }
 
 /// An event as lists and webhooks show it, serialised straight from the record; fields in

@@ -232,22 +232,8 @@ pub async fn store_unsynced(
     for (item, l) in items.iter_mut().zip(&locs) {
         crate::domain::retention::stamp(item, l.recorded_at, days);
     }
-    // Counted for paging (`history_pages`): registered before the fixes, finished after.
-    let ids: Vec<&str> = locs.iter().map(|l| l.id.as_str()).collect();
-    let writer = history_pages::begin(store, &pk, &ids).await?;
-    let ttls: Vec<Option<i64>> =
-        items.iter().map(|i| i.get(crate::domain::retention::TTL_ATTRIBUTE).and_then(Value::as_i64)).collect();
-    let stored = match store.put_new_unsynced(Table::Locations, items).await {
-        Ok(s) => s,
-        Err(e) => {
-            // Best effort: should this fail too, the writer counts as dead within a minute.
-            let _ = history_pages::finish(store, writer, None).await;
-            return Err(e.into());
-        }
-    };
-    let new: Vec<(String, Option<i64>)> =
-        locs.iter().zip(&ttls).zip(&stored).filter(|(_, s)| **s).map(|((l, t), _)| (l.id.clone(), *t)).collect();
-    history_pages::finish(store, writer, Some(&new)).await?;
+    // Counted for paging (`history_pages`).
+    let stored = history_pages::put_new_counted(store, Table::Locations, items).await?;
     Ok(locs.into_iter().zip(stored).filter_map(|(l, s)| s.then_some(l)).collect())
 }
 
@@ -273,7 +259,7 @@ pub async fn list(
 ) -> Result<(Vec<Location>, PageInfo), ApiError> {
     let pk = locations_pk(&p.project_id, user_id);
     let (lo, hi) = bounds(range);
-    let (docs, info) = history_pages::page(store, &pk, &lo, &hi, page).await?;
+    let (docs, info) = history_pages::page(store, Table::Locations, &pk, &lo, &hi, page).await?;
     Ok((docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?, info))
 }
 
