@@ -40,7 +40,7 @@ use serde_json::Value;
 
 use crate::domain::retention::TTL_ATTRIBUTE;
 use crate::store::{
-    Cond, Item, Query, SkRange, Store, StoreError, Table, from_item, from_json, get_as, key_of, to_item,
+    Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, get_as, key_of, to_item,
 };
 
 /// Hex digits of an id that name its bucket, and its cell.
@@ -137,27 +137,70 @@ async fn update(
     now_ms: i64,
     f: impl Fn(&mut Bucket),
 ) -> Result<(), StoreError> {
-    let sk = bucket_sk(bucket);
+    update_all(store, table, &[(pk, bucket, create)], now_ms, |_, _, b| f(b)).await
+}
+
+/// [`update`] of several buckets (`(pk, bucket, create)`, distinct, of one or more partitions)
+/// written back together: one write for the three event lists a processing pass adds to, where
+/// one each made a pass with events a fifth slower. `f` is told the bucket's partition and name.
+async fn update_all(
+    store: &dyn Store,
+    table: Table,
+    targets: &[(&str, &str, Option<bool>)],
+    now_ms: i64,
+    f: impl Fn(&str, &str, &mut Bucket),
+) -> Result<(), StoreError> {
+    for chunk in targets.chunks(crate::store::MAX_TRANSACT_OPS) {
+        update_chunk(store, table, chunk, now_ms, &f).await?;
+    }
+    Ok(())
+}
+
+async fn update_chunk(
+    store: &dyn Store,
+    table: Table,
+    targets: &[(&str, &str, Option<bool>)],
+    now_ms: i64,
+    f: &impl Fn(&str, &str, &mut Bucket),
+) -> Result<(), StoreError> {
     for _ in 0..TRIES {
-        let current: Option<Bucket> = get_as(store, table, pk, &sk).await?;
-        let (mut b, cond) = match current {
-            Some(b) => {
-                let cond = Cond::Equals("nonce", b.nonce.clone().into());
-                (b, cond)
-            }
-            None => match create {
-                Some(valid) => (Bucket { valid, ..Bucket::default() }, Cond::NotExists),
-                None => return Ok(()),
-            },
-        };
-        b.drop_dead(now_ms);
-        f(&mut b);
-        b.nonce = crate::ids::random_hex(8);
+        // Read at once (on DynamoDB, requests in flight together).
+        let reads = targets
+            .iter()
+            .map(|&(pk, bucket, _)| async move { get_as::<Bucket>(store, table, pk, &bucket_sk(bucket)).await });
+        let current = futures::future::try_join_all(reads).await?;
+        let mut ops = Vec::with_capacity(targets.len());
+        for (&(pk, bucket, create), current) in targets.iter().zip(current) {
+            let sk = bucket_sk(bucket);
+            let (mut b, cond) = match current {
+                Some(b) => {
+                    let cond = Cond::Equals("nonce", b.nonce.clone().into());
+                    (b, cond)
+                }
+                None => match create {
+                    Some(valid) => (Bucket { valid, ..Bucket::default() }, Cond::NotExists),
+                    None => continue,
+                },
+            };
+            b.drop_dead(now_ms);
+            f(pk, bucket, &mut b);
+            b.nonce = crate::ids::random_hex(8);
+            ops.push(WriteOp::Put { table, item: to_item(pk, &sk, &b)?, cond });
+        }
         // Unsynced (embedded store): a registration is made durable by the fixes' own commit,
         // which follows it, or was for nothing; a lost count leaves the registration, which
         // goes dead and makes the bucket recounted; a lost invalidation went with the deletes
         // that followed it.
-        match store.put_unsynced(table, to_item(pk, &sk, &b)?, cond).await {
+        let written = match ops.len() {
+            0 => return Ok(()),
+            // One bucket: a plain put (on DynamoDB half the capacity of a transaction).
+            1 => match ops.pop() {
+                Some(WriteOp::Put { item, cond, .. }) => store.put_unsynced(table, item, cond).await,
+                _ => Ok(()),
+            },
+            _ => store.transact_unsynced(ops).await,
+        };
+        match written {
             Ok(()) => return Ok(()),
             Err(StoreError::ConditionFailed) => continue,
             Err(e) => return Err(e),
@@ -179,54 +222,88 @@ pub async fn begin_at(
     ids: &[&str],
     at_ms: i64,
 ) -> Result<Writer, StoreError> {
-    let buckets: BTreeSet<String> =
-        ids.iter().map(|i| split(i).0).filter(|b| !b.is_empty()).map(str::to_owned).collect();
-    let indexed = match store.get(table, pk, ROOT_SK).await? {
-        Some(_) => true,
-        // A new history is counted from its first fix; an older one is left for the first read.
-        None => {
-            let empty = store.query(table, &Query::new(pk, fixes()).limit(1)).await?.items.is_empty();
-            if empty {
-                match store.put(table, to_item(pk, ROOT_SK, &Root { since: at_ms })?, Cond::NotExists).await {
-                    Ok(()) | Err(StoreError::ConditionFailed) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            empty
-        }
-    };
+    let mut writers = begin_all(store, table, &[(pk, ids.to_vec())], at_ms).await?;
+    writers.pop().ok_or_else(|| StoreError::Backend("no writer".into()))
+}
+
+/// [`begin_at`] in several partitions (`(pk, ids)` each), registered in one write.
+async fn begin_all(
+    store: &dyn Store,
+    table: Table,
+    parts: &[(&str, Vec<&str>)],
+    at_ms: i64,
+) -> Result<Vec<Writer>, StoreError> {
     let id = crate::ids::random_hex(8);
-    for b in &buckets {
-        update(store, table, pk, b, Some(indexed), now_ms(), |bk| {
-            bk.pending.insert(id.clone(), at_ms);
-        })
-        .await?;
+    let mut writers = Vec::with_capacity(parts.len());
+    let mut indexed = BTreeMap::new();
+    for (pk, ids) in parts {
+        let buckets: BTreeSet<String> =
+            ids.iter().map(|i| split(i).0).filter(|b| !b.is_empty()).map(str::to_owned).collect();
+        let counted = match store.get(table, pk, ROOT_SK).await? {
+            Some(_) => true,
+            // A new history is counted from its first fix; an older one is left for the first read.
+            None => {
+                let empty = store.query(table, &Query::new(*pk, fixes()).limit(1)).await?.items.is_empty();
+                if empty {
+                    match store.put(table, to_item(pk, ROOT_SK, &Root { since: at_ms })?, Cond::NotExists).await {
+                        Ok(()) | Err(StoreError::ConditionFailed) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                empty
+            }
+        };
+        indexed.insert(*pk, counted);
+        writers.push(Writer { table, pk: (*pk).to_owned(), id: id.clone(), buckets });
     }
-    Ok(Writer { table, pk: pk.to_owned(), id, buckets })
+    let targets: Vec<(&str, &str, Option<bool>)> = writers
+        .iter()
+        .flat_map(|w| w.buckets.iter().map(|b| (w.pk.as_str(), b.as_str(), Some(indexed[w.pk.as_str()]))))
+        .collect();
+    update_all(store, table, &targets, now_ms(), |_, _, bk| {
+        bk.pending.insert(id.clone(), at_ms);
+    })
+    .await?;
+    Ok(writers)
 }
 
 /// Done writing: `stored` are the fixes that were new to the log (id and TTL), or `None` when the
 /// writer does not know (its store call failed part-way).
 pub async fn finish(store: &dyn Store, w: Writer, stored: Option<&[(String, Option<i64>)]>) -> Result<(), StoreError> {
-    for b in &w.buckets {
-        update(store, w.table, &w.pk, b, None, now_ms(), |bk| {
-            bk.pending.remove(&w.id);
-            let Some(stored) = stored else {
-                bk.valid = false;
-                return;
-            };
-            for (id, exp) in stored.iter().filter(|(id, _)| split(id).0 == b) {
-                let cell = split(id).1;
-                *bk.n.entry(cell.to_owned()).or_default() += 1;
-                if let Some(e) = *exp {
-                    let cur = bk.exp.entry(cell.to_owned()).or_insert(e);
-                    *cur = (*cur).min(e);
-                }
+    let stored = stored.map(|s| BTreeMap::from([(w.pk.clone(), s.to_vec())]));
+    finish_all(store, vec![w], stored.as_ref()).await
+}
+
+/// Per partition, the fixes that were new to it: id and TTL.
+type NewByPartition = BTreeMap<String, Vec<(String, Option<i64>)>>;
+
+/// [`finish`] of writers of one [`begin_all`] (their table and id are the same), in one write;
+/// `stored` per partition.
+async fn finish_all(
+    store: &dyn Store,
+    writers: Vec<Writer>,
+    stored: Option<&NewByPartition>,
+) -> Result<(), StoreError> {
+    let Some(first) = writers.first() else { return Ok(()) };
+    let (table, id) = (first.table, first.id.clone());
+    let targets: Vec<(&str, &str, Option<bool>)> =
+        writers.iter().flat_map(|w| w.buckets.iter().map(|b| (w.pk.as_str(), b.as_str(), None))).collect();
+    update_all(store, table, &targets, now_ms(), |pk, b, bk| {
+        bk.pending.remove(&id);
+        let Some(stored) = stored else {
+            bk.valid = false;
+            return;
+        };
+        for (fix, exp) in stored.get(pk).into_iter().flatten().filter(|(fix, _)| split(fix).0 == b) {
+            let cell = split(fix).1;
+            *bk.n.entry(cell.to_owned()).or_default() += 1;
+            if let Some(e) = *exp {
+                let cur = bk.exp.entry(cell.to_owned()).or_insert(e);
+                *cur = (*cur).min(e);
             }
-        })
-        .await?;
-    }
-    Ok(())
+        }
+    })
+    .await
 }
 
 /// Put each item (of counted partitions, keyed by id) unless its key holds one, unsynced
@@ -239,30 +316,21 @@ pub async fn put_new_counted(store: &dyn Store, table: Table, items: Vec<Item>) 
     for (pk, sk) in &keys {
         partitions.entry(pk).or_default().push(sk);
     }
-    let mut writers = Vec::with_capacity(partitions.len());
-    for (pk, ids) in &partitions {
-        writers.push(begin(store, table, pk, ids).await?);
-    }
+    let parts: Vec<(&str, Vec<&str>)> = partitions.into_iter().collect();
+    let writers = begin_all(store, table, &parts, now_ms()).await?;
     let stored = match store.put_new_unsynced(table, items).await {
         Ok(s) => s,
         Err(e) => {
             // Best effort: should this fail too, the writers count as dead within a minute.
-            for w in writers {
-                let _ = finish(store, w, None).await;
-            }
+            let _ = finish_all(store, writers, None).await;
             return Err(e);
         }
     };
-    for w in writers {
-        let new: Vec<(String, Option<i64>)> = keys
-            .iter()
-            .zip(&ttls)
-            .zip(&stored)
-            .filter(|(((pk, _), _), s)| **s && *pk == w.pk)
-            .map(|(((_, sk), t), _)| (sk.clone(), *t))
-            .collect();
-        finish(store, w, Some(&new)).await?;
+    let mut new = NewByPartition::new();
+    for (((pk, sk), ttl), _) in keys.into_iter().zip(ttls).zip(&stored).filter(|(_, s)| **s) {
+        new.entry(pk).or_default().push((sk, ttl));
     }
+    finish_all(store, writers, Some(&new)).await?;
     Ok(stored)
 }
 

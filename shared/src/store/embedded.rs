@@ -497,6 +497,10 @@ impl Store for EmbeddedStore {
         self.run(move |db| write_all_as(db, &[WriteOp::Put { table, item, cond }], false)).await
     }
 
+    async fn transact_unsynced(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+        self.run(move |db| write_all_as(db, &ops, false)).await
+    }
+
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError> {
         let op = WriteOp::Delete { table, pk: pk.to_owned(), sk: sk.to_owned(), cond };
         self.run(move |db| write_all(db, &[op])).await

@@ -167,6 +167,11 @@ pub trait Store: Send + Sync + 'static {
     async fn put_unsynced(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
         self.put(table, item, cond).await
     }
+    /// [`Store::transact`] that a crash may undo, under [`Store::put_unsynced`]'s rule: several
+    /// lists' page counts registered or finished at once (`history_pages`).
+    async fn transact_unsynced(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+        self.transact(ops).await
+    }
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError>;
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError>;
     /// One item as a JSON document, for a record decoded straight from it ([`get_as`]). By default
