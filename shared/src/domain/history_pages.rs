@@ -126,23 +126,10 @@ pub struct Writer {
     buckets: BTreeSet<String>,
 }
 
-/// Read, change and write back a bucket, conditional on the nonce read; absent buckets are made
-/// only when `create` says with what validity.
-async fn update(
-    store: &dyn Store,
-    table: Table,
-    pk: &str,
-    bucket: &str,
-    create: Option<bool>,
-    now_ms: i64,
-    f: impl Fn(&mut Bucket),
-) -> Result<(), StoreError> {
-    update_all(store, table, &[(pk, bucket, create)], now_ms, |_, _, b| f(b)).await
-}
-
-/// [`update`] of several buckets (`(pk, bucket, create)`, distinct, of one or more partitions)
-/// written back together: one write for the three event lists a processing pass adds to, where
-/// one each made a pass with events a fifth slower. `f` is told the bucket's partition and name.
+/// Read, change and write back buckets (`(pk, bucket, create)`, distinct, of one or more
+/// partitions), conditional on the nonces read; absent buckets are made only when `create` says
+/// with what validity. All in one write: the three event lists a processing pass adds to, where a
+/// write each made a pass with events a fifth slower. `f` is told the bucket's partition and name.
 async fn update_all(
     store: &dyn Store,
     table: Table,
@@ -156,6 +143,7 @@ async fn update_all(
     Ok(())
 }
 
+/// [`update_all`] of at most [`crate::store::MAX_TRANSACT_OPS`] buckets.
 async fn update_chunk(
     store: &dyn Store,
     table: Table,
@@ -191,16 +179,10 @@ async fn update_chunk(
         // which follows it, or was for nothing; a lost count leaves the registration, which
         // goes dead and makes the bucket recounted; a lost invalidation went with the deletes
         // that followed it.
-        let written = match ops.len() {
-            0 => return Ok(()),
-            // One bucket: a plain put (on DynamoDB half the capacity of a transaction).
-            1 => match ops.pop() {
-                Some(WriteOp::Put { item, cond, .. }) => store.put_unsynced(table, item, cond).await,
-                _ => Ok(()),
-            },
-            _ => store.transact_unsynced(ops).await,
-        };
-        match written {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        match store.transact_unsynced(ops).await {
             Ok(()) => return Ok(()),
             Err(StoreError::ConditionFailed) => continue,
             Err(e) => return Err(e),
@@ -234,8 +216,8 @@ async fn begin_all(
     at_ms: i64,
 ) -> Result<Vec<Writer>, StoreError> {
     let id = crate::ids::random_hex(8);
+    // Each writer, and whether its partition is counted from the start.
     let mut writers = Vec::with_capacity(parts.len());
-    let mut indexed = BTreeMap::new();
     for (pk, ids) in parts {
         let buckets: BTreeSet<String> =
             ids.iter().map(|i| split(i).0).filter(|b| !b.is_empty()).map(str::to_owned).collect();
@@ -253,18 +235,17 @@ async fn begin_all(
                 empty
             }
         };
-        indexed.insert(*pk, counted);
-        writers.push(Writer { table, pk: (*pk).to_owned(), id: id.clone(), buckets });
+        writers.push((Writer { table, pk: (*pk).to_owned(), id: id.clone(), buckets }, counted));
     }
     let targets: Vec<(&str, &str, Option<bool>)> = writers
         .iter()
-        .flat_map(|w| w.buckets.iter().map(|b| (w.pk.as_str(), b.as_str(), Some(indexed[w.pk.as_str()]))))
+        .flat_map(|(w, counted)| w.buckets.iter().map(|b| (w.pk.as_str(), b.as_str(), Some(*counted))))
         .collect();
     update_all(store, table, &targets, now_ms(), |_, _, bk| {
         bk.pending.insert(id.clone(), at_ms);
     })
     .await?;
-    Ok(writers)
+    Ok(writers.into_iter().map(|(w, _)| w).collect())
 }
 
 /// Done writing: `stored` are the fixes that were new to the log (id and TTL), or `None` when the
@@ -343,10 +324,8 @@ pub async fn invalidate<'a>(
     ids: impl IntoIterator<Item = &'a str>,
 ) -> Result<(), StoreError> {
     let buckets: BTreeSet<&str> = ids.into_iter().map(|i| split(i).0).filter(|b| !b.is_empty()).collect();
-    for b in buckets {
-        update(store, table, pk, b, None, now_ms(), |bk| bk.valid = false).await?;
-    }
-    Ok(())
+    let targets: Vec<(&str, &str, Option<bool>)> = buckets.into_iter().map(|b| (pk, b, None)).collect();
+    update_all(store, table, &targets, now_ms(), |_, _, bk| bk.valid = false).await
 }
 
 /// Cell counts of a bucket, by reading its fixes. Written back when `seen` (the bucket as read

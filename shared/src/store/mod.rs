@@ -167,8 +167,9 @@ pub trait Store: Send + Sync + 'static {
     async fn put_unsynced(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
         self.put(table, item, cond).await
     }
-    /// [`Store::transact`] that a crash may undo, under [`Store::put_unsynced`]'s rule: several
-    /// lists' page counts registered or finished at once (`history_pages`).
+    /// [`Store::transact`] that a crash may undo, under [`Store::put_unsynced`]'s rule: lists'
+    /// page counts registered or finished at once (`history_pages`). DynamoDB writes one put
+    /// alone as a plain put, at half a transaction's capacity.
     async fn transact_unsynced(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
         self.transact(ops).await
     }
