@@ -1,8 +1,9 @@
 //! HTTPS for outgoing calls (DynamoDB and webhook deliveries): rustls over ring, trusting
 //! Mozilla's root certificates compiled into the binary (webpki-roots). The system's certificate
 //! files are never read: loading about 150 of them was most of a Lambda function's cold start,
-//! and a bundled list answers the same on every machine. Certificates are verified as before; plain `http` (DynamoDB
-//! Local, private webhook endpoints in tests) goes through the same clients without TLS.
+//! and a bundled list answers the same on every machine. Certificates are verified as before;
+//! plain `http` (DynamoDB Local, private webhook endpoints in tests) goes through the same clients
+//! without TLS.
 
 use std::sync::Arc;
 

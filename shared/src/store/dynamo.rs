@@ -20,8 +20,8 @@ use tokio::sync::OnceCell;
 
 use super::tables::{PARTITION_KEY, SORT_KEY};
 use super::{
-    Cond, Item, MAX_TRANSACT_OPS, Page, Query, SkRange, Store, StoreError, TABLES, TTL_ATTRIBUTE, Table, TableNames,
-    WriteOp, epoch_now, is_expired,
+    Cond, EachChunk, Item, MAX_TRANSACT_OPS, Page, Query, SkRange, Store, StoreError, TABLES, TTL_ATTRIBUTE, Table,
+    TableNames, WriteOp, epoch_now, is_expired,
 };
 
 type Av = HashMap<String, AttributeValue>;
@@ -364,12 +364,7 @@ impl Store for DynamoStore {
         Ok(Page { items, last_sk })
     }
 
-    async fn query_docs_each(
-        &self,
-        table: Table,
-        q: &Query,
-        each: &mut (dyn FnMut(Vec<Vec<u8>>) -> Result<(), StoreError> + Send),
-    ) -> Result<(), StoreError> {
+    async fn query_docs_each(&self, table: Table, q: &Query, each: &mut EachChunk) -> Result<(), StoreError> {
         // A page (up to 1 MB) at a time, the next one asked for before this one is handed over:
         // DynamoDB reads it while the caller decodes.
         let client = self.client().await;

@@ -16,8 +16,8 @@ use async_trait::async_trait;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{
-    Cond, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, WriteOp, cond_holds, epoch_now, is_expired,
-    key_of,
+    Cond, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, WriteOp, cond_holds, epoch_now,
+    is_expired, key_of,
 };
 
 type RedbTable = TableDefinition<'static, &'static str, &'static [u8]>;
@@ -525,12 +525,7 @@ impl Store for EmbeddedStore {
         self.run(move |db| Ok(docs_of(db, table, &q, None)?.unwrap_or_default())).await
     }
 
-    async fn query_docs_each(
-        &self,
-        table: Table,
-        q: &Query,
-        each: &mut (dyn FnMut(Vec<Vec<u8>>) -> Result<(), StoreError> + Send),
-    ) -> Result<(), StoreError> {
+    async fn query_docs_each(&self, table: Table, q: &Query, each: &mut EachChunk) -> Result<(), StoreError> {
         if let Some(docs) = docs_of(&self.db, table, q, Some(INLINE_ITEMS))? {
             return each(docs);
         }

@@ -156,6 +156,9 @@ pub const QUERIES_IN_FLIGHT: usize = 32;
 /// Most operations in one [`Store::transact`] call (DynamoDB's TransactWriteItems limit).
 pub const MAX_TRANSACT_OPS: usize = 100;
 
+/// What [`Store::query_docs_each`] hands each chunk of documents to.
+pub type EachChunk<'a> = dyn FnMut(Vec<Vec<u8>>) -> Result<(), StoreError> + Send + 'a;
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError>;
@@ -193,12 +196,7 @@ pub trait Store: Send + Sync + 'static {
     /// store reads the next chunk on the blocking pool while the caller decodes this one (a trip
     /// summary's 100,000 fixes: reading and decoding take about as long). An error from `each`
     /// stops the read and is returned. By default one chunk.
-    async fn query_docs_each(
-        &self,
-        table: Table,
-        q: &Query,
-        each: &mut (dyn FnMut(Vec<Vec<u8>>) -> Result<(), StoreError> + Send),
-    ) -> Result<(), StoreError> {
+    async fn query_docs_each(&self, table: Table, q: &Query, each: &mut EachChunk) -> Result<(), StoreError> {
         each(self.query_docs(table, q).await?)
     }
     /// The documents of several queries ([`Store::query_docs`] each), in the queries' order: reads

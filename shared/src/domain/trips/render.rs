@@ -20,8 +20,8 @@ pub struct SummaryBody {
 }
 
 impl SummaryBody {
-    /// About the bytes of the body: a route point takes about 220 of them with v1's per-point
-    /// figures and 150 without, an excluded point about 170.
+    /// A little more than the bytes of the body, so its buffer seldom grows: a route point takes
+    /// about 220 of them with v1's per-point figures and 150 without, an excluded point 170.
     pub fn size_hint(&self) -> usize {
         let route = &self.summary.route;
         let point = if self.detailed { 240 } else { 160 };
