@@ -1,7 +1,7 @@
 //! The storage trait itself, held to one behaviour on both backends.
 
 use serde_json::json;
-use shared::store::{Cond, Item, Query, SkRange, StoreError, Table, WriteOp};
+use shared::store::{Cond, Item, Query, SkRange, StoreError, Table, WriteOp, query_as_spread};
 
 use crate::both;
 
@@ -139,6 +139,23 @@ both!(a_long_read_in_chunks_is_the_read_in_one, |app| async move {
     .unwrap();
     assert!(chunked == whole, "the chunks, in order, are the whole read");
     assert!(chunks > 1, "{chunks} chunk");
+    // Decoded on two cores, chunk by chunk: the records of the whole read, in order.
+    #[derive(serde::Deserialize, PartialEq, Debug)]
+    struct Record {
+        sk: String,
+        v: i64,
+    }
+    let spread: Vec<Record> = query_as_spread(s, Table::Main, &q).await.unwrap();
+    let decoded: Vec<Record> = whole.iter().map(|d| serde_json::from_slice(d).unwrap()).collect();
+    assert_eq!(spread, decoded);
+    // A document that is not its record is an error, whichever core decoded it.
+    #[derive(serde::Deserialize, Debug)]
+    struct Wrong {
+        #[allow(dead_code)]
+        v: String,
+    }
+    let r = query_as_spread::<Wrong>(s, Table::Main, &q).await;
+    assert!(matches!(&r, Err(StoreError::Corrupt(_))), "{r:?}");
     // A limit holds across chunks.
     let mut n = 0;
     s.query_docs_each(Table::Main, &q.clone().limit(2_000), &mut |docs| {

@@ -229,9 +229,7 @@ async fn summary(
     q: Params,
 ) -> Result<Response, ApiError> {
     let sum = trips::summary(s.store.as_ref(), &p, Api::V1, q.required("trip_id")?).await?;
-    let body = SummaryBody { summary: sum, detailed: ver == Ver::V1 };
-    let capacity = body.size_hint();
-    Ok(Envelope::ok(shared::envelope::SUCCESS, body).into_response_sized(capacity))
+    Ok(SummaryBody { summary: sum, detailed: ver == Ver::V1 }.into_response())
 }
 
 /// A lifecycle move: `action` and, optionally, the time of the move in its own field.

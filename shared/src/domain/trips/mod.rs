@@ -38,7 +38,9 @@ use crate::domain::{list_pages, users};
 use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id, random_hex};
 use crate::metadata;
-use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, get_as, query_as, to_item};
+use crate::store::{
+    Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, get_as, query_as, query_as_spread, to_item,
+};
 use crate::time::{DateRange, Timestamp};
 
 /// Radius (meters) within which an origin or destination counts as reached (v1/v3 have none).
@@ -897,7 +899,7 @@ pub async fn trip_fixes(
     trip_records(store, p, trip, since, now, |l: &fix::TripFix| l.recorded_at).await
 }
 
-async fn trip_records<T: serde::de::DeserializeOwned + Send>(
+async fn trip_records<T: serde::de::DeserializeOwned + Send + 'static>(
     store: &dyn Store,
     p: &Project,
     trip: &Trip,
@@ -914,19 +916,8 @@ async fn trip_records<T: serde::de::DeserializeOwned + Send>(
     let (lo, hi) = id_range(&DateRange { start: start.0, end: end.0 + chrono::Duration::milliseconds(1) });
     let q = Query::new(locations_pk(&p.project_id, user), SkRange::Between(lo, hi));
     let intervals = trip.active_intervals(end);
-    let mut locs = Vec::new();
-    // Decoded chunk by chunk while the store reads the next.
-    store
-        .query_docs_each(Table::Locations, &q, &mut |docs| {
-            for doc in docs {
-                let l: T = from_json(&doc)?;
-                if intervals.iter().any(|(a, b)| *a <= at(&l) && at(&l) <= *b) {
-                    locs.push(l);
-                }
-            }
-            Ok(())
-        })
-        .await?;
+    let mut locs: Vec<T> = query_as_spread(store, Table::Locations, &q).await?;
+    locs.retain(|l| intervals.iter().any(|(a, b)| *a <= at(l) && at(l) <= *b));
     Ok(locs)
 }
 
