@@ -242,7 +242,7 @@ fn end_strain<P: Positioned>(e: &P, n: &P) -> f64 {
 }
 
 /// For fixes in time order: `None` for a fix to use, else why it is left out.
-pub fn judge<P: Positioned>(fixes: &[&P]) -> Vec<Option<Exclusion>> {
+pub fn judge<P: Positioned + Sync>(fixes: &[&P]) -> Vec<Option<Exclusion>> {
     let n = fixes.len();
     let mut out: Vec<Option<Exclusion>> =
         fixes.iter().map(|l| (!accuracy_ok(*l)).then_some(Exclusion::Accuracy)).collect();
@@ -267,9 +267,9 @@ pub fn judge<P: Positioned>(fixes: &[&P]) -> Vec<Option<Exclusion>> {
     // again (the rest would come out the same).
     let mut rescore = alive.clone();
     for _ in 0..64 {
-        for &i in &rescore {
+        let score_of = |i: usize| {
             let (a, b) = (prev[i], next[i]);
-            score[i] = match (a != usize::MAX, b != usize::MAX) {
+            match (a != usize::MAX, b != usize::MAX) {
                 (true, true) => {
                     let local = speed(prev[a], a).max(speed(b, next[b]));
                     strain(fixes[a], fixes[i], fixes[b], local)
@@ -277,7 +277,13 @@ pub fn judge<P: Positioned>(fixes: &[&P]) -> Vec<Option<Exclusion>> {
                 (false, true) => end_strain(fixes[i], fixes[b]),
                 (true, false) => end_strain(fixes[i], fixes[a]),
                 (false, false) => 0.0,
-            };
+            }
+        };
+        // The first round scores every fix: in two halves at once when there are many.
+        let scores = |r: std::ops::Range<usize>| rescore[r].iter().map(|&i| score_of(i)).collect::<Vec<f64>>();
+        let parts = super::parallel::in_two(rescore.len(), rescore.len(), rescore.len() / 2, &scores);
+        for (&i, s) in rescore.iter().zip(parts.into_iter().flatten()) {
+            score[i] = s;
         }
         let mut worst = Vec::new();
         let mut i = alive.first().copied().unwrap_or(usize::MAX);

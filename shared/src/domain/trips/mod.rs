@@ -19,6 +19,7 @@ pub mod gps;
 pub mod json;
 pub mod link;
 mod list;
+mod parallel;
 mod progress;
 pub mod render;
 pub mod route;

@@ -30,11 +30,14 @@
 //! imply such a speed (the whole trace jumps), the distance between them is not counted. Gaps
 //! and pauses are listed in the summary.
 
+use std::ops::Range;
+
 use geo::SimplifyIdx;
 
 use super::elevation;
 use super::fix::TripFix;
 use super::gps::{self, Exclusion, sigma};
+use super::parallel::{PARALLEL_ITEMS, in_two};
 use super::smooth::{self, Frame};
 use crate::domain::locations::Location;
 use crate::geometry::LngLat;
@@ -365,21 +368,7 @@ fn analyse_piece(fixes: &[&TripFix]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
     let mut sigmas: Vec<f64> = fixes.iter().map(|l| sigma(*l)).collect();
     let tolerance =
         (crate::stats::median(&mut sigmas).unwrap_or(0.0) / 2.0).clamp(SIMPLIFY_TOLERANCE_M, MAX_SIMPLIFY_TOLERANCE_M);
-    // A stop's centroid is a corner of the path whatever the line around it: simplifying the
-    // stretches between stops on their own keeps it and spares the simplification's search for
-    // the farthest node most of its passes over the whole piece.
-    let mut kept: Vec<usize> = Vec::with_capacity(nodes.len());
-    if !nodes.is_empty() {
-        kept.push(0);
-        let mut from = 0;
-        for to in stop_nodes.iter().copied().chain([nodes.len() - 1]) {
-            if to > from {
-                // Its first node is the previous stretch's last.
-                kept.extend(simplify(&nodes[from..=to], tolerance).into_iter().skip(1).map(|k| from + k));
-                from = to;
-            }
-        }
-    }
+    let kept = simplify_between(&nodes, &stop_nodes, tolerance);
     // Cumulative path length at each kept node; other nodes interpolate between kept neighbours.
     let mut cum = vec![0.0; nodes.len()];
     let mut total = 0.0;
@@ -403,9 +392,22 @@ fn analyse_piece(fixes: &[&TripFix]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
 /// outliers: each run of moving fixes between stops is smoothed on its own.
 fn smooth_moving(fixes: &[&TripFix], activity: &[Activity]) -> (Vec<LngLat>, Vec<bool>) {
     let n = fixes.len();
-    let (mut out, mut outliers) = (Vec::with_capacity(n), vec![false; n]);
-    let mut i = 0;
-    while i < n {
+    // Runs never cross a stop fix: long traces are smoothed in two halves at once, cut at one.
+    let half = (n / 2..n).find(|&i| activity[i] == Activity::Stop).unwrap_or(n);
+    let (mut out, mut outliers) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for (pos, off) in in_two(n, n, half, &|span| smooth_span(fixes, activity, span)) {
+        out.extend(pos);
+        outliers.extend(off);
+    }
+    (out, outliers)
+}
+
+/// [`smooth_moving`] of the fixes in `span`, which starts at a run's start or at a stop fix.
+fn smooth_span(fixes: &[&TripFix], activity: &[Activity], span: Range<usize>) -> (Vec<LngLat>, Vec<bool>) {
+    let n = fixes.len();
+    let (mut out, mut outliers) = (Vec::with_capacity(span.len()), vec![false; span.len()]);
+    let mut i = span.start;
+    while i < span.end {
         if activity[i] == Activity::Stop {
             out.push(fixes[i].coordinates);
             i += 1;
@@ -423,7 +425,7 @@ fn smooth_moving(fixes: &[&TripFix], activity: &[Activity]) -> (Vec<LngLat>, Vec
         let b = if j + 1 < n { j + 1 } else { j };
         let (pos, off) = smooth::run(&fixes[a..=b]);
         out.extend_from_slice(&pos[i - a..=j - a]);
-        outliers[i..=j].copy_from_slice(&off[i - a..=j - a]);
+        outliers[i - span.start..=j - span.start].copy_from_slice(&off[i - a..=j - a]);
         i = j + 1;
     }
     (out, outliers)
@@ -458,49 +460,13 @@ fn stop_radius(mean_sigma: f64) -> f64 {
 fn detect_stops(fixes: &[&TripFix]) -> Vec<(usize, usize, LngLat)> {
     // What the scans read, side by side: each fix is looked at many times (a minute of fixes
     // around each), and a whole record per look is a cache miss each.
-    let pos: Vec<LngLat> = fixes.iter().map(|l| l.coordinates).collect();
-    let ms: Vec<i64> = fixes.iter().map(|l| l.recorded_at.0.timestamp_millis()).collect();
-    let sigmas: Vec<f64> = fixes.iter().map(|l| sigma(*l)).collect();
-    // Whole seconds between fixes, cut toward zero as chrono's `num_seconds` cuts them.
-    let secs = |a: usize, b: usize| (ms[b] - ms[a]) / 1000;
-    let mut runs: Vec<(usize, usize, LngLat, f64)> = Vec::new();
-    let mut i = 0;
-    while i < fixes.len() {
-        let (mut sum_lng, mut sum_lat, mut sum_sigma, mut n) = (pos[i].lng, pos[i].lat, sigmas[i], 1.0);
-        let mut j = i;
-        let scan = gps::NearScan::new(pos[i].lat);
-        loop {
-            let c = LngLat { lng: sum_lng / n, lat: sum_lat / n };
-            let r = stop_radius(sum_sigma / n);
-            let mut k = j + 1;
-            let mut found = None;
-            while k < fixes.len() {
-                match scan.ring(c, pos[k], r) {
-                    gps::Ring::Within => {
-                        found = Some(k);
-                        break;
-                    }
-                    gps::Ring::Beyond => break,
-                    gps::Ring::Between if secs(j, k) > STRAY_SECONDS => break,
-                    gps::Ring::Between => {}
-                }
-                k += 1;
-            }
-            let Some(k) = found else { break };
-            j = k;
-            sum_lng += pos[k].lng;
-            sum_lat += pos[k].lat;
-            sum_sigma += sigmas[k];
-            n += 1.0;
-        }
-        if j > i && secs(i, j) >= STOP_MIN_SECONDS {
-            let c = LngLat { lng: sum_lng / n, lat: sum_lat / n };
-            runs.push((i, j, c, stop_radius(sum_sigma / n)));
-            i = j + 1;
-        } else {
-            i += 1;
-        }
-    }
+    let scan = StopScan {
+        pos: fixes.iter().map(|l| l.coordinates).collect(),
+        ms: fixes.iter().map(|l| l.recorded_at.0.timestamp_millis()).collect(),
+        sigmas: fixes.iter().map(|l| sigma(*l)).collect(),
+    };
+    let secs = |a: usize, b: usize| scan.secs(a, b);
+    let runs = scan.runs();
     let mut merged: Vec<(usize, usize, LngLat, f64)> = Vec::new();
     for run in runs {
         // One place: their centroids within a radius; or nothing recorded between them (no
@@ -526,6 +492,135 @@ fn detect_stops(fixes: &[&TripFix]) -> Vec<(usize, usize, LngLat)> {
         merged.push(run);
     }
     merged.into_iter().map(|(a, b, c, _)| (a, b, c)).collect()
+}
+
+/// A run of stop fixes: first, last, centroid, radius.
+type Run = (usize, usize, LngLat, f64);
+
+/// The fixes as stop detection reads them.
+struct StopScan {
+    pos: Vec<LngLat>,
+    ms: Vec<i64>,
+    sigmas: Vec<f64>,
+}
+
+impl StopScan {
+    /// Whole seconds between fixes, cut toward zero as chrono's `num_seconds` cuts them.
+    fn secs(&self, a: usize, b: usize) -> i64 {
+        (self.ms[b] - self.ms[a]) / 1000
+    }
+
+    /// Every run, in order. Long traces are scanned in two halves at once: the run grown from
+    /// a fix depends on that fix alone, so once the first half's scan reaches a fix the second
+    /// half's scan started from, what follows is the second half's, as it would be.
+    fn runs(&self) -> Vec<Run> {
+        let n = self.pos.len();
+        if n < PARALLEL_ITEMS {
+            return self.scan(0, n, |_| false).0;
+        }
+        let mid = n / 2;
+        std::thread::scope(|s| {
+            let second = s.spawn(|| {
+                let mut started = vec![false; n - mid];
+                let (runs, _) = self.scan(mid, n, |i| {
+                    started[i - mid] = true;
+                    false
+                });
+                (runs, started)
+            });
+            let (first, _) = self.scan(0, mid, |_| false);
+            let (second, started) = second.join().expect("stop detection's second half panicked");
+            // Go on from where the first half stopped until a start the second half made too.
+            let from = first.last().map_or(0, |r| r.1 + 1).max(mid);
+            let mut runs = first;
+            let (between, joined) = self.scan(from, n, |i| i >= mid && started[i - mid]);
+            runs.extend(between);
+            if let Some(at) = joined {
+                runs.extend(second.into_iter().filter(|r| r.0 >= at));
+            }
+            runs
+        })
+    }
+
+    /// The runs started from `from` on, each start told to `stop_at` first: scanning ends at
+    /// the first start it answers true for (returned), or at `to`.
+    fn scan(&self, from: usize, to: usize, mut stop_at: impl FnMut(usize) -> bool) -> (Vec<Run>, Option<usize>) {
+        let (pos, sigmas, n) = (&self.pos, &self.sigmas, self.pos.len());
+        let mut runs: Vec<Run> = Vec::new();
+        let mut i = from;
+        while i < to {
+            if stop_at(i) {
+                return (runs, Some(i));
+            }
+            let (mut sum_lng, mut sum_lat, mut sum_sigma, mut count) = (pos[i].lng, pos[i].lat, sigmas[i], 1.0);
+            let mut j = i;
+            let near = gps::NearScan::new(pos[i].lat);
+            loop {
+                let c = LngLat { lng: sum_lng / count, lat: sum_lat / count };
+                let r = stop_radius(sum_sigma / count);
+                let mut k = j + 1;
+                let mut found = None;
+                while k < n {
+                    match near.ring(c, pos[k], r) {
+                        gps::Ring::Within => {
+                            found = Some(k);
+                            break;
+                        }
+                        gps::Ring::Beyond => break,
+                        gps::Ring::Between if self.secs(j, k) > STRAY_SECONDS => break,
+                        gps::Ring::Between => {}
+                    }
+                    k += 1;
+                }
+                let Some(k) = found else { break };
+                j = k;
+                sum_lng += pos[k].lng;
+                sum_lat += pos[k].lat;
+                sum_sigma += sigmas[k];
+                count += 1.0;
+            }
+            if j > i && self.secs(i, j) >= STOP_MIN_SECONDS {
+                let c = LngLat { lng: sum_lng / count, lat: sum_lat / count };
+                runs.push((i, j, c, stop_radius(sum_sigma / count)));
+                i = j + 1;
+            } else {
+                i += 1;
+            }
+        }
+        (runs, None)
+    }
+}
+
+/// The nodes kept by [`simplify`] of each stretch between stop nodes: a stop's centroid is a
+/// corner of the path whatever the line around it, and simplifying the stretches on their own
+/// spares the search for the farthest node most of its passes over the whole piece. Long
+/// pieces are simplified in two halves of about as many nodes at once.
+fn simplify_between(nodes: &[LngLat], stop_nodes: &[usize], tolerance: f64) -> Vec<usize> {
+    let mut stretches = Vec::with_capacity(stop_nodes.len() + 1);
+    let mut from = 0;
+    for to in stop_nodes.iter().copied().chain([nodes.len().saturating_sub(1)]) {
+        if to > from {
+            stretches.push((from, to));
+            from = to;
+        }
+    }
+    // Each stretch's kept nodes but its first (the previous stretch's last).
+    let simplified = |range: Range<usize>| -> Vec<usize> {
+        let mut kept = Vec::new();
+        for &(from, to) in &stretches[range] {
+            kept.extend(simplify(&nodes[from..=to], tolerance).into_iter().skip(1).map(|k| from + k));
+        }
+        kept
+    };
+    let half = stretches.partition_point(|&(_, to)| to < nodes.len() / 2);
+    let mut kept: Vec<usize> = Vec::with_capacity(nodes.len());
+    if !nodes.is_empty() {
+        kept.push(0);
+    }
+    for part in in_two(nodes.len(), stretches.len(), half, &simplified) {
+        kept.extend(part);
+    }
+    kept
 }
 
 /// Indexes of the nodes kept by Ramer–Douglas–Peucker at `tolerance` meters, computed in a
@@ -559,6 +654,78 @@ fn segments(activity: &[Activity]) -> Vec<(usize, usize, Activity)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_pieces_smoothed_and_simplified_in_halves_are_as_in_one_pass() {
+        // 30,000 fixes a second along a winding road, stops every few minutes, 1 % far fixes.
+        let locs: Vec<TripFix> = (0..30_000i64)
+            .map(|i| {
+                let t = i as f64;
+                let still = i % 400 > 300;
+                let along = if still { (i / 400 * 300 + 300) as f64 } else { (i / 400 * 300 + i % 400) as f64 };
+                let wild = if i % 97 == 0 { 0.002 } else { 0.0 };
+                let wobble = ((t * 0.37).sin() + (t * 1.9).cos()) * 0.00004;
+                TripFix::from(&fix(
+                    13.4 + along * 0.00012 + wobble + wild,
+                    52.5 + (along * 0.01).sin() * 0.003 + wobble,
+                    i,
+                    if still { 35.0 } else { 6.0 },
+                ))
+            })
+            .collect();
+        let fixes: Vec<&TripFix> = locs.iter().collect();
+        let activity: Vec<Activity> =
+            (0..fixes.len()).map(|i| if i % 400 > 300 { Activity::Stop } else { Activity::Moving }).collect();
+        let (pos, off) = smooth_moving(&fixes, &activity);
+        let (one_pos, one_off) = smooth_span(&fixes, &activity, 0..fixes.len());
+        assert!(pos == one_pos && off == one_off, "smoothed in halves differs");
+        assert!(off.iter().any(|&o| o), "no outlier found: the trace does not test them");
+        // Nodes: every fix's smoothed position, a stop node every 400.
+        let stop_nodes: Vec<usize> = (0..pos.len()).filter(|i| i % 400 == 350).collect();
+        let kept = simplify_between(&pos, &stop_nodes, 4.0);
+        let mut one = vec![0];
+        let mut from = 0;
+        for to in stop_nodes.iter().copied().chain([pos.len() - 1]) {
+            one.extend(simplify(&pos[from..=to], 4.0).into_iter().skip(1).map(|k| from + k));
+            from = to;
+        }
+        assert_eq!(kept, one);
+        assert!(kept.len() < pos.len() / 2, "{} of {} kept", kept.len(), pos.len());
+    }
+
+    #[test]
+    fn stops_found_in_two_halves_are_those_found_in_one_scan() {
+        // A day of 1 s fixes: drives, walks, crawls and stops of many lengths, 5-50 m noise from
+        // a fixed-seed generator; the seeds put a long stop across the middle or not.
+        for seed in [1u64, 7, 42] {
+            let mut state = seed;
+            let mut rand = move || {
+                state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                (state >> 11) as f64 / (1u64 << 53) as f64
+            };
+            let (mut x, mut y) = (0.0f64, 0.0f64);
+            let (mut pos, mut ms, mut sigmas) = (Vec::new(), Vec::new(), Vec::new());
+            while pos.len() < 60_000 {
+                let len = 20 + (rand() * 600.0) as usize;
+                let speed = [0.0, 0.0, 0.6, 1.4, 4.0, 12.0][(rand() * 6.0) as usize];
+                let noise = 5.0 + rand() * 45.0;
+                let heading = rand() * std::f64::consts::TAU;
+                for _ in 0..len {
+                    x += speed * heading.cos();
+                    y += speed * heading.sin();
+                    let (ex, ey) = ((rand() - 0.5) * 2.0 * noise, (rand() - 0.5) * 2.0 * noise);
+                    pos.push(LngLat { lng: 13.4 + (x + ex) / 68_000.0, lat: 52.5 + (y + ey) / 111_000.0 });
+                    ms.push(pos.len() as i64 * 1000);
+                    sigmas.push(noise);
+                }
+            }
+            let scan = StopScan { pos, ms, sigmas };
+            let one = scan.scan(0, scan.pos.len(), |_| false).0;
+            assert!(one.len() > 20, "seed {seed}: {} runs", one.len());
+            let two = scan.runs();
+            assert!(one == two, "seed {seed}: two halves found other runs");
+        }
+    }
 
     fn fix(lng: f64, lat: f64, secs: i64, accuracy: f64) -> Location {
         let at = chrono::DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap_or_default();
