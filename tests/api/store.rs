@@ -156,6 +156,13 @@ both!(a_long_read_in_chunks_is_the_read_in_one, |app| async move {
     }
     let r = query_as_spread::<Wrong>(s, Table::Main, &q).await;
     assert!(matches!(&r, Err(StoreError::Corrupt(_))), "{r:?}");
+    // Also when the document is in a chunk decoded on the blocking pool (the second: past the
+    // embedded store's 1,000 and DynamoDB's first 1 MB page).
+    let mut odd = item(&pk, "02000", 0);
+    odd.insert("v".into(), "not a number".into());
+    s.put(Table::Main, odd, Cond::None).await.unwrap();
+    let r = query_as_spread::<Record>(s, Table::Main, &q).await;
+    assert!(matches!(&r, Err(StoreError::Corrupt(m)) if m.contains("invalid type")), "{r:?}");
     // A limit holds across chunks.
     let mut n = 0;
     s.query_docs_each(Table::Main, &q.clone().limit(2_000), &mut |docs| {

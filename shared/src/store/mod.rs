@@ -286,8 +286,9 @@ pub async fn query_as<T: DeserializeOwned>(store: &dyn Store, table: Table, q: &
 
 /// The items of a long query as records, decoded on two cores: as the store hands over its
 /// chunks ([`Store::query_docs_each`]) every other one is decoded on the blocking pool and the
-/// rest on the calling task. Decoding is most of a long read (a trip's 100,000 fixes: about 60
-/// of its 80 ms), and one request would otherwise leave the other core idle.
+/// rest on the calling task (the first among them, so a short read, one chunk, stays here).
+/// Decoding is most of a long read (a trip's 100,000 fixes: about 60 of its 80 ms), and one
+/// request would otherwise leave the other core idle.
 pub async fn query_as_spread<T: DeserializeOwned + Send + 'static>(
     store: &dyn Store,
     table: Table,
@@ -302,9 +303,9 @@ pub async fn query_as_spread<T: DeserializeOwned + Send + 'static>(
     store
         .query_docs_each(table, q, &mut |docs| {
             chunks.push(if chunks.len().is_multiple_of(2) {
-                Chunk::Pending(tokio::task::spawn_blocking(move || decode(docs)))
-            } else {
                 Chunk::Done(decode(docs)?)
+            } else {
+                Chunk::Pending(tokio::task::spawn_blocking(move || decode(docs)))
             });
             Ok(())
         })

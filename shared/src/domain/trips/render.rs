@@ -198,7 +198,7 @@ impl SummaryBody {
     }
 
     pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+        let threads = super::parallel::cores().min(4);
         self.to_json_in(if self.summary.route.points.len() < PARALLEL_POINTS { 1 } else { threads })
     }
 

@@ -37,7 +37,7 @@ use geo::SimplifyIdx;
 use super::elevation;
 use super::fix::TripFix;
 use super::gps::{self, Exclusion, sigma};
-use super::parallel::{PARALLEL_ITEMS, in_two};
+use super::parallel::{in_two, worth_two};
 use super::smooth::{self, Frame};
 use crate::domain::locations::Location;
 use crate::geometry::LngLat;
@@ -515,7 +515,7 @@ impl StopScan {
     /// half's scan started from, what follows is the second half's, as it would be.
     fn runs(&self) -> Vec<Run> {
         let n = self.pos.len();
-        if n < PARALLEL_ITEMS {
+        if !worth_two(n) {
             return self.scan(0, n, |_| false).0;
         }
         let mid = n / 2;
@@ -655,14 +655,14 @@ fn segments(activity: &[Activity]) -> Vec<(usize, usize, Activity)> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn long_pieces_smoothed_and_simplified_in_halves_are_as_in_one_pass() {
-        // 30,000 fixes a second along a winding road, stops every few minutes, 1 % far fixes.
-        let locs: Vec<TripFix> = (0..30_000i64)
+    /// 30,000 fixes a second along a winding road, a stop every 400 s, 1 % far fixes.
+    fn long_trace() -> Vec<TripFix> {
+        (0..30_000i64)
             .map(|i| {
                 let t = i as f64;
-                let still = i % 400 > 300;
-                let along = if still { (i / 400 * 300 + 300) as f64 } else { (i / 400 * 300 + i % 400) as f64 };
+                // Still for three minutes and more in every 400 s.
+                let still = i % 400 > 200;
+                let along = (i / 400 * 200 + (i % 400).min(200)) as f64;
                 let wild = if i % 97 == 0 { 0.002 } else { 0.0 };
                 let wobble = ((t * 0.37).sin() + (t * 1.9).cos()) * 0.00004;
                 TripFix::from(&fix(
@@ -672,7 +672,27 @@ mod tests {
                     if still { 35.0 } else { 6.0 },
                 ))
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn a_long_trip_analysed_on_two_cores_is_as_in_one_pass() {
+        // A ten-minute pause: legs judged apart.
+        let pauses = [(fix(0.0, 0.0, 9_000, 5.0).recorded_at, fix(0.0, 0.0, 9_600, 5.0).recorded_at)];
+        let two = analyse_owned(long_trace(), &pauses);
+        let one = super::super::parallel::one_pass(|| analyse_owned(long_trace(), &pauses));
+        assert!(format!("{two:?}") == format!("{one:?}"), "the route differs from one pass's");
+        assert!(
+            two.stops.len() > 50 && !two.excluded.is_empty(),
+            "{} stops, {} excluded",
+            two.stops.len(),
+            two.excluded.len()
+        );
+    }
+
+    #[test]
+    fn long_pieces_smoothed_and_simplified_in_halves_are_as_in_one_pass() {
+        let locs = long_trace();
         let fixes: Vec<&TripFix> = locs.iter().collect();
         let activity: Vec<Activity> =
             (0..fixes.len()).map(|i| if i % 400 > 300 { Activity::Stop } else { Activity::Moving }).collect();
