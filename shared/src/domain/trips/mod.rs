@@ -906,7 +906,7 @@ async fn trip_records<T: serde::de::DeserializeOwned + Send + 'static>(
     trip: &Trip,
     since: Timestamp,
     now: Timestamp,
-    at: impl Fn(&T) -> Timestamp + Sync,
+    at: impl Fn(&T) -> Timestamp,
 ) -> Result<Vec<T>, ApiError> {
     let (Some(user), Some(start)) = (&trip.user_id, trip.started_at) else { return Ok(Vec::new()) };
     let start = start.max(since);

@@ -147,9 +147,6 @@ impl Serialize for RouteMarked<'_> {
 /// only `route` key is its own.
 const ROUTE_MARK: &[u8] = b"\"route\":\"\\u0001\"";
 
-/// Routes shorter than this are written on the calling thread (a thread costs more).
-const PARALLEL_POINTS: usize = 20_000;
-
 impl SummaryBody {
     fn write<S: Serializer>(&self, s: S, route_marked: bool) -> Result<S::Ok, S::Error> {
         let (sum, t) = (&self.summary, &self.summary.trip);
@@ -186,10 +183,7 @@ impl SummaryBody {
         t.pause_intervals(t.ended_at.unwrap_or(self.summary.computed_at))
     }
 
-    /// The v1/v3 answer, byte for byte the envelope around [`SummaryBody`]'s serialization, with
-    /// a long route written on several cores: the route is nearly all of a long summary's bytes
-    /// (100,000 points: 21.8 MB, about 35 ms on one core). Each part starts from the cumulative
-    /// figures of the points before it, summed in the same order, so the figures are the same.
+    /// The v1/v3 answer ([`SummaryBody::to_json`]).
     pub fn into_response(self) -> Response {
         match self.to_json() {
             Ok(buf) => json_bytes(axum::http::StatusCode::OK, buf),
@@ -197,9 +191,14 @@ impl SummaryBody {
         }
     }
 
+    /// The v1/v3 answer's bytes, byte for byte the envelope around [`SummaryBody`]'s
+    /// serialization, with a long route written on several cores: the route is nearly all of a
+    /// long summary's bytes (100,000 points: 21.8 MB, about 35 ms on one core). Each part starts
+    /// from the cumulative figures of the points before it, summed in the same order, so the
+    /// figures are the same.
     pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
-        let threads = super::parallel::cores().min(4);
-        self.to_json_in(if self.summary.route.points.len() < PARALLEL_POINTS { 1 } else { threads })
+        let long = super::parallel::worth_two(self.summary.route.points.len());
+        self.to_json_in(if long { super::parallel::cores().min(4) } else { 1 })
     }
 
     /// The answer with the route written in `parts` parts at once.

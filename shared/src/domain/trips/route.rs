@@ -465,7 +465,6 @@ fn detect_stops(fixes: &[&TripFix]) -> Vec<(usize, usize, LngLat)> {
         ms: fixes.iter().map(|l| l.recorded_at.0.timestamp_millis()).collect(),
         sigmas: fixes.iter().map(|l| sigma(*l)).collect(),
     };
-    let secs = |a: usize, b: usize| scan.secs(a, b);
     let runs = scan.runs();
     let mut merged: Vec<(usize, usize, LngLat, f64)> = Vec::new();
     for run in runs {
@@ -477,7 +476,7 @@ fn detect_stops(fixes: &[&TripFix]) -> Vec<(usize, usize, LngLat)> {
             d <= r || (run.0 == last.1 + 1 && d <= 3.0 * r)
         };
         if let Some(last) = merged.last_mut()
-            && secs(last.1, run.0) <= STRAY_SECONDS
+            && scan.secs(last.1, run.0) <= STRAY_SECONDS
             && same_place(last)
         {
             let (wa, wb) = ((last.1 - last.0 + 1) as f64, (run.1 - run.0 + 1) as f64);
@@ -653,6 +652,7 @@ fn segments(activity: &[Activity]) -> Vec<(usize, usize, Activity)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::parallel::one_pass;
     use super::*;
 
     /// 30,000 fixes a second along a winding road, a stop every 400 s, 1 % far fixes.
@@ -680,7 +680,7 @@ mod tests {
         // A ten-minute pause: legs judged apart.
         let pauses = [(fix(0.0, 0.0, 9_000, 5.0).recorded_at, fix(0.0, 0.0, 9_600, 5.0).recorded_at)];
         let two = analyse_owned(long_trace(), &pauses);
-        let one = super::super::parallel::one_pass(|| analyse_owned(long_trace(), &pauses));
+        let one = one_pass(|| analyse_owned(long_trace(), &pauses));
         assert!(format!("{two:?}") == format!("{one:?}"), "the route differs from one pass's");
         assert!(
             two.stops.len() > 50 && !two.excluded.is_empty(),
@@ -697,19 +697,13 @@ mod tests {
         let activity: Vec<Activity> =
             (0..fixes.len()).map(|i| if i % 400 > 300 { Activity::Stop } else { Activity::Moving }).collect();
         let (pos, off) = smooth_moving(&fixes, &activity);
-        let (one_pos, one_off) = smooth_span(&fixes, &activity, 0..fixes.len());
-        assert!(pos == one_pos && off == one_off, "smoothed in halves differs");
+        let one = one_pass(|| smooth_moving(&fixes, &activity));
+        assert!((&pos, &off) == (&one.0, &one.1), "smoothed in halves differs");
         assert!(off.iter().any(|&o| o), "no outlier found: the trace does not test them");
         // Nodes: every fix's smoothed position, a stop node every 400.
         let stop_nodes: Vec<usize> = (0..pos.len()).filter(|i| i % 400 == 350).collect();
         let kept = simplify_between(&pos, &stop_nodes, 4.0);
-        let mut one = vec![0];
-        let mut from = 0;
-        for to in stop_nodes.iter().copied().chain([pos.len() - 1]) {
-            one.extend(simplify(&pos[from..=to], 4.0).into_iter().skip(1).map(|k| from + k));
-            from = to;
-        }
-        assert_eq!(kept, one);
+        assert_eq!(kept, one_pass(|| simplify_between(&pos, &stop_nodes, 4.0)));
         assert!(kept.len() < pos.len() / 2, "{} of {} kept", kept.len(), pos.len());
     }
 
@@ -740,7 +734,7 @@ mod tests {
                 }
             }
             let scan = StopScan { pos, ms, sigmas };
-            let one = scan.scan(0, scan.pos.len(), |_| false).0;
+            let one = one_pass(|| scan.runs());
             assert!(one.len() > 20, "seed {seed}: {} runs", one.len());
             let two = scan.runs();
             assert!(one == two, "seed {seed}: two halves found other runs");
