@@ -591,4 +591,14 @@ both!(event_lists_page_by_their_own_counts, |app| async move {
         .collect();
     assert!(inside.len() > 10 && inside.len() < all.len(), "{}", inside.len());
     check(String::new(), range, inside).await;
+    // Deleting events recounts the lists they left: erase u2, and the project's and the fence's
+    // lists page over u1's events alone (stale counts would still count u2's pages).
+    let (status, res) = app.call("DELETE", &format!("/v1/api/user/?user_id={u2}"), Key::Secret, None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let left = stored(events_pk(&pid)).await;
+    assert_eq!(left, stored(user_events_pk(&pid, &u1)).await);
+    assert_eq!(stored(fence_events_pk(&pid, &a)).await, left);
+    for query in [String::new(), format!("geofence_id={a}")] {
+        check(query, DAY.to_owned(), left.clone()).await;
+    }
 });

@@ -173,11 +173,14 @@ both_alone!(expired_locations_and_events_are_swept_and_the_rest_stays, |app| asy
     let day = |t: DateTime<Utc>| {
         format!("start_date={}&end_date={}", t.format("%Y-%m-%d"), (t + Duration::days(1)).format("%Y-%m-%d"))
     };
-    let (_, res) = app.get(&format!("/v1/api/event/?{}", day(old))).await;
-    assert_eq!(res["data"]["events"], json!([]), "{res}");
+    // Their lists' counts no longer count them: no pages.
+    for list in ["", &format!("&user_id={user}"), &format!("&geofence_id={fence}")] {
+        let (_, res) = app.get(&format!("/v1/api/event/?{}{list}", day(old))).await;
+        assert_eq!((&res["data"]["events"], &res["data"]["pages"]), (&json!([]), &json!(0)), "{list}: {res}");
+    }
     let (status, res) = app.get(&format!("/v1/api/location/?user_id={user}&{}", day(old))).await;
     assert_eq!(status, StatusCode::OK, "{res}");
-    assert_eq!(res["data"]["locations"], json!([]), "{res}");
+    assert_eq!((&res["data"]["locations"], &res["data"]["pages"]), (&json!([]), &json!(0)), "{res}");
 
     // The whole sweep (every registered project) leaves the project without retention alone, and
     // finds nothing more here.

@@ -25,7 +25,7 @@
 //! and the user id in events of a trip that belonged to the user once but was reassigned to
 //! another user before the erasure (those events stay with that trip).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -464,19 +464,15 @@ async fn geofence_events(cx: &mut Ctx<'_>) -> Result<bool, ApiError> {
         }
         let mut fences = BTreeSet::new();
         let mut copies = Vec::new();
-        let mut lists: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for e in &items {
             let (id, fid) = (key_of(e)?.1, str_of(e, "geofence_id").to_owned());
             for pk in [fence_events::events_pk(&cx.pid), fence_events::fence_events_pk(&cx.pid, &fid)] {
-                lists.entry(pk.clone()).or_default().push(id.clone());
                 copies.push((pk, id.clone()));
             }
             fences.insert(fid);
         }
         // The project's and the fences' lists must not count them (`history_pages`).
-        for (pk, ids) in &lists {
-            history_pages::invalidate(cx.store, Table::Main, pk, ids.iter().map(String::as_str)).await?;
-        }
+        history_pages::invalidate(cx.store, Table::Main, &copies).await?;
         copies.extend(fences.iter().map(|f| (fence_events::fence_users_pk(&cx.pid, f), cx.uid.clone())));
         cx.delete_keys(Table::Main, copies).await?;
         let own = items.iter().map(key_of).collect::<Result<_, _>>()?;

@@ -216,13 +216,11 @@ async fn begin_all(
     at_ms: i64,
 ) -> Result<Vec<Writer>, StoreError> {
     let id = crate::ids::random_hex(8);
-    // Each writer, and whether its partition is counted from the start.
-    let mut writers = Vec::with_capacity(parts.len());
-    for (pk, ids) in parts {
-        let buckets: BTreeSet<String> =
-            ids.iter().map(|i| split(i).0).filter(|b| !b.is_empty()).map(str::to_owned).collect();
-        let counted = match store.get(table, pk, ROOT_SK).await? {
-            Some(_) => true,
+    // Each writer, and whether its partition is counted from the start (the partitions' roots
+    // read together: on DynamoDB, requests in flight at once).
+    let counted = parts.iter().map(|(pk, _)| async move {
+        match store.get(table, pk, ROOT_SK).await? {
+            Some(_) => Ok::<_, StoreError>(true),
             // A new history is counted from its first fix; an older one is left for the first read.
             None => {
                 let empty = store.query(table, &Query::new(*pk, fixes()).limit(1)).await?.items.is_empty();
@@ -232,11 +230,20 @@ async fn begin_all(
                         Err(e) => return Err(e),
                     }
                 }
-                empty
+                Ok(empty)
             }
-        };
-        writers.push((Writer { table, pk: (*pk).to_owned(), id: id.clone(), buckets }, counted));
-    }
+        }
+    });
+    let counted = futures::future::try_join_all(counted).await?;
+    let writers: Vec<(Writer, bool)> = parts
+        .iter()
+        .zip(counted)
+        .map(|((pk, ids), counted)| {
+            let buckets: BTreeSet<String> =
+                ids.iter().map(|i| split(i).0).filter(|b| !b.is_empty()).map(str::to_owned).collect();
+            (Writer { table, pk: (*pk).to_owned(), id: id.clone(), buckets }, counted)
+        })
+        .collect();
     let targets: Vec<(&str, &str, Option<bool>)> = writers
         .iter()
         .flat_map(|(w, counted)| w.buckets.iter().map(|b| (w.pk.as_str(), b.as_str(), Some(*counted))))
@@ -315,16 +322,12 @@ pub async fn put_new_counted(store: &dyn Store, table: Table, items: Vec<Item>) 
     Ok(stored)
 }
 
-/// Fixes with these ids are about to be deleted (not the whole partition): their buckets will
-/// be recounted by the next read.
-pub async fn invalidate<'a>(
-    store: &dyn Store,
-    table: Table,
-    pk: &str,
-    ids: impl IntoIterator<Item = &'a str>,
-) -> Result<(), StoreError> {
-    let buckets: BTreeSet<&str> = ids.into_iter().map(|i| split(i).0).filter(|b| !b.is_empty()).collect();
-    let targets: Vec<(&str, &str, Option<bool>)> = buckets.into_iter().map(|b| (pk, b, None)).collect();
+/// Items with these keys (`(pk, id)`, of one or more partitions) are about to be deleted (not
+/// whole partitions): their buckets will be recounted by the next read. One write for all.
+pub async fn invalidate(store: &dyn Store, table: Table, keys: &[(String, String)]) -> Result<(), StoreError> {
+    let buckets: BTreeSet<(&str, &str)> =
+        keys.iter().map(|(pk, id)| (pk.as_str(), split(id).0)).filter(|(_, b)| !b.is_empty()).collect();
+    let targets: Vec<(&str, &str, Option<bool>)> = buckets.into_iter().map(|(pk, b)| (pk, b, None)).collect();
     update_all(store, table, &targets, now_ms(), |_, _, bk| bk.valid = false).await
 }
 

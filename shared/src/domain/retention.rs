@@ -35,7 +35,6 @@
 //! elevation gain (its summary answers them once the fixes may be gone, and a late fix does not
 //! recompute them from what remains: see `trips`), and insights read stays, never locations.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -318,17 +317,7 @@ impl Run<'_> {
             let n = ((self.budget.items - self.out.items) / 3).clamp(1, PAGE);
             let page = self.query(Table::Main, Query::new(events_pk(pid), range.clone()).limit(n)).await?;
             let events = page.items.into_iter().map(from_item::<EventKeys>).collect::<Result<Vec<_>, _>>()?;
-            // The three lists' counts (`history_pages`) must not count them.
-            let mut lists: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-            for e in &events {
-                for pk in [events_pk(pid), fence_events_pk(pid, &e.geofence_id), user_events_pk(pid, &e.user_id)] {
-                    lists.entry(pk).or_default().push(&e.id);
-                }
-            }
-            for (pk, ids) in &lists {
-                super::history_pages::invalidate(self.store, Table::Main, pk, ids.iter().copied()).await?;
-            }
-            let copies = events
+            let copies: Vec<(String, String)> = events
                 .iter()
                 .flat_map(|e| {
                     [
@@ -337,10 +326,12 @@ impl Run<'_> {
                     ]
                 })
                 .collect();
+            let own: Vec<(String, String)> = events.iter().map(|e| (events_pk(pid), e.id.clone())).collect();
+            // The three lists' counts (`history_pages`) must not count them.
+            let all: Vec<(String, String)> = copies.iter().chain(&own).cloned().collect();
+            super::history_pages::invalidate(self.store, Table::Main, &all).await?;
             self.store.delete_many(Table::Main, copies).await?;
-            self.store
-                .delete_many(Table::Main, events.iter().map(|e| (events_pk(pid), e.id.clone())).collect())
-                .await?;
+            self.store.delete_many(Table::Main, own).await?;
             self.out.events += events.len();
             self.out.items += 3 * events.len();
             if page.last_sk.is_none() {
@@ -411,8 +402,7 @@ impl Run<'_> {
                         if table == Table::Locations {
                             self.out.locations += keys.len();
                             // The history's page counts (see history_pages) must not count them.
-                            let sks = keys.iter().map(|(_, sk)| sk.as_str());
-                            super::history_pages::invalidate(self.store, Table::Locations, &pk, sks).await?;
+                            super::history_pages::invalidate(self.store, Table::Locations, &keys).await?;
                         }
                         self.out.items += keys.len();
                         self.store.delete_many(table, keys).await?;

@@ -433,18 +433,16 @@ impl Store for DynamoStore {
         }
     }
 
-    async fn transact_unsynced(&self, mut ops: Vec<WriteOp>) -> Result<(), StoreError> {
-        // One put alone is as atomic as a transaction of it, at half the capacity (the page
-        // counts of a single list: `history_pages`). Writes are durable either way.
-        if let [WriteOp::Put { .. }] = ops.as_slice()
-            && let Some(WriteOp::Put { table, item, cond }) = ops.pop()
-        {
-            return self.put(table, item, cond).await;
+    async fn transact(&self, mut ops: Vec<WriteOp>) -> Result<(), StoreError> {
+        // One write alone is as atomic as a transaction of it, at half the capacity (the page
+        // counts of a single list: `history_pages`).
+        if ops.len() == 1 {
+            match ops.pop() {
+                Some(WriteOp::Put { table, item, cond }) => return self.put(table, item, cond).await,
+                Some(WriteOp::Delete { table, pk, sk, cond }) => return self.delete(table, &pk, &sk, cond).await,
+                other => ops.extend(other),
+            }
         }
-        self.transact(ops).await
-    }
-
-    async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
         if ops.is_empty() {
             return Ok(());
         }

@@ -171,8 +171,7 @@ pub trait Store: Send + Sync + 'static {
         self.put(table, item, cond).await
     }
     /// [`Store::transact`] that a crash may undo, under [`Store::put_unsynced`]'s rule: lists'
-    /// page counts registered or finished at once (`history_pages`). DynamoDB writes one put
-    /// alone as a plain put, at half a transaction's capacity.
+    /// page counts registered or finished at once (`history_pages`).
     async fn transact_unsynced(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
         self.transact(ops).await
     }
