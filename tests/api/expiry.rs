@@ -7,7 +7,7 @@ use chrono::{Duration, Utc};
 use serde_json::{Value, json};
 use shared::domain::locations::locations_pk;
 use shared::domain::retention::TTL_ATTRIBUTE;
-use shared::store::{Cond, Item, Table};
+use shared::store::{Cond, Item, Query, SkRange, Table};
 
 use crate::both;
 use crate::geofences::{HOME, circle, enabled_fence};
@@ -97,6 +97,16 @@ fn expires_a_day_after_its_id(item: &Item, id: &str) -> bool {
     item.get(TTL_ATTRIBUTE) == Some(&json!(t + 86_400))
 }
 
+/// The user's trip events listed from `since` to tomorrow (page 1), and the number of pages.
+async fn trip_events_since(app: &TestApp, user: &str, since: chrono::DateTime<Utc>) -> (Vec<String>, u64) {
+    let to = (Utc::now() + Duration::days(1)).date_naive();
+    let q = format!("/v1/api/event/trips/?user_id={user}&start_date={}&end_date={to}", since.date_naive());
+    let (status, res) = app.get(&q).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let ids = res["data"]["events"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect();
+    (ids, res["data"]["pages"].as_u64().unwrap())
+}
+
 both!(trip_events_and_webhook_messages_expire_with_the_retention, |app| async move {
     let app = app.with_private_webhooks();
     let pid = app.project.project_id.clone();
@@ -115,7 +125,9 @@ both!(trip_events_and_webhook_messages_expire_with_the_retention, |app| async mo
     // user's trip-events index, as an earlier version wrote them.
     send(&app, Key::Secret, &user, visit(now - Duration::days(40))).await;
     let old_id = shared::ids::id_at(now - Duration::days(40), 1);
-    let old = json!({"pk": ute, "sk": old_id, "id": old_id, "trip_id": "t", "user_id": user});
+    let old = json!({"pk": ute, "sk": old_id, "id": old_id, "trip_id": "t", "user_id": user,
+        "event_type": "service:trip:created", "created_at": shared::time::Timestamp(now - Duration::days(40)),
+        "is_deleted": false});
     let Value::Object(old) = old else { unreachable!() };
     app.state.store.put(Table::Main, old, Cond::None).await.expect("put");
     let before: Vec<usize> = {
@@ -144,6 +156,13 @@ both!(trip_events_and_webhook_messages_expire_with_the_retention, |app| async mo
         assert!(n >= 2, "{pk}: {all:?}");
     }
 
+    // The trip events list counts the old entry (its counts built by this first read)...
+    let (ids, _) = trip_events_since(&app, &user, now - Duration::days(41)).await;
+    assert_eq!(ids.last(), Some(&old_id), "{ids:?}");
+    // So does the endpoint's delivery log.
+    let (status, res) = app.get(&format!("/v1/api/webhooks/deliveries/?webhook_id={wh}")).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+
     // The sweep removes the old messages with their deliveries and pending entries, and the
     // old index entry; what is recent stays.
     let swept = shared::domain::retention::sweep_one(
@@ -163,4 +182,29 @@ both!(trip_events_and_webhook_messages_expire_with_the_retention, |app| async mo
     let left = items(&app, Table::Main, &ute).await;
     assert!(left.iter().all(|i| i["sk"] != old_id.as_str()), "{left:?}");
     assert!(left.len() >= 2, "the trip's created and started events stay: {left:?}");
+    // ...and no longer once it is swept (the sweep marks the list's counts to recount).
+    let (ids, pages) = trip_events_since(&app, &user, now - Duration::days(41)).await;
+    assert!(!ids.contains(&old_id), "{ids:?}");
+    assert_eq!((ids.len(), pages), (2, 1), "{ids:?}");
+    let buckets = app.state.store.query(Table::Main, &Query::new(&ute, SkRange::Prefix("~".into()))).await.unwrap();
+    let counted: u64 = buckets
+        .items
+        .iter()
+        .filter(|b| b["sk"].as_str().is_some_and(|sk| sk.len() > 1 && sk.starts_with('~')))
+        .map(|b| b["n"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum::<u64>())
+        .sum();
+    assert_eq!(counted, 2, "the list's counts: {:?}", buckets.items);
+    // The delivery log too: a read recounts what the sweep took out.
+    let (status, res) = app.get(&format!("/v1/api/webhooks/deliveries/?webhook_id={wh}")).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let logged = items(&app, Table::Main, &outbox[1]).await.len();
+    let buckets =
+        app.state.store.query(Table::Main, &Query::new(&outbox[1], SkRange::Prefix("~".into()))).await.unwrap();
+    let counted: u64 = buckets
+        .items
+        .iter()
+        .filter(|b| b["sk"].as_str().is_some_and(|sk| sk.len() > 1))
+        .map(|b| b["n"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum::<u64>())
+        .sum();
+    assert_eq!(counted, logged as u64, "the log's counts: {:?}", buckets.items);
 });

@@ -13,7 +13,7 @@ use shared::auth::Project;
 use shared::domain::history_pages::{self, fixes};
 use shared::domain::locations::{self, Location, locations_pk};
 use shared::domain::retention;
-use shared::paging::{PAGE_SIZE, PageInfo, PageNumber};
+use shared::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
 use shared::store::{Cond, Query, SkRange, Table, to_item};
 use shared::time::{DateRange, Timestamp};
 
@@ -122,6 +122,59 @@ both!(pages_are_exact_through_appends_late_inserts_and_resends, |app| async move
     let (status, res) = app.call("POST", "/v1/api/location/", Key::Publishable, Some(&body)).await;
     assert_eq!(status, StatusCode::CREATED, "{res}");
     assert_pages_exact(&app, &p, &user, None).await;
+});
+
+/// Every page of `lo..=hi` newest first (`history_pages::page_in`), and one past the end, against
+/// the keys read in one descending query.
+async fn assert_newest_first_exact(app: &TestApp, pk: &str, lo: &str, hi: &str) {
+    let s = app.state.store.as_ref();
+    let q = Query::new(pk, SkRange::Between(lo.into(), hi.into())).descending();
+    let all: Vec<String> = s
+        .query(Table::Locations, &q)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|i| i["sk"].as_str().unwrap().to_owned())
+        .collect();
+    let pages = all.len().div_ceil(PAGE_SIZE);
+    for n in 1..=pages + 1 {
+        let (docs, info) =
+            history_pages::page_in(s, Table::Locations, pk, lo, hi, PageNumber(n), Order::NewestFirst).await.unwrap();
+        let ids: Vec<String> = docs
+            .iter()
+            .map(|d| serde_json::from_slice::<serde_json::Value>(d).unwrap()["sk"].as_str().unwrap().to_owned())
+            .collect();
+        let want: Vec<String> = all.iter().skip((n - 1) * PAGE_SIZE).take(PAGE_SIZE).cloned().collect();
+        assert_eq!(ids, want, "page {n} of {pages}, newest first");
+        assert_eq!(info, PageInfo::new(PageNumber(n), all.len()), "paging fields of page {n}");
+    }
+}
+
+both!(newest_first_pages_are_exact, |app| async move {
+    let p = project(&app);
+    let user = app.create_user(json!({})).await;
+    let pk = locations_pk(&p.project_id, &user);
+    // Dense and sparse across a bucket boundary, late fixes between them: cells of 1 to 13.
+    let t0 = utc(2024, 5, 2, 2, 0);
+    store(&app, &user, series(t0, 400, 5, 0.0)).await;
+    store(&app, &user, series(t0 + Duration::hours(1), 120, 170, 0.0)).await;
+    store(&app, &user, series(t0 - Duration::minutes(3), 200, 7, 0.5)).await;
+    let (lo, hi) = match fixes() {
+        SkRange::Between(a, b) => (a, b),
+        _ => unreachable!(),
+    };
+    assert_newest_first_exact(&app, &pk, &lo, &hi).await;
+    // Ranges that cut cells at either end, one inside a single cell, and one holding nothing.
+    for (a, b) in [
+        (t0 + Duration::seconds(1234), t0 + Duration::hours(3)),
+        (t0 - Duration::days(1), t0 + Duration::seconds(61)),
+        (t0 + Duration::seconds(20), t0 + Duration::seconds(40)),
+        (t0 - Duration::days(3), t0 - Duration::days(2)),
+    ] {
+        let (lo, hi) = shared::ids::id_range(&DateRange { start: a, end: b });
+        assert_newest_first_exact(&app, &pk, &lo, &hi).await;
+    }
 });
 
 both!(pages_are_exact_while_a_writer_is_storing_and_after_one_died, |app| async move {

@@ -6,6 +6,8 @@ use axum::http::StatusCode;
 use chrono::{Days, Duration, Utc};
 use serde_json::{Value, json};
 
+use shared::store::{Query, SkRange, Table};
+
 use crate::both;
 use crate::helpers::{Key, TestApp, assert_error};
 
@@ -151,3 +153,154 @@ both!(another_projects_key_sees_no_trip_events, |app| async move {
     assert_eq!(s, StatusCode::OK, "{r}");
     assert_eq!(r["data"]["events"], json!([]));
 });
+
+/// The user's trip-events copies in `days()` (ids, newest first), read in one query, and the sum
+/// of the list's own counts (`history_pages` buckets) when they are all valid, else None.
+async fn stored_list(app: &TestApp, user: &str) -> (Vec<String>, Option<u64>) {
+    let s = app.state.store.as_ref();
+    // domain::trips::events::user_events_pk.
+    let pk = format!("{}#UTE#{user}", crate::geofences::project(app).project_id);
+    let (from, to) = days();
+    let range = shared::time::DateRange {
+        start: format!("{from}T00:00:00Z").parse().unwrap(),
+        end: format!("{to}T23:59:59.999Z").parse().unwrap(),
+    };
+    let (lo, hi) = shared::ids::id_range(&range);
+    let q = Query::new(&pk, SkRange::Between(lo, hi)).descending();
+    let ids =
+        s.query(Table::Main, &q).await.unwrap().items.iter().map(|i| i["sk"].as_str().unwrap().to_owned()).collect();
+    let counts = s.query(Table::Main, &Query::new(&pk, SkRange::Prefix("~".into()))).await.unwrap().items;
+    let has_root = counts.iter().any(|b| b["sk"] == "~");
+    let mut sum = Some(0);
+    for b in counts.iter().filter(|b| b["sk"] != "~") {
+        let valid = b["valid"] == true && b["pending"].as_object().is_none_or(|m| m.is_empty());
+        let n: u64 = b["n"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+        sum = sum.filter(|_| valid).map(|s| s + n);
+    }
+    (ids, sum.filter(|_| has_root))
+}
+
+/// Every page of the list (of one trip when given), and one past the end, against `want`.
+async fn assert_pages(app: &TestApp, user: &str, trip: Option<&str>, want: &[String]) {
+    let pages = want.len().div_ceil(10);
+    let only = trip.map(|t| format!("&trip_id={t}")).unwrap_or_default();
+    for n in 1..=pages + 1 {
+        let (s, r) = events(app, &format!("user_id={user}{only}&page_number={n}")).await;
+        assert_eq!(s, StatusCode::OK, "{r}");
+        let got: Vec<&str> =
+            r["data"]["events"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+        let page: Vec<&str> = want.iter().skip((n - 1) * 10).take(10).map(String::as_str).collect();
+        assert_eq!(got, page, "page {n} of {pages} ({only})");
+        assert_eq!(r["data"]["pages"], pages, "{r}");
+    }
+}
+
+both!(trip_event_pages_are_exact_and_counted_by_the_writes, |app| async move {
+    let user = app.create_user(json!({})).await;
+    let mut trips = Vec::new();
+    for _ in 0..23 {
+        trips.push(new_trip(&app, &user).await);
+    }
+    // Events of the trip calls and of the processor (the user reaches a started trip's origin).
+    let now = Utc::now();
+    let busy = &trips[2];
+    let body = json!({"trip_id": busy, "action": "start", "started_at": ts(now - Duration::minutes(10))});
+    let (s, r) = app.post("/v1/api/trips/controls/", &body).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let locs: Vec<Value> = (0..3)
+        .map(|i| json!({"coordinates": ORIGIN, "recorded_at": ts(now - Duration::minutes(5 - i)), "horizontal_accuracy": 5.0}))
+        .collect();
+    let (s, r) = app
+        .call("POST", "/v1/api/location/", Key::Publishable, Some(&json!({"user_id": user, "locations": locs})))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    for t in &trips[20..] {
+        let (s, r) = app.post("/v1/api/trips/controls/", &json!({"trip_id": t, "action": "start"})).await;
+        assert_eq!(s, StatusCode::OK, "{r}");
+    }
+
+    // Counted as written, before any list read could count them: every copy once.
+    let (all, counted) = stored_list(&app, &user).await;
+    assert_eq!(all.len(), 23 + 1 + 1 + 3, "{all:?}");
+    assert_eq!(counted, Some(all.len() as u64));
+    assert_pages(&app, &user, None, &all).await;
+
+    // One trip: its events among the user's, newest first, paged the same way.
+    for (t, n) in [(busy, 3), (&trips[0], 1), (&trips[21], 2)] {
+        let (_, r) = app.get(&format!("/v1/api/trips/?trip_id={t}")).await;
+        let own: std::collections::BTreeSet<&str> =
+            r["data"][0]["events"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+        let mine: Vec<String> = all.iter().filter(|id| own.contains(id.as_str())).cloned().collect();
+        assert_eq!(mine.len(), n, "{r}");
+        assert_pages(&app, &user, Some(t), &mine).await;
+    }
+});
+
+/// Page cost of the trip events list against page number (`--ignored --nocapture`; DynamoDB
+/// Local adds capacity units read): `WAYMARK_TRIP_EVENTS` events (default 20,000, one a minute ≈
+/// 14 days) in a user's list, counted as the trip writes count them; page 1, the middle and the
+/// last, against the former count-and-skip read of the same list.
+#[tokio::test]
+#[ignore]
+async fn trip_event_page_cost_does_not_grow_with_the_page_number() {
+    use shared::domain::trips::{TripEvent, events as trip_events};
+    use shared::paging::{Order, PageNumber};
+    use std::time::Instant;
+    let n: usize = std::env::var("WAYMARK_TRIP_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    for backend in [crate::helpers::Backend::Embedded, crate::helpers::Backend::DynamoDb] {
+        if matches!(backend, crate::helpers::Backend::DynamoDb)
+            && std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_none()
+        {
+            continue;
+        }
+        let (app, units) = crate::helpers::metered_app(backend).await;
+        let p = crate::geofences::project(&app);
+        let user = app.create_user(json!({})).await;
+        let pk = format!("{}#UTE#{user}", p.project_id);
+        let start = Utc::now() - Duration::days(15);
+        let s = app.state.store.as_ref();
+        for part in (0..n).collect::<Vec<_>>().chunks(1000) {
+            let items = part
+                .iter()
+                .map(|&i| {
+                    let id = shared::ids::id_at(start + Duration::minutes(i as i64), 1);
+                    let e = json!({"id": id, "trip_id": "t", "user_id": user, "event_type": "service:trip:created",
+                        "created_at": ts(start), "is_deleted": false});
+                    shared::store::to_item(&pk, &id, &e).unwrap()
+                })
+                .collect();
+            shared::domain::history_pages::put_new_counted(s, Table::Main, items).await.unwrap();
+        }
+        let range = shared::time::DateRange { start: start - Duration::days(1), end: Utc::now() };
+        let last = n.div_ceil(10);
+        for page in [1, last / 2, last] {
+            let (u0, t) = (units(), Instant::now());
+            let (got, info) = trip_events::list(s, &p, &user, None, range, PageNumber(page)).await.unwrap();
+            let (el, u) = (t.elapsed(), units() - u0);
+            assert_eq!(info.pages, last);
+            let (u0, t) = (units(), Instant::now());
+            let (lo, hi) = shared::ids::id_range(&range);
+            let (old, _) = shared::paging::list_page_in::<TripEvent>(
+                s,
+                Table::Main,
+                &pk,
+                SkRange::Between(lo, hi),
+                PageNumber(page),
+                None,
+                Order::NewestFirst,
+            )
+            .await
+            .unwrap();
+            let (el0, u_old) = (t.elapsed(), units() - u0);
+            assert_eq!(
+                got.iter().map(|e| &e.event.id).collect::<Vec<_>>(),
+                old.iter().map(|e| &e.id).collect::<Vec<_>>()
+            );
+            eprintln!(
+                "[{backend:?}] {n} events, page {page:>5}: counted {:>8.2} ms {u:>7.1} RCU; count and skip {:>9.2} ms {u_old:>8.1} RCU",
+                el.as_secs_f64() * 1e3,
+                el0.as_secs_f64() * 1e3
+            );
+        }
+    }
+}

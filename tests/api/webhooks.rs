@@ -352,3 +352,105 @@ both_alone!(a_replay_during_an_attempt_in_flight_is_not_undone_by_it, |app| asyn
         .await;
     settled(&app, &wh, 1).await;
 });
+
+/// An endpoint's delivery log (event ids, oldest first) read in one query, and the sum of the
+/// log's own counts (`history_pages` buckets) when they are all valid and complete, else None.
+async fn stored_log(app: &TestApp, wh: &str) -> (Vec<String>, Option<u64>) {
+    use shared::store::{Query, SkRange, Table};
+    let s = app.state.store.as_ref();
+    // domain::webhooks::outbox::log_pk.
+    let pk = format!("{}#WL#{wh}", app.project.project_id);
+    let ids = s.query(Table::Main, &Query::new(&pk, shared::domain::history_pages::fixes())).await.unwrap().items;
+    let ids = ids.iter().map(|i| i["sk"].as_str().unwrap().to_owned()).collect();
+    let counts = s.query(Table::Main, &Query::new(&pk, SkRange::Prefix("~".into()))).await.unwrap().items;
+    let mut sum = Some(0).filter(|_| counts.iter().any(|b| b["sk"] == "~"));
+    for b in counts.iter().filter(|b| b["sk"] != "~") {
+        let valid = b["valid"] == true && b["pending"].as_object().is_none_or(|m| m.is_empty());
+        let n: u64 = b["n"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+        sum = sum.filter(|_| valid).map(|s| s + n);
+    }
+    (ids, sum)
+}
+
+/// Every page of the endpoint's deliveries (of one status when given), and one past the end.
+async fn assert_delivery_pages(app: &TestApp, wh: &str, status: Option<&str>, want: &[String]) {
+    let pages = want.len().div_ceil(10);
+    let only = status.map(|s| format!("&status={s}")).unwrap_or_default();
+    for n in 1..=pages + 1 {
+        let (s, res) = app.get(&format!("{BASE}deliveries/?webhook_id={wh}{only}&page_number={n}")).await;
+        assert_eq!(s, StatusCode::OK, "{res}");
+        let got: Vec<&str> =
+            res["data"]["deliveries"].as_array().unwrap().iter().map(|d| d["event_id"].as_str().unwrap()).collect();
+        let page: Vec<&str> = want.iter().skip((n - 1) * 10).take(10).map(String::as_str).collect();
+        assert_eq!(got, page, "page {n} of {pages} ({only})");
+        assert_eq!(res["data"]["pages"], pages, "{res}");
+    }
+}
+
+both!(delivery_log_pages_are_exact_and_counted_by_the_writes, |app| async move {
+    let app = app.with_private_webhooks();
+    let kinds = json!(["location.updated", "trip.created"]);
+    let (status, res) = app.post(BASE, &json!({"url": "http://127.0.0.1:9/hook", "events": kinds})).await;
+    assert_eq!(status, StatusCode::CREATED, "{res}");
+    let wh = res["data"]["webhook_id"].as_str().unwrap().to_owned();
+    // Messages from each writer: the processor (a location a pass), a trip's transaction, and
+    // test events written on their own. No worker runs: they stay pending.
+    let user = app.create_user(json!({})).await;
+    let now = chrono::Utc::now();
+    for i in 0..9 {
+        let at = crate::trips::ts(now - chrono::Duration::minutes(30 - i));
+        let body = json!({"user_id": user, "locations": [{"coordinates": [2.35 + i as f64 * 1e-3, 48.85], "recorded_at": at}]});
+        let (status, res) = app.call("POST", "/v1/api/location/", Key::Publishable, Some(&body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{res}");
+    }
+    for _ in 0..8 {
+        crate::trips::create(&app, "v1", json!({"user_id": user})).await;
+    }
+    // Another user's, erased later.
+    let gone = app.create_user(json!({})).await;
+    for i in 0..3 {
+        let at = crate::trips::ts(now - chrono::Duration::minutes(20 - i));
+        let body = json!({"user_id": gone, "locations": [{"coordinates": [2.4, 48.9], "recorded_at": at}]});
+        let (status, res) = app.call("POST", "/v1/api/location/", Key::Publishable, Some(&body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{res}");
+    }
+    for _ in 0..5 {
+        let (status, res) = app.post(&format!("{BASE}test/"), &json!({"webhook_id": wh})).await;
+        assert_eq!(status, StatusCode::CREATED, "{res}");
+    }
+
+    // Counted as written, before any list read could count them: every entry once.
+    let (all, counted) = stored_log(&app, &wh).await;
+    assert_eq!(all.len(), 9 + 8 + 3 + 5, "{all:?}");
+    assert_eq!(counted, Some(all.len() as u64));
+    assert_delivery_pages(&app, &wh, None, &all).await;
+    assert_delivery_pages(&app, &wh, Some("pending"), &all).await;
+    assert_delivery_pages(&app, &wh, Some("delivered"), &[]).await;
+
+    // Erasing a user takes their deliveries out of the log, and out of its counts.
+    let (status, res) = app.call("DELETE", &format!("/v1/api/user/?user_id={gone}"), Key::Secret, None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let (left, _) = stored_log(&app, &wh).await;
+    assert_eq!(left.len(), all.len() - 3);
+    assert_delivery_pages(&app, &wh, None, &left).await;
+    assert_eq!(stored_log(&app, &wh).await.1, Some(left.len() as u64), "recounted by the read");
+    let all = left;
+
+    // An endpoint made later gets deliveries by replay: its log is exact too.
+    let (status, res) = app.post(BASE, &json!({"url": "http://127.0.0.1:9/other", "events": kinds})).await;
+    assert_eq!(status, StatusCode::CREATED, "{res}");
+    let later = res["data"]["webhook_id"].as_str().unwrap().to_owned();
+    // Its log counted from its first entry, then older entries added by the replay.
+    let (status, res) = app.post(&format!("{BASE}test/"), &json!({"webhook_id": later})).await;
+    assert_eq!(status, StatusCode::CREATED, "{res}");
+    let (first, counted) = stored_log(&app, &later).await;
+    assert_eq!(counted, Some(1));
+    assert_delivery_pages(&app, &later, None, &first).await;
+    let (status, res) =
+        app.post(&format!("{BASE}replay/"), &json!({"webhook_id": later, "since": "2020-01-01T00:00:00"})).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let (log, _) = stored_log(&app, &later).await;
+    let want: Vec<String> = all.iter().chain(&first).cloned().collect();
+    assert_eq!(log, want, "every message replayed to it (test events go to any endpoint)");
+    assert_delivery_pages(&app, &later, None, &log).await;
+});

@@ -599,14 +599,14 @@ async fn webhook_messages(cx: &mut Ctx<'_>, mut cursor: Option<String>) -> Resul
         let Some(page) = cx.next_page(Table::Main, &mpk, &SkRange::All, &cursor).await? else {
             return Ok(Run::Paused(cursor));
         };
-        let mut refs = Vec::new();
+        let (mut logged, mut refs) = (Vec::new(), Vec::new());
         let mut own = Vec::new();
         let mut redacted = Vec::new();
         for mut m in page.items {
             let id = key_of(&m)?.1;
             if str_of(&m, "user_id") == cx.uid {
                 for wh in &endpoints {
-                    refs.push((webhooks::outbox::log_pk(&pid, wh), id.clone()));
+                    logged.push((webhooks::outbox::log_pk(&pid, wh), id.clone()));
                     refs.push((webhooks::outbox::pending_pk(&pid, wh), format!("{}#{id}", cx.uid)));
                 }
                 own.push((mpk.clone(), id));
@@ -616,6 +616,9 @@ async fn webhook_messages(cx: &mut Ctx<'_>, mut cursor: Option<String>) -> Resul
                 redacted.push(m);
             }
         }
+        // The endpoints' delivery logs page by their own counts (`history_pages`): not of these.
+        history_pages::invalidate(cx.store, Table::Main, &logged).await?;
+        refs.extend(logged);
         cx.delete_keys(Table::Main, refs).await?;
         cx.delete_keys(Table::Main, own).await?;
         for m in redacted {

@@ -1,7 +1,9 @@
-//! Exact `page_number` paging of a user's location history, and of the geofence event lists (the
-//! project's, a fence's, a user's), at a cost that does not grow with the page number. Both are
-//! partitions of items keyed by time-ordered 24-hex-digit ids ("fixes" below: events are counted
-//! the same way, in the main table).
+//! Exact `page_number` paging of a user's location history, of the geofence event lists (the
+//! project's, a fence's, a user's), of a user's trip events and of a webhook endpoint's delivery
+//! log, at a cost that does not grow with the page number. All are partitions of items keyed by
+//! time-ordered 24-hex-digit ids ("fixes" below: the others are counted the same way, in the main
+//! table). Writers count through [`put_new_counted`] (put-if-absent) or [`counting`] (around a
+//! transaction); deleters of single entries call [`invalidate`] first.
 //!
 //! Counting a range is linear in it on both stores (on DynamoDB a `Select=COUNT` query reads
 //! every item), and DynamoDB cannot skip N items without reading them. So a history partition
@@ -35,7 +37,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::paging::{PAGE_SIZE, PageInfo, PageNumber};
+use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
 use serde_json::Value;
 
 use crate::domain::retention::TTL_ATTRIBUTE;
@@ -53,9 +55,15 @@ const TRIES: usize = 20;
 /// batch marks rely on the same bound).
 const DEAD_AFTER_MS: i64 = super::processor::ABANDONED_SECONDS * 1000;
 
-/// The sort-key range of every fix of a partition (ids are 24 hex digits).
+/// The first and last possible ids (24 hex digits).
+pub fn id_bounds() -> (String, String) {
+    ("0".repeat(24), "f".repeat(24))
+}
+
+/// The sort-key range of every fix of a partition.
 pub fn fixes() -> SkRange {
-    SkRange::Between("0".repeat(24), "f".repeat(24))
+    let (lo, hi) = id_bounds();
+    SkRange::Between(lo, hi)
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -322,6 +330,55 @@ pub async fn put_new_counted(store: &dyn Store, table: Table, items: Vec<Item>) 
     Ok(stored)
 }
 
+/// An entry about to be stored in a counted partition: its key and TTL (`expires_at`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEntry {
+    pub pk: String,
+    pub id: String,
+    pub ttl: Option<i64>,
+}
+
+/// Run `write`, which stores `entries` (entries new to their counted partitions, among other
+/// items), counted: a writer registered in their buckets before it and finished after it with
+/// what it did. When `all_or_nothing` (one transaction), a failed condition means nothing was
+/// stored; otherwise, as after any other error, the buckets are left to be recounted. Returns
+/// what `write` returns: a finish that fails after it stored is logged, not returned (the writer
+/// goes dead within a minute and its buckets are recounted), so a caller never repeats a write
+/// that happened.
+pub async fn counting<T>(
+    store: &dyn Store,
+    table: Table,
+    entries: &[NewEntry],
+    all_or_nothing: bool,
+    write: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    if entries.is_empty() {
+        return write.await;
+    }
+    let mut partitions: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for e in entries {
+        partitions.entry(&e.pk).or_default().push(&e.id);
+    }
+    let parts: Vec<(&str, Vec<&str>)> = partitions.into_iter().collect();
+    let writers = begin_all(store, table, &parts, now_ms()).await?;
+    let result = write.await;
+    let stored = match &result {
+        Ok(_) => {
+            let mut new = NewByPartition::new();
+            for e in entries {
+                new.entry(e.pk.clone()).or_default().push((e.id.clone(), e.ttl));
+            }
+            Some(new)
+        }
+        Err(StoreError::ConditionFailed) if all_or_nothing => Some(NewByPartition::new()),
+        Err(_) => None,
+    };
+    if let Err(e) = finish_all(store, writers, stored.as_ref()).await {
+        tracing::warn!(error = %e, "counts of a list left to be recounted");
+    }
+    result
+}
+
 /// Items with these keys (`(pk, id)`, of one or more partitions) are about to be deleted (not
 /// whole partitions): their buckets will be recounted by the next read. One write for all.
 pub async fn invalidate(store: &dyn Store, table: Table, keys: &[(String, String)]) -> Result<(), StoreError> {
@@ -392,17 +449,21 @@ async fn build(store: &dyn Store, table: Table, pk: &str) -> Result<(), StoreErr
     }
 }
 
-/// Page `page` of the fixes of partition `pk` whose keys lie in `lo..=hi` (hex ids), oldest
-/// first, with its paging fields: the same answer as counting the range and skipping, at the
-/// cost of the range's bucket items, a cell and a page; the page as stored JSON documents.
-pub async fn page(
+/// How many fixes of partition `pk` have keys in `lo..=hi` (hex ids): what counting the range
+/// gives, at the cost of its bucket items.
+pub async fn count(store: &dyn Store, table: Table, pk: &str, lo: &str, hi: &str) -> Result<usize, StoreError> {
+    Ok(cells(store, table, pk, lo, hi).await?.iter().map(|c| c.2).sum())
+}
+
+/// The cells of `lo..=hi` that hold fixes, in key order: their first and last keys in the range,
+/// and how many they hold.
+async fn cells(
     store: &dyn Store,
     table: Table,
     pk: &str,
     lo: &str,
     hi: &str,
-    page: PageNumber,
-) -> Result<(Vec<Vec<u8>>, PageInfo), StoreError> {
+) -> Result<Vec<(String, String, usize)>, StoreError> {
     if store.get(table, pk, ROOT_SK).await?.is_none() {
         build(store, table, pk).await?;
     }
@@ -412,11 +473,8 @@ pub async fn page(
     let cut_first = lo.get(CELL_HEX..).is_some_and(|r| r.bytes().any(|c| c != b'0'));
     let cut_last = hi.get(CELL_HEX..).is_some_and(|r| r.bytes().any(|c| c != b'f'));
     let q = Query::new(pk, SkRange::Between(bucket_sk(first_cell.0), bucket_sk(last_cell.0)));
-    let offset = page.offset();
-    let mut total = 0;
-    // The first key of the cell holding entry `offset`, and how many of the cell's entries
-    // come before it.
-    let mut target: Option<(String, usize)> = None;
+    // The range's cells that hold entries, in key order: their first and last keys, and count.
+    let mut cells: Vec<(String, String, usize)> = Vec::new();
     // Straight from the stored JSON: a page decodes every bucket of the range.
     for doc in store.query_docs(table, &q).await? {
         let b: Bucket = from_json(&doc)?;
@@ -434,25 +492,75 @@ pub async fn page(
             }
             let (at_first, at_last) = (place == first_cell, place == last_cell);
             let from = if at_first { lo.to_owned() } else { format!("{bucket}{cell}{}", "0".repeat(16)) };
+            let to = if at_last { hi.to_owned() } else { format!("{bucket}{cell}{}", "f".repeat(16)) };
             let expired = exp.get(cell).is_some_and(|e| e.saturating_mul(1000) <= now);
             let n = if (at_first && cut_first) || (at_last && cut_last) || expired {
-                let to = if at_last { hi.to_owned() } else { format!("{bucket}{cell}{}", "f".repeat(16)) };
-                store.count(table, pk, &SkRange::Between(from.clone(), to)).await?
+                store.count(table, pk, &SkRange::Between(from.clone(), to.clone())).await?
             } else {
                 *n as usize
             };
-            if target.is_none() && offset < total + n {
-                target = Some((from, offset - total));
+            if n > 0 {
+                cells.push((from, to, n));
             }
-            total += n;
         }
     }
+    Ok(cells)
+}
+
+/// Page `page` of the fixes of partition `pk` whose keys lie in `lo..=hi` (hex ids), oldest
+/// first, with its paging fields: the same answer as counting the range and skipping, at the
+/// cost of the range's bucket items, a cell and a page; the page as stored JSON documents.
+pub async fn page(
+    store: &dyn Store,
+    table: Table,
+    pk: &str,
+    lo: &str,
+    hi: &str,
+    page: PageNumber,
+) -> Result<(Vec<Vec<u8>>, PageInfo), StoreError> {
+    page_in(store, table, pk, lo, hi, page, Order::OldestFirst).await
+}
+
+/// [`page`] in the given order (newest first: the page counted from the range's end).
+pub async fn page_in(
+    store: &dyn Store,
+    table: Table,
+    pk: &str,
+    lo: &str,
+    hi: &str,
+    page: PageNumber,
+    order: Order,
+) -> Result<(Vec<Vec<u8>>, PageInfo), StoreError> {
+    let cells = cells(store, table, pk, lo, hi).await?;
+    let total = cells.iter().map(|c| c.2).sum();
     let info = PageInfo::new(page, total);
-    let Some((from, skip)) = target else { return Ok((Vec::new(), info)) };
-    let q = Query::new(pk, SkRange::Between(from, hi.to_owned())).limit(skip + PAGE_SIZE);
-    // Stored JSON documents: the caller decodes the page's records straight from them.
-    let docs = store.query_docs(table, &q).await?.into_iter().skip(skip).collect();
-    Ok((docs, info))
+    let offset = page.offset();
+    if offset >= total {
+        return Ok((Vec::new(), info));
+    }
+    // The page's first entry as a position in key order, then the cell that holds it: the page
+    // is read from there (skipping the cell's entries before it) in the list's order.
+    let first = match order {
+        Order::OldestFirst => offset,
+        Order::NewestFirst => total - 1 - offset,
+    };
+    let mut before = 0;
+    for (from, to, n) in cells {
+        if first >= before + n {
+            before += n;
+            continue;
+        }
+        let (q, skip) = match order {
+            Order::OldestFirst => (Query::new(pk, SkRange::Between(from, hi.to_owned())), first - before),
+            Order::NewestFirst => {
+                (Query::new(pk, SkRange::Between(lo.to_owned(), to)).descending(), before + n - 1 - first)
+            }
+        };
+        // Stored JSON documents: the caller decodes the page's records straight from them.
+        let docs = store.query_docs(table, &q.limit(skip + PAGE_SIZE)).await?.into_iter().skip(skip).collect();
+        return Ok((docs, info));
+    }
+    Ok((Vec::new(), info))
 }
 
 #[cfg(test)]

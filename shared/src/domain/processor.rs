@@ -277,7 +277,8 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             .filter(|(_, m)| start.last_at.is_some_and(|w| m.since < w))
             .map(|(_, m)| (m.since, m.until.unwrap_or(Timestamp(chrono::DateTime::<chrono::Utc>::MAX_UTC))))
             .collect();
-        let Plan { facts, counted, marks: work_marks, mut states } = plan(store, p, &user, &fixes, &late).await?;
+        let Plan { facts, counted, marks: work_marks, mut states, counted_in_states } =
+            plan(store, p, &user, &fixes, &late).await?;
         // The states were read one by one after the watermark. Had another pass committed in
         // between, they would be newer than the watermark, and facts derived from the mix would
         // be wrong (an exit before its entry). A watermark unchanged after the reads proves the
@@ -323,22 +324,19 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         }
         // States and watermark together when they fit one transaction; otherwise the states go
         // first (rare: a fix that changes more than ~90 items) and the watermark commits last.
-        let result = if states.len() + commit.len() <= MAX_TRANSACT_OPS {
-            states.extend(commit);
-            store.transact(states).await
-        } else {
-            let mut r = Ok(());
+        // Trip events' copies among the states are counted in their users' lists around it.
+        let one = states.len() + commit.len() <= MAX_TRANSACT_OPS;
+        let write = async {
+            if one {
+                states.extend(commit);
+                return store.transact(states).await;
+            }
             for chunk in states.chunks(MAX_TRANSACT_OPS) {
-                r = store.transact(chunk.to_vec()).await;
-                if r.is_err() {
-                    break;
-                }
+                store.transact(chunk.to_vec()).await?;
             }
-            match r {
-                Ok(()) => store.transact(commit).await,
-                e => e,
-            }
+            store.transact(commit).await
         };
+        let result = super::history_pages::counting(store, Table::Main, &counted_in_states, one, write).await;
         match result {
             Ok(()) => return Ok(if more { Pass::More(step) } else { Pass::Done(step) }),
             // Another pass (or a user update) got in first: read again and redo.
@@ -369,11 +367,14 @@ async fn read_watermark(store: &dyn Store, p: &Project, user_id: &str) -> Result
 #[derive(Default)]
 struct Plan {
     facts: Vec<Item>,
-    /// Facts in lists paged by their own counts (the geofence event lists: `history_pages`).
+    /// Facts in lists paged by their own counts (`history_pages`: the geofence event lists, the
+    /// webhook delivery logs).
     counted: Vec<Item>,
     /// Outbox work marks (plain puts, committed after the facts).
     marks: Vec<WriteOp>,
     states: Vec<WriteOp>,
+    /// Entries of counted lists among `states` (trip events' copies in their users' lists).
+    counted_in_states: Vec<super::history_pages::NewEntry>,
 }
 
 /// Ask every module what `fixes` (new, in order) and late fixes in the `late` ranges change.
@@ -405,6 +406,7 @@ async fn plan(
     }
     let trips = trips::plan_progress(store, p, user, fixes, late, hooked).await?;
     states.extend(trips.states);
+    let counted_in_states = trips.counted;
     hooks.extend(trips.hooks);
     if !fixes.is_empty() {
         let fences = fence_events::plan(store, p, user, fixes).await?;
@@ -436,13 +438,14 @@ async fn plan(
         }
     }
     if !hooked {
-        return Ok(Plan { facts, counted, marks: Vec::new(), states });
+        return Ok(Plan { facts, counted, marks: Vec::new(), states, counted_in_states });
     }
     hooks.extend(fixes.last().map(|n| location_hook(user, n)));
     let days = super::retention::days(store, &p.project_id).await?;
-    let (f, marks) = webhooks::outbox::enqueue(p, &subs, &hooks, days)?;
-    facts.extend(f);
-    Ok(Plan { facts, counted, marks, states })
+    let out = webhooks::outbox::enqueue(p, &subs, &hooks, days)?;
+    facts.extend(out.facts);
+    counted.extend(out.log);
+    Ok(Plan { facts, counted, marks: out.marks, states, counted_in_states })
 }
 
 /// The project's `retention_days` when there are events to stamp with it (read only then: most

@@ -356,11 +356,14 @@ impl Run<'_> {
             let n = ((self.budget.items - self.out.items) / (1 + 2 * endpoints.len())).clamp(1, PAGE);
             let page = self.query(Table::Main, Query::new(&mpk, range.clone()).limit(n)).await?;
             let msgs = page.items.into_iter().map(from_item::<MessageKeys>).collect::<Result<Vec<_>, _>>()?;
-            let mut copies = Vec::new();
+            let (mut logged, mut copies) = (Vec::new(), Vec::new());
             for (m, wh) in msgs.iter().flat_map(|m| endpoints.iter().map(move |wh| (m, wh))) {
-                copies.push((outbox::log_pk(pid, wh), m.id.clone()));
+                logged.push((outbox::log_pk(pid, wh), m.id.clone()));
                 copies.push((outbox::pending_pk(pid, wh), outbox::pending_sk(m.user_id.as_deref(), &m.id)));
             }
+            // The delivery logs page by their own counts (`history_pages`): not of these.
+            super::history_pages::invalidate(self.store, Table::Main, &logged).await?;
+            copies.extend(logged);
             self.out.items += copies.len() + msgs.len();
             self.store.delete_many(Table::Main, copies).await?;
             self.store.delete_many(Table::Main, msgs.iter().map(|m| (mpk.clone(), m.id.clone())).collect()).await?;
@@ -401,9 +404,9 @@ impl Run<'_> {
                         let keys = got.items.iter().map(key_of).collect::<Result<Vec<_>, _>>()?;
                         if table == Table::Locations {
                             self.out.locations += keys.len();
-                            // The history's page counts (see history_pages) must not count them.
-                            super::history_pages::invalidate(self.store, Table::Locations, &keys).await?;
                         }
+                        // Both lists page by their own counts (history_pages): not of these.
+                        super::history_pages::invalidate(self.store, table, &keys).await?;
                         self.out.items += keys.len();
                         self.store.delete_many(table, keys).await?;
                         if got.last_sk.is_none() {

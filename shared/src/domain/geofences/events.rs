@@ -244,8 +244,9 @@ pub(crate) fn event_items(
 
 /// `{events, users}` of one fence.
 pub async fn counts(store: &dyn Store, p: &Project, fid: &str) -> Result<Value, ApiError> {
-    // The events' id range: the list's own counts sit beside them (`history_pages`).
-    let events = store.count(Table::Main, &fence_events_pk(&p.project_id, fid), &history_pages::fixes()).await?;
+    // From the list's own counts (`history_pages`), not by reading every event.
+    let (lo, hi) = history_pages::id_bounds();
+    let events = history_pages::count(store, Table::Main, &fence_events_pk(&p.project_id, fid), &lo, &hi).await?;
     let users = store.count(Table::Main, &fence_users_pk(&p.project_id, fid), &SkRange::All).await?;
     Ok(json!({"events": events, "users": users}))
 }

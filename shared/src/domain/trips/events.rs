@@ -5,7 +5,9 @@
 //! (`<project>#TE#<trip>`, in recording order, what a trip's `events` shows) and under its user
 //! (`<project>#UTE#<user>`, sort key the event id), so this list is one Query whatever the number
 //! of trips. Event ids are time-ordered (the time of the change, or of the fix that caused it),
-//! so a date range is a key range.
+//! so a date range is a key range. The user's list keeps its own counts (`history_pages`: the
+//! copies are counted by the transaction that writes them, see [`index_put`]), so page N reads
+//! about what page 1 does; the list of one trip reads that trip's events.
 
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{Value, json};
@@ -13,11 +15,12 @@ use serde_json::{Value, json};
 use super::TripEvent;
 use super::json::event_json;
 use crate::auth::Project;
+use crate::domain::history_pages::{self, NewEntry};
 use crate::domain::locations::{Location, location_json, locations_pk};
 use crate::error::ApiError;
 use crate::ids::id_range;
-use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
-use crate::store::{Cond, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, query_as, to_item};
 use crate::time::DateRange;
 
 pub(crate) fn user_events_pk(project_id: &str, user_id: &str) -> String {
@@ -25,18 +28,23 @@ pub(crate) fn user_events_pk(project_id: &str, user_id: &str) -> String {
 }
 
 /// The user-index copy of an event (none for an event of a trip without a user), expiring with
-/// the project's `retention_days` (by the event id's time).
+/// the project's `retention_days` (by the event id's time), and the entry to count it by: the
+/// transaction that writes it runs inside [`history_pages::counting`]. Events are new when
+/// written (each at the next position of its trip, under the trip's version check).
 pub(crate) fn index_put(
     project_id: &str,
     e: &TripEvent,
     retention_days: Option<u32>,
-) -> Result<Option<WriteOp>, StoreError> {
+) -> Result<Option<(WriteOp, NewEntry)>, StoreError> {
     let Some(u) = &e.user_id else { return Ok(None) };
-    let mut item = to_item(&user_events_pk(project_id, u), &e.id, e)?;
-    if let Some(t) = crate::domain::retention::expiry_of(&e.id, retention_days) {
+    let pk = user_events_pk(project_id, u);
+    let mut item = to_item(&pk, &e.id, e)?;
+    let ttl = crate::domain::retention::expiry_of(&e.id, retention_days);
+    if let Some(t) = ttl {
         item.insert(crate::store::TTL_ATTRIBUTE.into(), t.into());
     }
-    Ok(Some(WriteOp::Put { table: Table::Main, item, cond: Cond::None }))
+    let entry = NewEntry { pk, id: e.id.clone(), ttl };
+    Ok(Some((WriteOp::Put { table: Table::Main, item, cond: Cond::None }, entry)))
 }
 
 /// An event as listed, with the fix that caused it (when one did).
@@ -57,11 +65,15 @@ pub async fn list(
     page: PageNumber,
 ) -> Result<(Vec<ListedEvent>, PageInfo), ApiError> {
     let (lo, hi) = id_range(&range);
-    let pk = user_events_pk(&p.project_id, user_id);
-    let keep = |e: &TripEvent| trip_id.is_none_or(|t| e.trip_id == t);
-    let keep_ref: Option<&(dyn Fn(&TripEvent) -> bool + Sync)> = if trip_id.is_some() { Some(&keep) } else { None };
-    let (events, info) =
-        list_page_in(store, Table::Main, &pk, SkRange::Between(lo, hi), page, keep_ref, Order::NewestFirst).await?;
+    let (events, info) = match trip_id {
+        None => {
+            let pk = user_events_pk(&p.project_id, user_id);
+            let (docs, info) =
+                history_pages::page_in(store, Table::Main, &pk, &lo, &hi, page, Order::NewestFirst).await?;
+            (docs.iter().map(|d| from_json(d)).collect::<Result<Vec<TripEvent>, _>>()?, info)
+        }
+        Some(t) => of_trip(store, p, user_id, t, (&lo, &hi), page).await?,
+    };
     // The fixes of one page (at most 10 reads), read together.
     let locs_pk = locations_pk(&p.project_id, user_id);
     let listed = futures::stream::iter(events)
@@ -79,6 +91,34 @@ pub async fn list(
         .try_collect()
         .await?;
     Ok((listed, info))
+}
+
+/// The page of the user's list filtered by `trip_id`: read over the span of ids of that trip's
+/// own copies of its events (a trip's events, or more when the user had trips at the same time),
+/// not the user's whole list; from the user's copies, so what retention let expire is gone.
+async fn of_trip(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    trip_id: &str,
+    (lo, hi): (&str, &str),
+    page: PageNumber,
+) -> Result<(Vec<TripEvent>, PageInfo), ApiError> {
+    let q = Query::new(super::events_pk(&p.project_id, trip_id), SkRange::All);
+    let own: Vec<TripEvent> = query_as(store, Table::Main, &q).await?;
+    let ids = own.iter().filter(|e| e.user_id.as_deref() == Some(user_id)).map(|e| e.id.as_str());
+    let (Some(first), Some(last)) = (ids.clone().min(), ids.max()) else {
+        return Ok((Vec::new(), PageInfo::new(page, 0)));
+    };
+    let (from, to) = (first.max(lo), last.min(hi));
+    if from > to {
+        return Ok((Vec::new(), PageInfo::new(page, 0)));
+    }
+    let q = Query::new(user_events_pk(&p.project_id, user_id), SkRange::Between(from.into(), to.into())).descending();
+    let events: Vec<TripEvent> =
+        query_as::<TripEvent>(store, Table::Main, &q).await?.into_iter().filter(|e| e.trip_id == trip_id).collect();
+    let info = PageInfo::new(page, events.len());
+    Ok((events.into_iter().skip(page.offset()).take(PAGE_SIZE).collect(), info))
 }
 
 /// An event as Roam's list shows it: the trip event, the causing fix's id as `location_id` and

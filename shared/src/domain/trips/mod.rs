@@ -34,6 +34,7 @@ use serde_json::{Map, Value};
 
 use crate::auth::{Project, hash_secret};
 use crate::domain::check_text;
+use crate::domain::history_pages::{self, NewEntry};
 use crate::domain::locations::{Location, locations_pk};
 use crate::domain::{list_pages, users};
 use crate::error::ApiError;
@@ -294,7 +295,8 @@ pub(crate) fn events_pk(project_id: &str, trip_id: &str) -> String {
 }
 
 /// Writes of the events pushed onto `trip` since `before` of them were stored, at the positions
-/// after the `stored` ones, and their copies in the user's trip-events list; advances
+/// after the `stored` ones, and their copies in the user's trip-events list, with the entries to
+/// count those by (the transaction runs inside `history_pages::counting`); advances
 /// `trip.event_count`. The user-index copies expire with the project's `retention_days`; the
 /// trip's own copies stay as long as the trip (see docs/endpoints.md, Retention).
 fn event_puts(
@@ -303,16 +305,20 @@ fn event_puts(
     before: usize,
     stored: u64,
     retention_days: Option<u32>,
-) -> Result<Vec<WriteOp>, ApiError> {
+) -> Result<(Vec<WriteOp>, Vec<NewEntry>), ApiError> {
     let pk = events_pk(&p.project_id, &trip.id);
     let new = &trip.events[before.min(trip.events.len())..];
     let mut ops = Vec::with_capacity(new.len() * 2);
+    let mut counted = Vec::with_capacity(new.len());
     for (e, n) in new.iter().zip(stored..) {
         ops.push(WriteOp::Put { table: Table::Main, item: to_item(&pk, &format!("{n:06}"), e)?, cond: Cond::None });
-        ops.extend(events::index_put(&p.project_id, e, retention_days)?);
+        if let Some((op, entry)) = events::index_put(&p.project_id, e, retention_days)? {
+            ops.push(op);
+            counted.push(entry);
+        }
     }
     trip.event_count = stored + new.len() as u64;
-    Ok(ops)
+    Ok((ops, counted))
 }
 
 /// Fill in the trip's events, in the order they were recorded (their positions).
@@ -461,7 +467,7 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
     let tracking = TrackingRef { project_id: p.project_id.clone(), api, trip_id: trip.id.clone() };
     // Events first: they set the record's event count.
     let days = crate::domain::retention::days(store, &p.project_id).await?;
-    let events = event_puts(p, &mut trip, 0, 0, days)?;
+    let (events, counted) = event_puts(p, &mut trip, 0, 0, days)?;
     let mut ops = vec![
         WriteOp::Put {
             table: Table::Main,
@@ -479,8 +485,10 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
         ops.extend(list_pages::count_ops(Table::Main, &trips_pk(&p.project_id, api), &trip.id, 1));
     }
     ops.extend(events);
-    ops.extend(hook_ops(store, p, &trip, 0).await?);
-    store.transact(ops).await?;
+    let (hooks, logged) = hook_ops(store, p, &trip, 0).await?;
+    ops.extend(hooks);
+    let counted: Vec<NewEntry> = counted.into_iter().chain(logged).collect();
+    history_pages::counting(store, Table::Main, &counted, true, store.transact(ops)).await?;
     Ok(trip)
 }
 
@@ -501,15 +509,21 @@ async fn get_record(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> 
 }
 
 /// Webhook messages for the events pushed onto `trip` since `before` (none when the project
-/// has no endpoints), written in the same transaction as the trip.
-async fn hook_ops(store: &dyn Store, p: &Project, trip: &Trip, before: usize) -> Result<Vec<WriteOp>, ApiError> {
+/// has no endpoints), written in the same transaction as the trip, and the delivery log entries
+/// among them to count.
+async fn hook_ops(
+    store: &dyn Store,
+    p: &Project,
+    trip: &Trip,
+    before: usize,
+) -> Result<(Vec<WriteOp>, Vec<NewEntry>), ApiError> {
     let new: Vec<&TripEvent> = trip.events[before.min(trip.events.len())..].iter().chain(&trip.hook_only).collect();
     if new.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Default::default());
     }
     let subs = crate::domain::webhooks::subscriptions(store, p).await?;
     if subs.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Default::default());
     }
     let user = match &trip.user_id {
         Some(u) => users::get(store, p, u).await?,
@@ -770,11 +784,14 @@ async fn modify_once(
     trip.version += 1;
     trip.updated_at = Timestamp::now();
     let days = crate::domain::retention::days(store, &p.project_id).await?;
-    ops.extend(event_puts(p, &mut trip, snapshot.events.len(), snapshot.event_count, days)?);
+    let (events, counted) = event_puts(p, &mut trip, snapshot.events.len(), snapshot.event_count, days)?;
+    ops.extend(events);
     let item = to_item(&trips_pk(&p.project_id, api), &trip.id, &trip)?;
     ops.insert(0, WriteOp::Put { table: Table::Main, item, cond: Cond::Equals("version", snapshot.version.into()) });
-    ops.extend(hook_ops(store, p, &trip, snapshot.events.len()).await?);
-    match store.transact(ops).await {
+    let (hooks, logged) = hook_ops(store, p, &trip, snapshot.events.len()).await?;
+    ops.extend(hooks);
+    let counted: Vec<NewEntry> = counted.into_iter().chain(logged).collect();
+    match history_pages::counting(store, Table::Main, &counted, true, store.transact(ops)).await {
         Ok(()) => Ok(Some(trip)),
         Err(StoreError::ConditionFailed) => Ok(None),
         Err(e) => Err(e.into()),

@@ -7,6 +7,7 @@ use super::{Api, LATE_WINDOW_HOURS, LEAVE_MARGIN_M, Trip, TripEvent, TripState, 
 use super::{event_puts, get_record, route, set_figures, trip_locations, trips_pk, user_trips_pk};
 use crate::auth::Project;
 use crate::domain::geofences::events::event_id;
+use crate::domain::history_pages::NewEntry;
 use crate::domain::locations::Location;
 use crate::domain::users::User;
 use crate::domain::webhooks::HookEvent;
@@ -109,6 +110,9 @@ pub(super) fn hook_event(trip: &Trip, e: &TripEvent, user: Option<&User>) -> Opt
 #[derive(Default)]
 pub struct TripPlan {
     pub states: Vec<WriteOp>,
+    /// The copies among `states` in users' trip-events lists, which the transaction that writes
+    /// them must count (`history_pages::counting`).
+    pub counted: Vec<NewEntry>,
     pub hooks: Vec<HookEvent>,
 }
 
@@ -183,7 +187,8 @@ pub async fn plan(
         t.version += 1;
         t.updated_at = now;
         // The record read here holds no events: the new ones go after the stored ones.
-        let event_ops = event_puts(p, &mut t, 0, trip.event_count, days)?;
+        let (event_ops, counted) = event_puts(p, &mut t, 0, trip.event_count, days)?;
+        out.counted.extend(counted);
         out.states.push(WriteOp::Put {
             table: Table::Main,
             item: to_item(&trips_pk(&p.project_id, e.api), &t.id, &t)?,
