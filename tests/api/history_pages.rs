@@ -177,6 +177,27 @@ both!(newest_first_pages_are_exact, |app| async move {
     }
 });
 
+both!(a_read_while_entries_are_deleted_leaves_no_stale_counts, |app| async move {
+    let p = project(&app);
+    let user = app.create_user(json!({})).await;
+    let s = app.state.store.as_ref();
+    let pk = locations_pk(&p.project_id, &user);
+    store(&app, &user, series(utc(2024, 5, 3, 2, 0), 60, 5, 0.0)).await;
+    let all = s.query(Table::Locations, &Query::new(&pk, fixes())).await.unwrap().items;
+    let keys: Vec<(String, String)> =
+        all.iter().step_by(4).map(|i| (pk.clone(), i["sk"].as_str().unwrap().to_owned())).collect();
+    // A deleter as retention and erasure are: a reader comes between its registration and its
+    // deletes, and after them, before it is done.
+    let change = history_pages::changing(s, Table::Locations, &keys).await.unwrap();
+    assert_pages_exact(&app, &p, &user, None).await;
+    s.delete_many(Table::Locations, keys).await.unwrap();
+    assert_pages_exact(&app, &p, &user, None).await;
+    change.done(s).await.unwrap();
+    assert_pages_exact(&app, &p, &user, None).await;
+    let (lo, hi) = history_pages::id_bounds();
+    assert_eq!(history_pages::count(s, Table::Locations, &pk, &lo, &hi).await.unwrap(), all.len() - 15);
+});
+
 both!(pages_are_exact_while_a_writer_is_storing_and_after_one_died, |app| async move {
     let p = project(&app);
     let user = app.create_user(json!({})).await;

@@ -236,6 +236,25 @@ both!(trip_event_pages_are_exact_and_counted_by_the_writes, |app| async move {
     }
 });
 
+both!(erasing_a_trips_new_owner_leaves_the_first_owners_list_counted, |app| async move {
+    let (first, next) = (app.create_user(json!({})).await, app.create_user(json!({})).await);
+    new_trip(&app, &first).await;
+    // Given to another user before it started: its creation stays in the first user's list.
+    let trip = new_trip(&app, &first).await;
+    let (s, r) = app.call("PUT", "/v1/api/trips/", Key::Secret, Some(&json!({"trip_id": trip, "user_id": next}))).await;
+    assert!(s.is_success(), "{r}");
+    let (before, _) = stored_list(&app, &first).await;
+    assert_eq!(before.len(), 2);
+    assert_pages(&app, &first, None, &before).await;
+    // Erasing the new owner erases the trip, and its copy in the first user's list.
+    let (s, r) = app.call("DELETE", &format!("/v1/api/user/?user_id={next}"), Key::Secret, None).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let (after, _) = stored_list(&app, &first).await;
+    assert_eq!(after.len(), 1);
+    assert_pages(&app, &first, None, &after).await;
+    assert_eq!(stored_list(&app, &first).await.1, Some(1), "recounted by the read");
+});
+
 /// Page cost of the trip events list against page number (`--ignored --nocapture`; DynamoDB
 /// Local adds capacity units read): `WAYMARK_TRIP_EVENTS` events (default 20,000, one a minute ≈
 /// 14 days) in a user's list, counted as the trip writes count them; page 1, the middle and the

@@ -393,9 +393,13 @@ async fn erase_trip(cx: &mut Ctx<'_>, pk: &str, trip: &Item) -> Result<(), ApiEr
             keys.push((trip_events::user_events_pk(&cx.pid, owner), str_of(e, "id").to_owned()));
         }
     }
+    // Copies in users' trip-events lists, which page by their own counts (`history_pages`): a
+    // trip given to another user before it started keeps copies in its first user's list.
+    let change = history_pages::changing(cx.store, Table::Main, &keys).await?;
     keys.extend(events.iter().map(key_of).collect::<Result<Vec<_>, _>>()?);
     keys.push((trips::user_trips_pk(&cx.pid, &cx.uid), trip_id.clone()));
     cx.delete_keys(Table::Main, keys).await?;
+    change.done(cx.store).await?;
     if pk == trips::trips_pk(&cx.pid, Api::V1) {
         // Counted out of the v1/v3 list's pages with it.
         super::list_pages::remove(cx.store, Table::Main, pk, &trip_id).await?;
@@ -472,9 +476,10 @@ async fn geofence_events(cx: &mut Ctx<'_>) -> Result<bool, ApiError> {
             fences.insert(fid);
         }
         // The project's and the fences' lists must not count them (`history_pages`).
-        history_pages::invalidate(cx.store, Table::Main, &copies).await?;
+        let change = history_pages::changing(cx.store, Table::Main, &copies).await?;
         copies.extend(fences.iter().map(|f| (fence_events::fence_users_pk(&cx.pid, f), cx.uid.clone())));
         cx.delete_keys(Table::Main, copies).await?;
+        change.done(cx.store).await?;
         let own = items.iter().map(key_of).collect::<Result<_, _>>()?;
         cx.delete_keys(Table::Main, own).await?;
     }
@@ -617,9 +622,10 @@ async fn webhook_messages(cx: &mut Ctx<'_>, mut cursor: Option<String>) -> Resul
             }
         }
         // The endpoints' delivery logs page by their own counts (`history_pages`): not of these.
-        history_pages::invalidate(cx.store, Table::Main, &logged).await?;
+        let change = history_pages::changing(cx.store, Table::Main, &logged).await?;
         refs.extend(logged);
         cx.delete_keys(Table::Main, refs).await?;
+        change.done(cx.store).await?;
         cx.delete_keys(Table::Main, own).await?;
         for m in redacted {
             // Exists: a message gone meanwhile (its own user erased) is not brought back.

@@ -3,7 +3,8 @@
 //! log, at a cost that does not grow with the page number. All are partitions of items keyed by
 //! time-ordered 24-hex-digit ids ("fixes" below: the others are counted the same way, in the main
 //! table). Writers count through [`put_new_counted`] (put-if-absent) or [`counting`] (around a
-//! transaction); deleters of single entries call [`invalidate`] first.
+//! transaction); deleters of single entries (and writers that cannot tell what was new) go
+//! through [`changing`].
 //!
 //! Counting a range is linear in it on both stores (on DynamoDB a `Select=COUNT` query reads
 //! every item), and DynamoDB cannot skip N items without reading them. So a history partition
@@ -29,7 +30,7 @@
 //! exact but for the inserts of its pending writers; while one is in flight a reader counts that
 //! bucket itself. Every write of a bucket is conditional on the nonce read before it. A writer
 //! pending for longer than any request lives died part-way: the bucket becomes `valid: false`,
-//! as it does before retention's sweeper deletes fixes ([`invalidate`]), and the next reader
+//! as it does after retention's sweeper deletes fixes ([`changing`]), and the next reader
 //! recounts it and writes it back. DynamoDB TTL deletes fixes without telling anyone: a cell keeps
 //! the earliest `expires_at` of its fixes, and once that has passed the cell is counted directly.
 
@@ -379,13 +380,30 @@ pub async fn counting<T>(
     result
 }
 
-/// Items with these keys (`(pk, id)`, of one or more partitions) are about to be deleted (not
-/// whole partitions): their buckets will be recounted by the next read. One write for all.
-pub async fn invalidate(store: &dyn Store, table: Table, keys: &[(String, String)]) -> Result<(), StoreError> {
-    let buckets: BTreeSet<(&str, &str)> =
-        keys.iter().map(|(pk, id)| (pk.as_str(), split(id).0)).filter(|(_, b)| !b.is_empty()).collect();
-    let targets: Vec<(&str, &str, Option<bool>)> = buckets.into_iter().map(|(pk, b)| (pk, b, None)).collect();
-    update_all(store, table, &targets, now_ms(), |_, _, bk| bk.valid = false).await
+/// Entries with these keys (`(pk, id)`, of one or more partitions) are about to be deleted, or
+/// added without being counted (not whole partitions): registered as a writer in their buckets
+/// (made when absent), so a reader counts those buckets itself until [`Changing::done`], after
+/// which the next reader recounts them. (Marking the buckets alone was not enough: a reader
+/// between the mark and the delete recounted and wrote back counts of what was then deleted.)
+pub async fn changing(store: &dyn Store, table: Table, keys: &[(String, String)]) -> Result<Changing, StoreError> {
+    let mut partitions: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (pk, id) in keys {
+        partitions.entry(pk).or_default().push(id);
+    }
+    let parts: Vec<(&str, Vec<&str>)> = partitions.into_iter().collect();
+    Ok(Changing(begin_all(store, table, &parts, now_ms()).await?))
+}
+
+/// Writers registered by [`changing`]. Not finished (an error on the way), they count as dead
+/// within a minute, with the same effect.
+#[must_use = "call done once the entries are changed"]
+pub struct Changing(Vec<Writer>);
+
+impl Changing {
+    /// The entries are changed: the buckets are left to be recounted by the next reader.
+    pub async fn done(self, store: &dyn Store) -> Result<(), StoreError> {
+        finish_all(store, self.0, None).await
+    }
 }
 
 /// Cell counts of a bucket, by reading its fixes. Written back when `seen` (the bucket as read

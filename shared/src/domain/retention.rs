@@ -329,9 +329,10 @@ impl Run<'_> {
             let own: Vec<(String, String)> = events.iter().map(|e| (events_pk(pid), e.id.clone())).collect();
             // The three lists' counts (`history_pages`) must not count them.
             let all: Vec<(String, String)> = copies.iter().chain(&own).cloned().collect();
-            super::history_pages::invalidate(self.store, Table::Main, &all).await?;
+            let change = super::history_pages::changing(self.store, Table::Main, &all).await?;
             self.store.delete_many(Table::Main, copies).await?;
             self.store.delete_many(Table::Main, own).await?;
+            change.done(self.store).await?;
             self.out.events += events.len();
             self.out.items += 3 * events.len();
             if page.last_sk.is_none() {
@@ -362,11 +363,12 @@ impl Run<'_> {
                 copies.push((outbox::pending_pk(pid, wh), outbox::pending_sk(m.user_id.as_deref(), &m.id)));
             }
             // The delivery logs page by their own counts (`history_pages`): not of these.
-            super::history_pages::invalidate(self.store, Table::Main, &logged).await?;
+            let change = super::history_pages::changing(self.store, Table::Main, &logged).await?;
             copies.extend(logged);
             self.out.items += copies.len() + msgs.len();
             self.store.delete_many(Table::Main, copies).await?;
             self.store.delete_many(Table::Main, msgs.iter().map(|m| (mpk.clone(), m.id.clone())).collect()).await?;
+            change.done(self.store).await?;
             if page.last_sk.is_none() {
                 return Ok(true);
             }
@@ -406,9 +408,10 @@ impl Run<'_> {
                             self.out.locations += keys.len();
                         }
                         // Both lists page by their own counts (history_pages): not of these.
-                        super::history_pages::invalidate(self.store, table, &keys).await?;
+                        let change = super::history_pages::changing(self.store, table, &keys).await?;
                         self.out.items += keys.len();
                         self.store.delete_many(table, keys).await?;
+                        change.done(self.store).await?;
                         if got.last_sk.is_none() {
                             break;
                         }

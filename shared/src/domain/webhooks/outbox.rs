@@ -342,14 +342,14 @@ pub async fn replay(store: &dyn Store, p: &Project, endpoint: &Endpoint, set: Re
     let wanted: Vec<&Message> = messages.iter().filter(|m| endpoint.wants(&m.event_type)).collect();
     for m in &wanted {
         let lpk = log_pk(&p.project_id, &endpoint.id);
-        let mut d = match store.get(Table::Main, &lpk, &m.id).await? {
-            Some(item) => from_item::<Delivery>(item)?,
+        let (mut d, change) = match store.get(Table::Main, &lpk, &m.id).await? {
+            Some(item) => (from_item::<Delivery>(item)?, None),
             None => {
-                // New to the log (the endpoint was made after the event): its counts are
-                // recounted by the next read (a replay is rare; counting it exactly would need
-                // a condition and a retry here).
-                history_pages::invalidate(store, Table::Main, &[(lpk.clone(), m.id.clone())]).await?;
-                new_delivery(&endpoint.id, m, now)
+                // New to the log (the endpoint was made after the event): its bucket is counted
+                // by readers while this writes, and recounted after (a replay is rare; counting
+                // it exactly would need a condition and a retry here).
+                let change = history_pages::changing(store, Table::Main, &[(lpk.clone(), m.id.clone())]).await?;
+                (new_delivery(&endpoint.id, m, now), Some(change))
             }
         };
         d.status = Status::Pending;
@@ -373,6 +373,9 @@ pub async fn replay(store: &dyn Store, p: &Project, endpoint: &Endpoint, set: Re
                 work_mark(p, &endpoint.id)?,
             ])
             .await?;
+        if let Some(change) = change {
+            change.done(store).await?;
+        }
     }
     Ok(wanted.len())
 }
