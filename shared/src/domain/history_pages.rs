@@ -307,6 +307,24 @@ async fn finish_all(
 /// ([`Store::put_new_unsynced`]), counted: a writer registered in each partition before the put
 /// and finished with what was new after it. Returns, per item, whether it was stored.
 pub async fn put_new_counted(store: &dyn Store, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {
+    put_new_counted_with(store, table, items, Vec::new()).await
+}
+
+/// [`put_new_counted`] of `items`, with `others` (of lists not counted) put-if-absent in the same
+/// store call: a processing pass's events and the rest of its facts, one write instead of two.
+/// Returns, per item of `items`, whether it was stored.
+pub async fn put_new_counted_with(
+    store: &dyn Store,
+    table: Table,
+    items: Vec<Item>,
+    others: Vec<Item>,
+) -> Result<Vec<bool>, StoreError> {
+    if items.is_empty() {
+        if !others.is_empty() {
+            store.put_new_unsynced(table, others).await?;
+        }
+        return Ok(Vec::new());
+    }
     let keys: Vec<(String, String)> = items.iter().map(key_of).collect::<Result<_, _>>()?;
     let ttls: Vec<Option<i64>> = items.iter().map(|i| i.get(TTL_ATTRIBUTE).and_then(Value::as_i64)).collect();
     let mut partitions: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -315,8 +333,13 @@ pub async fn put_new_counted(store: &dyn Store, table: Table, items: Vec<Item>) 
     }
     let parts: Vec<(&str, Vec<&str>)> = partitions.into_iter().collect();
     let writers = begin_all(store, table, &parts, now_ms()).await?;
-    let stored = match store.put_new_unsynced(table, items).await {
-        Ok(s) => s,
+    let counted = items.len();
+    let all = if others.is_empty() { items } else { items.into_iter().chain(others).collect() };
+    let stored = match store.put_new_unsynced(table, all).await {
+        Ok(mut s) => {
+            s.truncate(counted);
+            s
+        }
         Err(e) => {
             // Best effort: should this fail too, the writers count as dead within a minute.
             let _ = finish_all(store, writers, None).await;

@@ -286,15 +286,10 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         if read_watermark(store, p, user_id).await?.version != wm.version {
             continue;
         }
-        if !facts.is_empty() {
-            // Unsynced: the transaction below commits synced and makes them durable with it; a
-            // pass that stops before it leaves facts no watermark names, which it puts again.
-            store.put_new_unsynced(Table::Main, facts).await?;
-        }
-        if !counted.is_empty() {
-            // As the facts: unsynced, put again (and counted once) by a pass that redoes this.
-            super::history_pages::put_new_counted(store, Table::Main, counted).await?;
-        }
+        // Unsynced: the transaction below commits synced and makes them durable with it; a pass
+        // that stops before it leaves facts no watermark names, which it puts again (and counts
+        // once). The counted ones and the rest in one store call.
+        super::history_pages::put_new_counted_with(store, Table::Main, counted, facts).await?;
         let newest = fixes.last();
         let next = Watermark {
             last_id: newest.map(|l| l.id.clone()).or(start.last_id),
