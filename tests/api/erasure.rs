@@ -290,6 +290,25 @@ both!(erasing_a_user_leaves_no_item_naming_them_and_the_other_user_intact, |app|
     assert!(!ids.contains(&u), "{r}");
 });
 
+both!(erasing_a_trips_first_and_then_its_new_owner_leaves_nothing_naming_either, |app| async move {
+    let (first, next) = (app.create_user(json!({})).await, app.create_user(json!({})).await);
+    // Created for one user, given to another before it started: its creation event (and that
+    // event's copy in the first user's trip-events list) names the first.
+    let (s, r) = app.post("/v1/api/trips/", &json!({"user_id": first, "origins": [[13.4, 52.5]]})).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let trip = r["data"][0]["id"].as_str().unwrap().to_owned();
+    let (s, r) = app.call("PUT", "/v1/api/trips/", Key::Secret, Some(&json!({"trip_id": trip, "user_id": next}))).await;
+    assert!(s.is_success(), "{r}");
+    for u in [&first, &next] {
+        let (s, r) = app.call("DELETE", &format!("/v1/api/user/?user_id={u}"), Key::Secret, None).await;
+        assert_eq!(s, StatusCode::OK, "{r}");
+    }
+    // The second erasure takes the trip and the event's copy in the first user's (erased) list:
+    // nothing it writes on the way, such as that list's counts, may name the first user again.
+    assert_eq!(items_naming(&app, &first).await, BTreeSet::new());
+    assert_eq!(items_naming(&app, &next).await, BTreeSet::new());
+});
+
 both!(an_erasure_cut_short_reads_404_at_once_and_a_second_delete_finishes_it, |app| async move {
     let u = tracked(&app).await;
     let v = tracked(&app).await;

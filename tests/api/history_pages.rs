@@ -188,7 +188,7 @@ both!(a_read_while_entries_are_deleted_leaves_no_stale_counts, |app| async move 
         all.iter().step_by(4).map(|i| (pk.clone(), i["sk"].as_str().unwrap().to_owned())).collect();
     // A deleter as retention and erasure are: a reader comes between its registration and its
     // deletes, and after them, before it is done.
-    let change = history_pages::changing(s, Table::Locations, &keys).await.unwrap();
+    let change = history_pages::changing(s, Table::Locations, &keys, false).await.unwrap();
     assert_pages_exact(&app, &p, &user, None).await;
     s.delete_many(Table::Locations, keys).await.unwrap();
     assert_pages_exact(&app, &p, &user, None).await;

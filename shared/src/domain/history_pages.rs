@@ -213,21 +213,28 @@ pub async fn begin_at(
     ids: &[&str],
     at_ms: i64,
 ) -> Result<Writer, StoreError> {
-    let mut writers = begin_all(store, table, &[(pk, ids.to_vec())], at_ms).await?;
+    let mut writers = begin_all(store, table, &[(pk, ids.to_vec())], at_ms, true).await?;
     writers.pop().ok_or_else(|| StoreError::Backend("no writer".into()))
 }
 
 /// [`begin_at`] in several partitions (`(pk, ids)` each), registered in one write.
+/// A deleter (`adds` false) registers only in buckets that exist, and makes no root: a bucket
+/// with entries exists unless its partition was never counted (its first read counts it), and
+/// an erased user's partition must not get items back.
 async fn begin_all(
     store: &dyn Store,
     table: Table,
     parts: &[(&str, Vec<&str>)],
     at_ms: i64,
+    adds: bool,
 ) -> Result<Vec<Writer>, StoreError> {
     let id = crate::ids::random_hex(8);
     // Each writer, and whether its partition is counted from the start (the partitions' roots
     // read together: on DynamoDB, requests in flight at once).
     let counted = parts.iter().map(|(pk, _)| async move {
+        if !adds {
+            return Ok(false);
+        }
         match store.get(table, pk, ROOT_SK).await? {
             Some(_) => Ok::<_, StoreError>(true),
             // A new history is counted from its first fix; an older one is left for the first read.
@@ -255,7 +262,7 @@ async fn begin_all(
         .collect();
     let targets: Vec<(&str, &str, Option<bool>)> = writers
         .iter()
-        .flat_map(|(w, counted)| w.buckets.iter().map(|b| (w.pk.as_str(), b.as_str(), Some(*counted))))
+        .flat_map(|(w, counted)| w.buckets.iter().map(|b| (w.pk.as_str(), b.as_str(), adds.then_some(*counted))))
         .collect();
     update_all(store, table, &targets, now_ms(), |_, _, bk| {
         bk.pending.insert(id.clone(), at_ms);
@@ -332,7 +339,7 @@ pub async fn put_new_counted_with(
         partitions.entry(pk).or_default().push(sk);
     }
     let parts: Vec<(&str, Vec<&str>)> = partitions.into_iter().collect();
-    let writers = begin_all(store, table, &parts, now_ms()).await?;
+    let writers = begin_all(store, table, &parts, now_ms(), true).await?;
     let counted = items.len();
     let all = if others.is_empty() { items } else { items.into_iter().chain(others).collect() };
     let stored = match store.put_new_unsynced(table, all).await {
@@ -384,7 +391,7 @@ pub async fn counting<T>(
         partitions.entry(&e.pk).or_default().push(&e.id);
     }
     let parts: Vec<(&str, Vec<&str>)> = partitions.into_iter().collect();
-    let writers = begin_all(store, table, &parts, now_ms()).await?;
+    let writers = begin_all(store, table, &parts, now_ms(), true).await?;
     let result = write.await;
     let stored = match &result {
         Ok(_) => {
@@ -403,18 +410,24 @@ pub async fn counting<T>(
     result
 }
 
-/// Entries with these keys (`(pk, id)`, of one or more partitions) are about to be deleted, or
-/// added without being counted (not whole partitions): registered as a writer in their buckets
-/// (made when absent), so a reader counts those buckets itself until [`Changing::done`], after
-/// which the next reader recounts them. (Marking the buckets alone was not enough: a reader
-/// between the mark and the delete recounted and wrote back counts of what was then deleted.)
-pub async fn changing(store: &dyn Store, table: Table, keys: &[(String, String)]) -> Result<Changing, StoreError> {
+/// Entries with these keys (`(pk, id)`, of one or more partitions) are about to be deleted (not
+/// whole partitions), or added without being counted (`adds`: their buckets are made when
+/// absent): registered as a writer in their buckets, so a reader counts those buckets itself
+/// until [`Changing::done`], after which the next reader recounts them. (Marking the buckets
+/// alone was not enough: a reader between the mark and the delete recounted and wrote back
+/// counts of what was then deleted.)
+pub async fn changing(
+    store: &dyn Store,
+    table: Table,
+    keys: &[(String, String)],
+    adds: bool,
+) -> Result<Changing, StoreError> {
     let mut partitions: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (pk, id) in keys {
         partitions.entry(pk).or_default().push(id);
     }
     let parts: Vec<(&str, Vec<&str>)> = partitions.into_iter().collect();
-    Ok(Changing(begin_all(store, table, &parts, now_ms()).await?))
+    Ok(Changing(begin_all(store, table, &parts, now_ms(), adds).await?))
 }
 
 /// Writers registered by [`changing`]. Not finished (an error on the way), they count as dead

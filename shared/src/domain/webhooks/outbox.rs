@@ -299,6 +299,59 @@ pub fn delivery_json(d: &Delivery) -> Value {
     })
 }
 
+/// Queue `m` again for `endpoint`: its delivery (made if the log has none) back to pending, with
+/// a pending entry and a work mark. The delivery is written on the condition that it is as read
+/// (a delivery the retention sweeper or an erasure deleted meanwhile is not brought back
+/// uncounted); a new one is registered in the log's counts (`history_pages`) while it is
+/// written, and recounted after.
+async fn replay_one(
+    store: &dyn Store,
+    p: &Project,
+    endpoint: &Endpoint,
+    m: &Message,
+    now: Timestamp,
+) -> Result<(), ApiError> {
+    let lpk = log_pk(&p.project_id, &endpoint.id);
+    for _ in 0..5 {
+        let (mut d, cond, change) = match store.get(Table::Main, &lpk, &m.id).await? {
+            Some(item) => {
+                let read_at = item.get("updated_at").cloned().unwrap_or_default();
+                (from_item::<Delivery>(item)?, Cond::Equals("updated_at", read_at), None)
+            }
+            None => {
+                // New to the log: the endpoint was made after the event.
+                let keys = [(lpk.clone(), m.id.clone())];
+                let change = history_pages::changing(store, Table::Main, &keys, true).await?;
+                (new_delivery(&endpoint.id, m, now), Cond::NotExists, Some(change))
+            }
+        };
+        d.status = Status::Pending;
+        d.round_attempts = 0;
+        d.round += 1;
+        d.next_attempt_at = Some(now);
+        d.updated_at = later(now, d.updated_at);
+        let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now, expires_at: m.expires_at };
+        let pending = to_item(&pending_pk(&p.project_id, &endpoint.id), &pending_sk(m.user_id.as_deref(), &m.id), &r)?;
+        let written = store
+            .transact(vec![
+                WriteOp::Put { table: Table::Main, item: to_item(&lpk, &m.id, &d)?, cond },
+                WriteOp::Put { table: Table::Main, item: pending, cond: Cond::None },
+                work_mark(p, &endpoint.id)?,
+            ])
+            .await;
+        if let Some(change) = change {
+            change.done(store).await?;
+        }
+        match written {
+            Ok(()) => return Ok(()),
+            // Written by someone else since it was read (an attempt, a replay, a delete).
+            Err(StoreError::ConditionFailed) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::conflict(format!("event_ids: the delivery of '{}' is being changed by other requests; retry", m.id)))
+}
+
 /// What to replay: a time range (of event ids) or a list of event ids.
 pub enum ReplaySet {
     Range(DateRange),
@@ -341,41 +394,7 @@ pub async fn replay(store: &dyn Store, p: &Project, endpoint: &Endpoint, set: Re
     let now = Timestamp::now();
     let wanted: Vec<&Message> = messages.iter().filter(|m| endpoint.wants(&m.event_type)).collect();
     for m in &wanted {
-        let lpk = log_pk(&p.project_id, &endpoint.id);
-        let (mut d, change) = match store.get(Table::Main, &lpk, &m.id).await? {
-            Some(item) => (from_item::<Delivery>(item)?, None),
-            None => {
-                // New to the log (the endpoint was made after the event): its bucket is counted
-                // by readers while this writes, and recounted after (a replay is rare; counting
-                // it exactly would need a condition and a retry here).
-                let change = history_pages::changing(store, Table::Main, &[(lpk.clone(), m.id.clone())]).await?;
-                (new_delivery(&endpoint.id, m, now), Some(change))
-            }
-        };
-        d.status = Status::Pending;
-        d.round_attempts = 0;
-        d.round += 1;
-        d.next_attempt_at = Some(now);
-        d.updated_at = later(now, d.updated_at);
-        let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now, expires_at: m.expires_at };
-        store
-            .transact(vec![
-                WriteOp::Put { table: Table::Main, item: to_item(&lpk, &m.id, &d)?, cond: Cond::None },
-                WriteOp::Put {
-                    table: Table::Main,
-                    item: to_item(
-                        &pending_pk(&p.project_id, &endpoint.id),
-                        &pending_sk(m.user_id.as_deref(), &m.id),
-                        &r,
-                    )?,
-                    cond: Cond::None,
-                },
-                work_mark(p, &endpoint.id)?,
-            ])
-            .await?;
-        if let Some(change) = change {
-            change.done(store).await?;
-        }
+        replay_one(store, p, endpoint, m, now).await?;
     }
     Ok(wanted.len())
 }
