@@ -210,3 +210,17 @@ macro_rules! both_on {
         }
     };
 }
+
+/// Every page of the list at `path` (a query string, `&page_number=N` added), and one past the
+/// end: `data[field]`'s entries by `id_key` against `want` (10 a page), and `data.pages`.
+pub async fn assert_api_pages(app: &TestApp, path: &str, field: &str, id_key: &str, want: &[String]) {
+    let pages = want.len().div_ceil(10);
+    for n in 1..=pages + 1 {
+        let (s, r) = app.get(&format!("{path}&page_number={n}")).await;
+        assert_eq!(s, StatusCode::OK, "{r}");
+        let got: Vec<&str> = r["data"][field].as_array().unwrap().iter().map(|e| e[id_key].as_str().unwrap()).collect();
+        let page: Vec<&str> = want.iter().skip((n - 1) * 10).take(10).map(String::as_str).collect();
+        assert_eq!(got, page, "page {n} of {pages}: {path}");
+        assert_eq!(r["data"]["pages"], pages, "{r}");
+    }
+}

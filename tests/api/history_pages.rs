@@ -47,6 +47,19 @@ async fn store(app: &TestApp, user: &str, fixes: Vec<Location>) -> usize {
     stored
 }
 
+/// The number of entries the partition's own counts (`history_pages` buckets) hold, when it has
+/// a root and every bucket is valid with no writer pending; else None (a read would recount).
+pub(crate) async fn counted(app: &TestApp, table: Table, pk: &str) -> Option<u64> {
+    let items = app.state.store.query(table, &Query::new(pk, SkRange::Prefix("~".into()))).await.unwrap().items;
+    let mut sum = Some(0).filter(|_| items.iter().any(|b| b["sk"] == "~"));
+    for b in items.iter().filter(|b| b["sk"] != "~") {
+        let valid = b["valid"] == true && b["pending"].as_object().is_none_or(|m| m.is_empty());
+        let n: u64 = b["n"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+        sum = sum.filter(|_| valid).map(|s| s + n);
+    }
+    sum
+}
+
 /// Every page of the range, and one past the end, against the ids read in one query.
 async fn assert_pages_exact(app: &TestApp, p: &Project, user: &str, range: Option<DateRange>) {
     let s = app.state.store.as_ref();

@@ -169,30 +169,15 @@ async fn stored_list(app: &TestApp, user: &str) -> (Vec<String>, Option<u64>) {
     let q = Query::new(&pk, SkRange::Between(lo, hi)).descending();
     let ids =
         s.query(Table::Main, &q).await.unwrap().items.iter().map(|i| i["sk"].as_str().unwrap().to_owned()).collect();
-    let counts = s.query(Table::Main, &Query::new(&pk, SkRange::Prefix("~".into()))).await.unwrap().items;
-    let has_root = counts.iter().any(|b| b["sk"] == "~");
-    let mut sum = Some(0);
-    for b in counts.iter().filter(|b| b["sk"] != "~") {
-        let valid = b["valid"] == true && b["pending"].as_object().is_none_or(|m| m.is_empty());
-        let n: u64 = b["n"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
-        sum = sum.filter(|_| valid).map(|s| s + n);
-    }
-    (ids, sum.filter(|_| has_root))
+    (ids, crate::history_pages::counted(app, Table::Main, &pk).await)
 }
 
 /// Every page of the list (of one trip when given), and one past the end, against `want`.
 async fn assert_pages(app: &TestApp, user: &str, trip: Option<&str>, want: &[String]) {
-    let pages = want.len().div_ceil(10);
+    let (from, to) = days();
     let only = trip.map(|t| format!("&trip_id={t}")).unwrap_or_default();
-    for n in 1..=pages + 1 {
-        let (s, r) = events(app, &format!("user_id={user}{only}&page_number={n}")).await;
-        assert_eq!(s, StatusCode::OK, "{r}");
-        let got: Vec<&str> =
-            r["data"]["events"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
-        let page: Vec<&str> = want.iter().skip((n - 1) * 10).take(10).map(String::as_str).collect();
-        assert_eq!(got, page, "page {n} of {pages} ({only})");
-        assert_eq!(r["data"]["pages"], pages, "{r}");
-    }
+    let path = format!("/v1/api/event/trips/?start_date={from}&end_date={to}&user_id={user}{only}");
+    crate::helpers::assert_api_pages(app, &path, "events", "id", want).await;
 }
 
 both!(trip_event_pages_are_exact_and_counted_by_the_writes, |app| async move {

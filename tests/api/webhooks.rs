@@ -356,35 +356,20 @@ both_alone!(a_replay_during_an_attempt_in_flight_is_not_undone_by_it, |app| asyn
 /// An endpoint's delivery log (event ids, oldest first) read in one query, and the sum of the
 /// log's own counts (`history_pages` buckets) when they are all valid and complete, else None.
 async fn stored_log(app: &TestApp, wh: &str) -> (Vec<String>, Option<u64>) {
-    use shared::store::{Query, SkRange, Table};
+    use shared::store::{Query, Table};
     let s = app.state.store.as_ref();
     // domain::webhooks::outbox::log_pk.
     let pk = format!("{}#WL#{wh}", app.project.project_id);
     let ids = s.query(Table::Main, &Query::new(&pk, shared::domain::history_pages::fixes())).await.unwrap().items;
     let ids = ids.iter().map(|i| i["sk"].as_str().unwrap().to_owned()).collect();
-    let counts = s.query(Table::Main, &Query::new(&pk, SkRange::Prefix("~".into()))).await.unwrap().items;
-    let mut sum = Some(0).filter(|_| counts.iter().any(|b| b["sk"] == "~"));
-    for b in counts.iter().filter(|b| b["sk"] != "~") {
-        let valid = b["valid"] == true && b["pending"].as_object().is_none_or(|m| m.is_empty());
-        let n: u64 = b["n"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
-        sum = sum.filter(|_| valid).map(|s| s + n);
-    }
-    (ids, sum)
+    (ids, crate::history_pages::counted(app, Table::Main, &pk).await)
 }
 
 /// Every page of the endpoint's deliveries (of one status when given), and one past the end.
 async fn assert_delivery_pages(app: &TestApp, wh: &str, status: Option<&str>, want: &[String]) {
-    let pages = want.len().div_ceil(10);
     let only = status.map(|s| format!("&status={s}")).unwrap_or_default();
-    for n in 1..=pages + 1 {
-        let (s, res) = app.get(&format!("{BASE}deliveries/?webhook_id={wh}{only}&page_number={n}")).await;
-        assert_eq!(s, StatusCode::OK, "{res}");
-        let got: Vec<&str> =
-            res["data"]["deliveries"].as_array().unwrap().iter().map(|d| d["event_id"].as_str().unwrap()).collect();
-        let page: Vec<&str> = want.iter().skip((n - 1) * 10).take(10).map(String::as_str).collect();
-        assert_eq!(got, page, "page {n} of {pages} ({only})");
-        assert_eq!(res["data"]["pages"], pages, "{res}");
-    }
+    let path = format!("{BASE}deliveries/?webhook_id={wh}{only}");
+    crate::helpers::assert_api_pages(app, &path, "deliveries", "event_id", want).await;
 }
 
 both!(delivery_log_pages_are_exact_and_counted_by_the_writes, |app| async move {
