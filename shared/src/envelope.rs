@@ -37,10 +37,7 @@ struct Body<'a, T> {
 
 impl<T: Serialize> IntoResponse for Envelope<T> {
     fn into_response(self) -> Response {
-        match self.to_json(ANSWER_CAPACITY) {
-            Ok(buf) => json_bytes(status_of(self.code), buf),
-            Err(e) => crate::error::ApiError::internal(e).into_response(),
-        }
+        json_written(status_of(self.code), self.to_json(ANSWER_CAPACITY))
     }
 }
 
@@ -92,16 +89,18 @@ const ANSWER_CAPACITY: usize = 4096;
 /// quote, a comma), which made copying the answer a tenth of a warm list request's time.
 pub fn json_answer<T: Serialize>(status: axum::http::StatusCode, value: &T) -> Response {
     let mut buf = Vec::with_capacity(ANSWER_CAPACITY);
-    match serde_json::to_writer(&mut buf, value) {
-        Ok(()) => json_bytes(status, buf),
-        Err(e) => crate::error::ApiError::internal(e).into_response(),
-    }
+    json_written(status, serde_json::to_writer(&mut buf, value).map(|()| buf))
 }
 
-/// A JSON answer already written.
-pub fn json_bytes(status: axum::http::StatusCode, body: Vec<u8>) -> Response {
+/// A JSON answer already written, or a 500 if writing it failed.
+pub fn json_written(status: axum::http::StatusCode, body: serde_json::Result<Vec<u8>>) -> Response {
     use axum::http::{HeaderValue, header};
-    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+    match body {
+        Ok(body) => {
+            (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+        }
+        Err(e) => crate::error::ApiError::internal(e).into_response(),
+    }
 }
 
 /// The HTTP status a success `code` is answered with.

@@ -44,6 +44,12 @@ pub fn is_id(s: &str) -> bool {
     s.len() == 24 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
+/// The first and last possible ids: every id, and no other sort key of a partition of ids (the
+/// lists' count items sort after them).
+pub fn all_ids() -> (String, String) {
+    ("0".repeat(24), "f".repeat(24))
+}
+
 /// The inclusive sort-key range of ids created inside `r`.
 pub fn id_range(r: &DateRange) -> (String, String) {
     let lo = r.start.timestamp_millis().max(0) as u64;

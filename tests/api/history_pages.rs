@@ -137,7 +137,7 @@ both!(pages_are_exact_through_appends_late_inserts_and_resends, |app| async move
     assert_pages_exact(&app, &p, &user, None).await;
 });
 
-/// Every page of `lo..=hi` newest first (`history_pages::page_in`), and one past the end, against
+/// Every page of `lo..=hi` newest first (`history_pages::page`), and one past the end, against
 /// the keys read in one descending query.
 async fn assert_newest_first_exact(app: &TestApp, pk: &str, lo: &str, hi: &str) {
     let s = app.state.store.as_ref();
@@ -153,7 +153,7 @@ async fn assert_newest_first_exact(app: &TestApp, pk: &str, lo: &str, hi: &str) 
     let pages = all.len().div_ceil(PAGE_SIZE);
     for n in 1..=pages + 1 {
         let (docs, info) =
-            history_pages::page_in(s, Table::Locations, pk, lo, hi, PageNumber(n), Order::NewestFirst).await.unwrap();
+            history_pages::page(s, Table::Locations, pk, lo, hi, PageNumber(n), Order::NewestFirst).await.unwrap();
         let ids: Vec<String> = docs
             .iter()
             .map(|d| serde_json::from_slice::<serde_json::Value>(d).unwrap()["sk"].as_str().unwrap().to_owned())
@@ -201,13 +201,13 @@ both!(a_read_while_entries_are_deleted_leaves_no_stale_counts, |app| async move 
         all.iter().step_by(4).map(|i| (pk.clone(), i["sk"].as_str().unwrap().to_owned())).collect();
     // A deleter as retention and erasure are: a reader comes between its registration and its
     // deletes, and after them, before it is done.
-    let change = history_pages::changing(s, Table::Locations, &keys, false).await.unwrap();
+    let change = history_pages::deleting(s, Table::Locations, &keys).await.unwrap();
     assert_pages_exact(&app, &p, &user, None).await;
     s.delete_many(Table::Locations, keys).await.unwrap();
     assert_pages_exact(&app, &p, &user, None).await;
     change.done(s).await.unwrap();
     assert_pages_exact(&app, &p, &user, None).await;
-    let (lo, hi) = history_pages::id_bounds();
+    let (lo, hi) = shared::ids::all_ids();
     assert_eq!(history_pages::count(s, Table::Locations, &pk, &lo, &hi).await.unwrap(), all.len() - 15);
 });
 

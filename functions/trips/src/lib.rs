@@ -62,13 +62,15 @@ async fn events(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
     let page = q.page_number()?;
     let store = s.store.as_ref();
     shared::domain::users::require_ref(store, &p, "user_id", user_id).await?;
-    if let Some(t) = q.opt("trip_id") {
+    let trip = match q.opt("trip_id") {
         // Events of v2 trips are listed too: the trip may be of either generation.
-        if trips::get(store, &p, Api::V2, t).await.is_err() {
-            trips::get(store, &p, Api::V1, t).await?;
-        }
-    }
-    let (list, info) = trips::events::list(store, &p, user_id, q.opt("trip_id"), range, page).await?;
+        Some(t) => Some(match trips::get(store, &p, Api::V2, t).await {
+            Ok(trip) => trip,
+            Err(_) => trips::get(store, &p, Api::V1, t).await?,
+        }),
+        None => None,
+    };
+    let (list, info) = trips::events::list(store, &p, user_id, trip.as_ref(), range, page).await?;
     let events: Vec<Value> = list.iter().map(trips::events::listed_json).collect();
     Ok(Envelope::ok(
         shared::envelope::SUCCESS,

@@ -395,7 +395,7 @@ async fn erase_trip(cx: &mut Ctx<'_>, pk: &str, trip: &Item) -> Result<(), ApiEr
     }
     // Copies in users' trip-events lists, which page by their own counts (`history_pages`): a
     // trip given to another user before it started keeps copies in its first user's list.
-    let change = history_pages::changing(cx.store, Table::Main, &keys, false).await?;
+    let change = history_pages::deleting(cx.store, Table::Main, &keys).await?;
     keys.extend(events.iter().map(key_of).collect::<Result<Vec<_>, _>>()?);
     keys.push((trips::user_trips_pk(&cx.pid, &cx.uid), trip_id.clone()));
     cx.delete_keys(Table::Main, keys).await?;
@@ -476,7 +476,7 @@ async fn geofence_events(cx: &mut Ctx<'_>) -> Result<bool, ApiError> {
             fences.insert(fid);
         }
         // The project's and the fences' lists must not count them (`history_pages`).
-        let change = history_pages::changing(cx.store, Table::Main, &copies, false).await?;
+        let change = history_pages::deleting(cx.store, Table::Main, &copies).await?;
         copies.extend(fences.iter().map(|f| (fence_events::fence_users_pk(&cx.pid, f), cx.uid.clone())));
         cx.delete_keys(Table::Main, copies).await?;
         change.done(cx.store).await?;
@@ -622,7 +622,7 @@ async fn webhook_messages(cx: &mut Ctx<'_>, mut cursor: Option<String>) -> Resul
             }
         }
         // The endpoints' delivery logs page by their own counts (`history_pages`): not of these.
-        let change = history_pages::changing(cx.store, Table::Main, &logged, false).await?;
+        let change = history_pages::deleting(cx.store, Table::Main, &logged).await?;
         refs.extend(logged);
         cx.delete_keys(Table::Main, refs).await?;
         change.done(cx.store).await?;

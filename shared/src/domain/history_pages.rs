@@ -3,8 +3,7 @@
 //! log, at a cost that does not grow with the page number. All are partitions of items keyed by
 //! time-ordered 24-hex-digit ids ("fixes" below: the others are counted the same way, in the main
 //! table). Writers count through [`put_new_counted`] (put-if-absent) or [`counting`] (around a
-//! transaction); deleters of single entries (and writers that cannot tell what was new) go
-//! through [`changing`].
+//! transaction); deleters of single entries go through [`deleting`].
 //!
 //! Counting a range is linear in it on both stores (on DynamoDB a `Select=COUNT` query reads
 //! every item), and DynamoDB cannot skip N items without reading them. So a history partition
@@ -30,7 +29,7 @@
 //! exact but for the inserts of its pending writers; while one is in flight a reader counts that
 //! bucket itself. Every write of a bucket is conditional on the nonce read before it. A writer
 //! pending for longer than any request lives died part-way: the bucket becomes `valid: false`,
-//! as it does after retention's sweeper deletes fixes ([`changing`]), and the next reader
+//! as it does after retention's sweeper deletes fixes ([`deleting`]), and the next reader
 //! recounts it and writes it back. DynamoDB TTL deletes fixes without telling anyone: a cell keeps
 //! the earliest `expires_at` of its fixes, and once that has passed the cell is counted directly.
 
@@ -56,14 +55,9 @@ const TRIES: usize = 20;
 /// batch marks rely on the same bound).
 const DEAD_AFTER_MS: i64 = super::processor::ABANDONED_SECONDS * 1000;
 
-/// The first and last possible ids (24 hex digits).
-pub fn id_bounds() -> (String, String) {
-    ("0".repeat(24), "f".repeat(24))
-}
-
 /// The sort-key range of every fix of a partition.
 pub fn fixes() -> SkRange {
-    let (lo, hi) = id_bounds();
+    let (lo, hi) = crate::ids::all_ids();
     SkRange::Between(lo, hi)
 }
 
@@ -217,10 +211,10 @@ pub async fn begin_at(
     writers.pop().ok_or_else(|| StoreError::Backend("no writer".into()))
 }
 
-/// [`begin_at`] in several partitions (`(pk, ids)` each), registered in one write.
-/// A deleter (`adds` false) registers only in buckets that exist, and makes no root: a bucket
-/// with entries exists unless its partition was never counted (its first read counts it), and
-/// an erased user's partition must not get items back.
+/// [`begin_at`] in several partitions (`(pk, ids)` each), registered in one write. A deleter
+/// (`adds` false) registers only in buckets that exist, and makes no root: a bucket with
+/// entries exists unless its partition was never counted (its first read counts it), and an
+/// erased user's partition must not get items back.
 async fn begin_all(
     store: &dyn Store,
     table: Table,
@@ -334,11 +328,7 @@ pub async fn put_new_counted_with(
     }
     let keys: Vec<(String, String)> = items.iter().map(key_of).collect::<Result<_, _>>()?;
     let ttls: Vec<Option<i64>> = items.iter().map(|i| i.get(TTL_ATTRIBUTE).and_then(Value::as_i64)).collect();
-    let mut partitions: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (pk, sk) in &keys {
-        partitions.entry(pk).or_default().push(sk);
-    }
-    let parts: Vec<(&str, Vec<&str>)> = partitions.into_iter().collect();
+    let parts = by_partition(keys.iter().map(|(pk, id)| (pk.as_str(), id.as_str())));
     let writers = begin_all(store, table, &parts, now_ms(), true).await?;
     let counted = items.len();
     let all = if others.is_empty() { items } else { items.into_iter().chain(others).collect() };
@@ -386,11 +376,7 @@ pub async fn counting<T>(
     if entries.is_empty() {
         return write.await;
     }
-    let mut partitions: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for e in entries {
-        partitions.entry(&e.pk).or_default().push(&e.id);
-    }
-    let parts: Vec<(&str, Vec<&str>)> = partitions.into_iter().collect();
+    let parts = by_partition(entries.iter().map(|e| (e.pk.as_str(), e.id.as_str())));
     let writers = begin_all(store, table, &parts, now_ms(), true).await?;
     let result = write.await;
     let stored = match &result {
@@ -411,35 +397,34 @@ pub async fn counting<T>(
 }
 
 /// Entries with these keys (`(pk, id)`, of one or more partitions) are about to be deleted (not
-/// whole partitions), or added without being counted (`adds`: their buckets are made when
-/// absent): registered as a writer in their buckets, so a reader counts those buckets itself
-/// until [`Changing::done`], after which the next reader recounts them. (Marking the buckets
-/// alone was not enough: a reader between the mark and the delete recounted and wrote back
-/// counts of what was then deleted.)
-pub async fn changing(
-    store: &dyn Store,
-    table: Table,
-    keys: &[(String, String)],
-    adds: bool,
-) -> Result<Changing, StoreError> {
+/// whole partitions): registered as a writer in their buckets, so a reader counts those buckets
+/// itself until [`Deleting::done`], after which the next reader recounts them. (Marking the
+/// buckets alone was not enough: a reader between the mark and the delete recounted and wrote
+/// back counts of what was then deleted.)
+pub async fn deleting(store: &dyn Store, table: Table, keys: &[(String, String)]) -> Result<Deleting, StoreError> {
+    let parts = by_partition(keys.iter().map(|(pk, id)| (pk.as_str(), id.as_str())));
+    Ok(Deleting(begin_all(store, table, &parts, now_ms(), false).await?))
+}
+
+/// Writers registered by [`deleting`]. Not finished (an error on the way), they count as dead
+/// within a minute, with the same effect.
+#[must_use = "call done once the entries are deleted"]
+pub struct Deleting(Vec<Writer>);
+
+impl Deleting {
+    /// The entries are deleted: the buckets are left to be recounted by the next reader.
+    pub async fn done(self, store: &dyn Store) -> Result<(), StoreError> {
+        finish_all(store, self.0, None).await
+    }
+}
+
+/// Keys (`(pk, id)`) grouped by partition, as [`begin_all`] takes them.
+fn by_partition<'a>(keys: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<(&'a str, Vec<&'a str>)> {
     let mut partitions: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (pk, id) in keys {
         partitions.entry(pk).or_default().push(id);
     }
-    let parts: Vec<(&str, Vec<&str>)> = partitions.into_iter().collect();
-    Ok(Changing(begin_all(store, table, &parts, now_ms(), adds).await?))
-}
-
-/// Writers registered by [`changing`]. Not finished (an error on the way), they count as dead
-/// within a minute, with the same effect.
-#[must_use = "call done once the entries are changed"]
-pub struct Changing(Vec<Writer>);
-
-impl Changing {
-    /// The entries are changed: the buckets are left to be recounted by the next reader.
-    pub async fn done(self, store: &dyn Store) -> Result<(), StoreError> {
-        finish_all(store, self.0, None).await
-    }
+    partitions.into_iter().collect()
 }
 
 /// Cell counts of a bucket, by reading its fixes. Written back when `seen` (the bucket as read
@@ -561,22 +546,11 @@ async fn cells(
     Ok(cells)
 }
 
-/// Page `page` of the fixes of partition `pk` whose keys lie in `lo..=hi` (hex ids), oldest
-/// first, with its paging fields: the same answer as counting the range and skipping, at the
-/// cost of the range's bucket items, a cell and a page; the page as stored JSON documents.
+/// Page `page` of the fixes of partition `pk` whose keys lie in `lo..=hi` (hex ids), in `order`
+/// (newest first: counted from the range's end), with its paging fields: the same answer as
+/// counting the range and skipping, at the cost of the range's bucket items, a cell and a page;
+/// the page as stored JSON documents.
 pub async fn page(
-    store: &dyn Store,
-    table: Table,
-    pk: &str,
-    lo: &str,
-    hi: &str,
-    page: PageNumber,
-) -> Result<(Vec<Vec<u8>>, PageInfo), StoreError> {
-    page_in(store, table, pk, lo, hi, page, Order::OldestFirst).await
-}
-
-/// [`page`] in the given order (newest first: the page counted from the range's end).
-pub async fn page_in(
     store: &dyn Store,
     table: Table,
     pk: &str,

@@ -28,6 +28,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::ids::all_ids;
 use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
 use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, key_of};
 
@@ -57,11 +58,6 @@ pub fn counts_pk(list_pk: &str) -> String {
 /// counters are one key range, and a node's children the range under its prefix).
 fn counter_sk(prefix: &str) -> String {
     format!("{:x}{prefix}", prefix.len())
-}
-
-/// The id range of a list: every sort key of its partition is an id.
-fn ids() -> (String, String) {
-    ("0".repeat(24), "f".repeat(24))
 }
 
 /// The operations that count `id` in (`delta` 1) or out of (`delta` -1) the list at `pk`: part of
@@ -287,10 +283,10 @@ pub async fn page<T: DeserializeOwned>(
     if store.get(table, &cpk, BUILT_SK).await?.is_none() {
         build(store, table, pk).await?;
     }
-    let (lo, hi) = range.unwrap_or_else(ids);
+    let (lo, hi) = range.unwrap_or_else(all_ids);
     // Positions [a, b) of the whole list hold the range.
     let mut root = None;
-    let b = if hi == ids().1 {
+    let b = if hi == all_ids().1 {
         let r = children(store, table, &cpk, "", 0, None).await?;
         let total = r.iter().map(|(_, c)| *c).sum::<i64>().max(0) as usize;
         root = Some(r);
@@ -299,7 +295,7 @@ pub async fn page<T: DeserializeOwned>(
         rank_le(store, table, pk, &hi).await?
     };
     let a = match before(&lo) {
-        Some(k) if lo != ids().0 => rank_le(store, table, pk, &k).await?,
+        Some(k) if lo != all_ids().0 => rank_le(store, table, pk, &k).await?,
         _ => 0,
     };
     let total = b.saturating_sub(a);

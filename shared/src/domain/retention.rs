@@ -329,7 +329,7 @@ impl Run<'_> {
             let own: Vec<(String, String)> = events.iter().map(|e| (events_pk(pid), e.id.clone())).collect();
             // The three lists' counts (`history_pages`) must not count them.
             let all: Vec<(String, String)> = copies.iter().chain(&own).cloned().collect();
-            let change = super::history_pages::changing(self.store, Table::Main, &all, false).await?;
+            let change = super::history_pages::deleting(self.store, Table::Main, &all).await?;
             self.store.delete_many(Table::Main, copies).await?;
             self.store.delete_many(Table::Main, own).await?;
             change.done(self.store).await?;
@@ -363,7 +363,7 @@ impl Run<'_> {
                 copies.push((outbox::pending_pk(pid, wh), outbox::pending_sk(m.user_id.as_deref(), &m.id)));
             }
             // The delivery logs page by their own counts (`history_pages`): not of these.
-            let change = super::history_pages::changing(self.store, Table::Main, &logged, false).await?;
+            let change = super::history_pages::deleting(self.store, Table::Main, &logged).await?;
             copies.extend(logged);
             self.out.items += copies.len() + msgs.len();
             self.store.delete_many(Table::Main, copies).await?;
@@ -408,7 +408,7 @@ impl Run<'_> {
                             self.out.locations += keys.len();
                         }
                         // Both lists page by their own counts (history_pages): not of these.
-                        let change = super::history_pages::changing(self.store, table, &keys, false).await?;
+                        let change = super::history_pages::deleting(self.store, table, &keys).await?;
                         self.out.items += keys.len();
                         self.store.delete_many(table, keys).await?;
                         change.done(self.store).await?;

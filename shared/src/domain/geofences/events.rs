@@ -33,7 +33,7 @@ use crate::domain::users::User;
 use crate::domain::{groups, history_pages};
 use crate::error::ApiError;
 use crate::ids::{id_at, id_range};
-use crate::paging::{PageInfo, PageNumber, list_page};
+use crate::paging::{Order, PageInfo, PageNumber, list_page};
 use crate::store::{Cond, Item, SkRange, Store, Table, WriteOp, from_item, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
@@ -245,7 +245,7 @@ pub(crate) fn event_items(
 /// `{events, users}` of one fence.
 pub async fn counts(store: &dyn Store, p: &Project, fid: &str) -> Result<Value, ApiError> {
     // From the list's own counts (`history_pages`), not by reading every event.
-    let (lo, hi) = history_pages::id_bounds();
+    let (lo, hi) = crate::ids::all_ids();
     let events = history_pages::count(store, Table::Main, &fence_events_pk(&p.project_id, fid), &lo, &hi).await?;
     let users = store.count(Table::Main, &fence_users_pk(&p.project_id, fid), &SkRange::All).await?;
     Ok(json!({"events": events, "users": users}))
@@ -272,7 +272,7 @@ pub async fn list(
         return Ok(list_page(store, Table::Main, &pk, SkRange::Between(lo, hi), page, Some(&keep)).await?);
     }
     // Each list keeps its own counts (`history_pages`): page N reads about what page 1 does.
-    let (docs, info) = history_pages::page(store, Table::Main, &pk, &lo, &hi, page).await?;
+    let (docs, info) = history_pages::page(store, Table::Main, &pk, &lo, &hi, page, Order::OldestFirst).await?;
     Ok((docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?, info))
 }
 

@@ -20,7 +20,7 @@ use crate::auth::Project;
 use crate::error::ApiError;
 use crate::geometry::{LngLat, encode_polyline, encode_time_aware_polyline};
 use crate::ids::{id_at, id_range};
-use crate::paging::{PageInfo, PageNumber};
+use crate::paging::{Order, PageInfo, PageNumber};
 use crate::store::{Query, SkRange, Store, Table, from_item, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
@@ -240,7 +240,7 @@ pub async fn store_unsynced(
 /// The key range of the fixes recorded inside `range` (all of them without one); never the
 /// partition's count items (`history_pages`).
 fn bounds(range: Option<DateRange>) -> (String, String) {
-    range.map(|r| id_range(&r)).unwrap_or_else(|| ("0".repeat(24), "f".repeat(24)))
+    range.map(|r| id_range(&r)).unwrap_or_else(crate::ids::all_ids)
 }
 
 fn range_of(range: Option<DateRange>) -> SkRange {
@@ -259,7 +259,7 @@ pub async fn list(
 ) -> Result<(Vec<Location>, PageInfo), ApiError> {
     let pk = locations_pk(&p.project_id, user_id);
     let (lo, hi) = bounds(range);
-    let (docs, info) = history_pages::page(store, Table::Locations, &pk, &lo, &hi, page).await?;
+    let (docs, info) = history_pages::page(store, Table::Locations, &pk, &lo, &hi, page, Order::OldestFirst).await?;
     Ok((docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?, info))
 }
 

@@ -7,13 +7,13 @@
 //! of trips. Event ids are time-ordered (the time of the change, or of the fix that caused it),
 //! so a date range is a key range. The user's list keeps its own counts (`history_pages`: the
 //! copies are counted by the transaction that writes them, see [`index_put`]), so page N reads
-//! about what page 1 does; the list of one trip reads that trip's events.
+//! about what page 1 does; the list of one trip reads the user's list over that trip's span.
 
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{Value, json};
 
-use super::TripEvent;
 use super::json::event_json;
+use super::{Trip, TripEvent};
 use crate::auth::Project;
 use crate::domain::history_pages::{self, NewEntry};
 use crate::domain::locations::{Location, location_json, locations_pk};
@@ -55,21 +55,20 @@ pub struct ListedEvent {
 }
 
 /// One page of the user's trip events recorded inside `range`, newest first (as Roam lists
-/// them), of `trip_id` only when given.
+/// them), of `trip` only when given (with its events, as `trips::get` reads it).
 pub async fn list(
     store: &dyn Store,
     p: &Project,
     user_id: &str,
-    trip_id: Option<&str>,
+    trip: Option<&Trip>,
     range: DateRange,
     page: PageNumber,
 ) -> Result<(Vec<ListedEvent>, PageInfo), ApiError> {
     let (lo, hi) = id_range(&range);
-    let (events, info) = match trip_id {
+    let (events, info) = match trip {
         None => {
             let pk = user_events_pk(&p.project_id, user_id);
-            let (docs, info) =
-                history_pages::page_in(store, Table::Main, &pk, &lo, &hi, page, Order::NewestFirst).await?;
+            let (docs, info) = history_pages::page(store, Table::Main, &pk, &lo, &hi, page, Order::NewestFirst).await?;
             (docs.iter().map(|d| from_json(d)).collect::<Result<Vec<TripEvent>, _>>()?, info)
         }
         Some(t) => of_trip(store, p, user_id, t, (&lo, &hi), page).await?,
@@ -93,20 +92,18 @@ pub async fn list(
     Ok((listed, info))
 }
 
-/// The page of the user's list filtered by `trip_id`: read over the span of ids of that trip's
-/// own copies of its events (a trip's events, or more when the user had trips at the same time),
-/// not the user's whole list; from the user's copies, so what retention let expire is gone.
+/// The page of the user's list filtered by `trip`: read over the span of ids of the trip's own
+/// events (a trip's events, or more when the user had trips at the same time), not the user's
+/// whole list; from the user's copies, so what retention let expire is gone.
 async fn of_trip(
     store: &dyn Store,
     p: &Project,
     user_id: &str,
-    trip_id: &str,
+    trip: &Trip,
     (lo, hi): (&str, &str),
     page: PageNumber,
 ) -> Result<(Vec<TripEvent>, PageInfo), ApiError> {
-    let q = Query::new(super::events_pk(&p.project_id, trip_id), SkRange::All);
-    let own: Vec<TripEvent> = query_as(store, Table::Main, &q).await?;
-    let ids = own.iter().filter(|e| e.user_id.as_deref() == Some(user_id)).map(|e| e.id.as_str());
+    let ids = trip.events.iter().filter(|e| e.user_id.as_deref() == Some(user_id)).map(|e| e.id.as_str());
     let (Some(first), Some(last)) = (ids.clone().min(), ids.max()) else {
         return Ok((Vec::new(), PageInfo::new(page, 0)));
     };
@@ -116,7 +113,7 @@ async fn of_trip(
     }
     let q = Query::new(user_events_pk(&p.project_id, user_id), SkRange::Between(from.into(), to.into())).descending();
     let events: Vec<TripEvent> =
-        query_as::<TripEvent>(store, Table::Main, &q).await?.into_iter().filter(|e| e.trip_id == trip_id).collect();
+        query_as::<TripEvent>(store, Table::Main, &q).await?.into_iter().filter(|e| e.trip_id == trip.id).collect();
     let info = PageInfo::new(page, events.len());
     Ok((events.into_iter().skip(page.offset()).take(PAGE_SIZE).collect(), info))
 }

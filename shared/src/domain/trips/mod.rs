@@ -467,7 +467,7 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
     let tracking = TrackingRef { project_id: p.project_id.clone(), api, trip_id: trip.id.clone() };
     // Events first: they set the record's event count.
     let days = crate::domain::retention::days(store, &p.project_id).await?;
-    let (events, counted) = event_puts(p, &mut trip, 0, 0, days)?;
+    let (events, mut counted) = event_puts(p, &mut trip, 0, 0, days)?;
     let mut ops = vec![
         WriteOp::Put {
             table: Table::Main,
@@ -485,9 +485,7 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
         ops.extend(list_pages::count_ops(Table::Main, &trips_pk(&p.project_id, api), &trip.id, 1));
     }
     ops.extend(events);
-    let (hooks, logged) = hook_ops(store, p, &trip, 0).await?;
-    ops.extend(hooks);
-    let counted: Vec<NewEntry> = counted.into_iter().chain(logged).collect();
+    hook_ops(store, p, &trip, 0, &mut ops, &mut counted).await?;
     history_pages::counting(store, Table::Main, &counted, true, store.transact(ops)).await?;
     Ok(trip)
 }
@@ -508,22 +506,24 @@ async fn get_record(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> 
     Ok(get_as(store, Table::Main, &trips_pk(&p.project_id, api), trip_id).await?)
 }
 
-/// Webhook messages for the events pushed onto `trip` since `before` (none when the project
-/// has no endpoints), written in the same transaction as the trip, and the delivery log entries
-/// among them to count.
+/// Add to `ops` the webhook messages for the events pushed onto `trip` since `before` (none when
+/// the project has no endpoints), for the same transaction as the trip, and to `counted` the
+/// delivery log entries among them.
 async fn hook_ops(
     store: &dyn Store,
     p: &Project,
     trip: &Trip,
     before: usize,
-) -> Result<(Vec<WriteOp>, Vec<NewEntry>), ApiError> {
+    ops: &mut Vec<WriteOp>,
+    counted: &mut Vec<NewEntry>,
+) -> Result<(), ApiError> {
     let new: Vec<&TripEvent> = trip.events[before.min(trip.events.len())..].iter().chain(&trip.hook_only).collect();
     if new.is_empty() {
-        return Ok(Default::default());
+        return Ok(());
     }
     let subs = crate::domain::webhooks::subscriptions(store, p).await?;
     if subs.is_empty() {
-        return Ok(Default::default());
+        return Ok(());
     }
     let user = match &trip.user_id {
         Some(u) => users::get(store, p, u).await?,
@@ -531,7 +531,10 @@ async fn hook_ops(
     };
     let hooks: Vec<_> = new.into_iter().filter_map(|e| progress::hook_event(trip, e, user.as_ref())).collect();
     let days = crate::domain::retention::days(store, &p.project_id).await?;
-    crate::domain::webhooks::outbox::enqueue_ops(p, &subs, &hooks, days)
+    let (hook_ops, logged) = crate::domain::webhooks::outbox::enqueue_ops(p, &subs, &hooks, days)?;
+    ops.extend(hook_ops);
+    counted.extend(logged);
+    Ok(())
 }
 
 async fn is_deleted(store: &dyn Store, p: &Project, trip_id: &str) -> Result<bool, ApiError> {
@@ -784,13 +787,11 @@ async fn modify_once(
     trip.version += 1;
     trip.updated_at = Timestamp::now();
     let days = crate::domain::retention::days(store, &p.project_id).await?;
-    let (events, counted) = event_puts(p, &mut trip, snapshot.events.len(), snapshot.event_count, days)?;
+    let (events, mut counted) = event_puts(p, &mut trip, snapshot.events.len(), snapshot.event_count, days)?;
     ops.extend(events);
     let item = to_item(&trips_pk(&p.project_id, api), &trip.id, &trip)?;
     ops.insert(0, WriteOp::Put { table: Table::Main, item, cond: Cond::Equals("version", snapshot.version.into()) });
-    let (hooks, logged) = hook_ops(store, p, &trip, snapshot.events.len()).await?;
-    ops.extend(hooks);
-    let counted: Vec<NewEntry> = counted.into_iter().chain(logged).collect();
+    hook_ops(store, p, &trip, snapshot.events.len(), &mut ops, &mut counted).await?;
     match history_pages::counting(store, Table::Main, &counted, true, store.transact(ops)).await {
         Ok(()) => Ok(Some(trip)),
         Err(StoreError::ConditionFailed) => Ok(None),

@@ -5,12 +5,12 @@
 
 use std::ops::Range;
 
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
 use super::route::{Route, active_seconds};
 use super::{Summary, TripState};
-use crate::envelope::{Envelope, SUCCESS, json_bytes};
+use crate::envelope::{Envelope, SUCCESS, json_written};
 use crate::geometry::LngLat;
 use crate::time::Timestamp;
 
@@ -185,10 +185,7 @@ impl SummaryBody {
 
     /// The v1/v3 answer ([`SummaryBody::to_json`]).
     pub fn into_response(self) -> Response {
-        match self.to_json() {
-            Ok(buf) => json_bytes(axum::http::StatusCode::OK, buf),
-            Err(e) => crate::error::ApiError::internal(e).into_response(),
-        }
+        json_written(axum::http::StatusCode::OK, self.to_json())
     }
 
     /// The v1/v3 answer's bytes, byte for byte the envelope around [`SummaryBody`]'s

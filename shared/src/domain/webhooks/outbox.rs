@@ -23,7 +23,7 @@ use crate::auth::Project;
 use crate::domain::history_pages::{self, NewEntry};
 use crate::error::ApiError;
 use crate::ids::id_range;
-use crate::paging::{PageInfo, PageNumber, list_page};
+use crate::paging::{Order, PageInfo, PageNumber, list_page};
 use crate::store::{
     Cond, Item, Query, SkRange, Store, StoreError, TTL_ATTRIBUTE, Table, WriteOp, from_item, from_json, key_of, to_item,
 };
@@ -278,8 +278,8 @@ pub async fn deliveries(
     let pk = log_pk(&p.project_id, wh);
     let Some(status) = status else {
         // The log keeps its own counts (`history_pages`): page N reads about what page 1 does.
-        let (lo, hi) = history_pages::id_bounds();
-        let (docs, info) = history_pages::page(store, Table::Main, &pk, &lo, &hi, page).await?;
+        let (lo, hi) = crate::ids::all_ids();
+        let (docs, info) = history_pages::page(store, Table::Main, &pk, &lo, &hi, page, Order::OldestFirst).await?;
         return Ok((docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?, info));
     };
     // One status: filtered, so the whole log is read (a delivery's status changes as it is sent).
@@ -302,8 +302,7 @@ pub fn delivery_json(d: &Delivery) -> Value {
 /// Queue `m` again for `endpoint`: its delivery (made if the log has none) back to pending, with
 /// a pending entry and a work mark. The delivery is written on the condition that it is as read
 /// (a delivery the retention sweeper or an erasure deleted meanwhile is not brought back
-/// uncounted); a new one is registered in the log's counts (`history_pages`) while it is
-/// written, and recounted after.
+/// uncounted); a new one is counted in the log's counts (`history_pages`) as it is written.
 async fn replay_one(
     store: &dyn Store,
     p: &Project,
@@ -313,17 +312,13 @@ async fn replay_one(
 ) -> Result<(), ApiError> {
     let lpk = log_pk(&p.project_id, &endpoint.id);
     for _ in 0..5 {
-        let (mut d, cond, change) = match store.get(Table::Main, &lpk, &m.id).await? {
+        let (mut d, cond, is_new) = match store.get(Table::Main, &lpk, &m.id).await? {
             Some(item) => {
                 let read_at = item.get("updated_at").cloned().unwrap_or_default();
-                (from_item::<Delivery>(item)?, Cond::Equals("updated_at", read_at), None)
+                (from_item::<Delivery>(item)?, Cond::Equals("updated_at", read_at), false)
             }
-            None => {
-                // New to the log: the endpoint was made after the event.
-                let keys = [(lpk.clone(), m.id.clone())];
-                let change = history_pages::changing(store, Table::Main, &keys, true).await?;
-                (new_delivery(&endpoint.id, m, now), Cond::NotExists, Some(change))
-            }
+            // New to the log: the endpoint was made after the event.
+            None => (new_delivery(&endpoint.id, m, now), Cond::NotExists, true),
         };
         d.status = Status::Pending;
         d.round_attempts = 0;
@@ -332,17 +327,14 @@ async fn replay_one(
         d.updated_at = later(now, d.updated_at);
         let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now, expires_at: m.expires_at };
         let pending = to_item(&pending_pk(&p.project_id, &endpoint.id), &pending_sk(m.user_id.as_deref(), &m.id), &r)?;
-        let written = store
-            .transact(vec![
-                WriteOp::Put { table: Table::Main, item: to_item(&lpk, &m.id, &d)?, cond },
-                WriteOp::Put { table: Table::Main, item: pending, cond: Cond::None },
-                work_mark(p, &endpoint.id)?,
-            ])
-            .await;
-        if let Some(change) = change {
-            change.done(store).await?;
-        }
-        match written {
+        let log = to_item(&lpk, &m.id, &d)?;
+        let new = if is_new { vec![new_entry(&log)?] } else { Vec::new() };
+        let ops = vec![
+            WriteOp::Put { table: Table::Main, item: log, cond },
+            WriteOp::Put { table: Table::Main, item: pending, cond: Cond::None },
+            work_mark(p, &endpoint.id)?,
+        ];
+        match history_pages::counting(store, Table::Main, &new, true, store.transact(ops)).await {
             Ok(()) => return Ok(()),
             // Written by someone else since it was read (an attempt, a replay, a delete).
             Err(StoreError::ConditionFailed) => continue,
