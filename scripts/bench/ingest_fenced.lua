@@ -52,7 +52,7 @@ request = function()
 end
 
 response = function(status, headers, body)
-  if status ~= 200 then
+  if status < 200 or status >= 300 then
     errors = errors + 1
     if errors <= 3 then io.stderr:write("unexpected status " .. status .. ": " .. body .. "\n") end
   end

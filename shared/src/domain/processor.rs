@@ -34,7 +34,7 @@ use crate::auth::{KeyKind, Project};
 use crate::error::ApiError;
 use crate::ids::id_at;
 use crate::store::{
-    Cond, Item, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item,
+    Cond, Item, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_jsons, to_item,
 };
 use crate::time::Timestamp;
 
@@ -264,8 +264,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             .after(start.last_id.clone())
             .limit(PASS_FIXES + 1);
         // Decoded straight from the stored documents; one past the pass says whether there is more.
-        let mut fixes: Vec<Location> =
-            store.query_docs(Table::Locations, &q).await?.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?;
+        let mut fixes: Vec<Location> = from_jsons(&store.query_docs(Table::Locations, &q).await?)?;
         let more = fixes.len() > PASS_FIXES && blocking.is_empty();
         fixes.truncate(PASS_FIXES);
         if fixes.is_empty() && marks.is_empty() {

@@ -34,7 +34,7 @@ use crate::domain::{groups, history_pages};
 use crate::error::ApiError;
 use crate::ids::{id_at, id_range};
 use crate::paging::{Order, PageInfo, PageNumber, list_page};
-use crate::store::{Cond, Item, SkRange, Store, Table, WriteOp, from_item, from_json, to_item};
+use crate::store::{Cond, Item, SkRange, Store, Table, WriteOp, from_item, from_jsons, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Seconds inside a fence after which a dwell event is recorded (once per visit).
@@ -273,7 +273,7 @@ pub async fn list(
     }
     // Each list keeps its own counts (`history_pages`): page N reads about what page 1 does.
     let (docs, info) = history_pages::page(store, Table::Main, &pk, &lo, &hi, page, Order::OldestFirst).await?;
-    Ok((docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?, info))
+    Ok((from_jsons(&docs)?, info))
 }
 
 /// An event as lists and webhooks show it, serialised straight from the record; fields in

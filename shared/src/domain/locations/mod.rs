@@ -21,7 +21,7 @@ use crate::error::ApiError;
 use crate::geometry::{LngLat, encode_polyline, encode_time_aware_polyline};
 use crate::ids::{id_at, id_range};
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::store::{Query, SkRange, Store, Table, from_item, from_json, to_item};
+use crate::store::{Query, SkRange, Store, Table, from_item, from_jsons, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Most locations in one ingest batch.
@@ -260,7 +260,7 @@ pub async fn list(
     let pk = locations_pk(&p.project_id, user_id);
     let (lo, hi) = bounds(range);
     let (docs, info) = history_pages::page(store, Table::Locations, &pk, &lo, &hi, page, Order::OldestFirst).await?;
-    Ok((docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?, info))
+    Ok((from_jsons(&docs)?, info))
 }
 
 /// The whole range as a Google polyline and a time-aware polyline.

@@ -20,7 +20,7 @@ use crate::domain::locations::{Location, location_json, locations_pk};
 use crate::error::ApiError;
 use crate::ids::id_range;
 use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
-use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, query_as, to_item};
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_jsons, query_as, to_item};
 use crate::time::DateRange;
 
 pub(crate) fn user_events_pk(project_id: &str, user_id: &str) -> String {
@@ -69,7 +69,7 @@ pub async fn list(
         None => {
             let pk = user_events_pk(&p.project_id, user_id);
             let (docs, info) = history_pages::page(store, Table::Main, &pk, &lo, &hi, page, Order::NewestFirst).await?;
-            (docs.iter().map(|d| from_json(d)).collect::<Result<Vec<TripEvent>, _>>()?, info)
+            (from_jsons::<TripEvent>(&docs)?, info)
         }
         Some(t) => of_trip(store, p, user_id, t, (&lo, &hi), page).await?,
     };

@@ -41,7 +41,7 @@ use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id, random_hex};
 use crate::metadata;
 use crate::store::{
-    Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, get_as, query_as, query_as_spread, to_item,
+    Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_jsons, get_as, query_as, query_as_spread, to_item,
 };
 use crate::time::{DateRange, Timestamp};
 
@@ -334,7 +334,7 @@ async fn load_events_many(store: &dyn Store, p: &Project, trips: &mut [Trip]) ->
     let qs: Vec<Query> = trips.iter().map(|t| Query::new(events_pk(&p.project_id, &t.id), SkRange::All)).collect();
     let docs = store.query_docs_many(Table::Main, &qs).await?;
     for (t, docs) in trips.iter_mut().zip(docs) {
-        t.events = docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?;
+        t.events = from_jsons(&docs)?;
     }
     Ok(())
 }

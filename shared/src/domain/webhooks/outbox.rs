@@ -25,7 +25,8 @@ use crate::error::ApiError;
 use crate::ids::id_range;
 use crate::paging::{Order, PageInfo, PageNumber, list_page};
 use crate::store::{
-    Cond, Item, Query, SkRange, Store, StoreError, TTL_ATTRIBUTE, Table, WriteOp, from_item, from_json, key_of, to_item,
+    Cond, Item, Query, SkRange, Store, StoreError, TTL_ATTRIBUTE, Table, WriteOp, from_item, from_jsons, key_of,
+    to_item,
 };
 use crate::time::{DateRange, Timestamp};
 
@@ -280,7 +281,7 @@ pub async fn deliveries(
         // The log keeps its own counts (`history_pages`): page N reads about what page 1 does.
         let (lo, hi) = crate::ids::all_ids();
         let (docs, info) = history_pages::page(store, Table::Main, &pk, &lo, &hi, page, Order::OldestFirst).await?;
-        return Ok((docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?, info));
+        return Ok((from_jsons(&docs)?, info));
     };
     // One status: filtered, so the whole log is read (a delivery's status changes as it is sent).
     let keep = move |d: &Delivery| d.status == status;
