@@ -1,19 +1,21 @@
 //! The embedded store: redb, one redb table per logical table, keys `pk \0 sk`, values JSON.
-//! File-backed by default (survives restarts), in memory for tests. redb is synchronous: writes
-//! and reads of unknown size run on tokio's blocking pool; small reads run on the calling task
-//! (see [`INLINE_ITEMS`]).
+//! File-backed by default (survives restarts), in memory for tests. redb is synchronous: reads of
+//! unknown size run on tokio's blocking pool; small reads run on the calling task (see
+//! [`INLINE_ITEMS`]).
 //!
-//! Group commit: a write commits without syncing the file, then waits until a synced commit
-//! covers it ([`Db::sync_through`]); concurrent writers share one file sync instead of queueing
-//! one each behind redb's single writer. A write still returns only once it is durable.
+//! Group commit: writes queue and are committed in groups, one write transaction and at most
+//! one file sync for all that arrived together (`writer`). A write still returns only once it is
+//! durable, unless it is one of the unsynced kinds ([`Store::put_unsynced`]).
+
+mod writer;
 
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use writer::Db;
 
 use super::{
     Cond, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, WriteOp, cond_holds, epoch_now,
@@ -47,52 +49,6 @@ pub struct EmbeddedStore {
     db: Arc<Db>,
 }
 
-/// The database and its group commit's counters.
-struct Db {
-    db: Database,
-    /// Commits numbered so far, in commit order (numbered under redb's writer lock).
-    committed: AtomicU64,
-    /// The newest commit number known durable: read without waiting for a sync that runs
-    /// ([`Store::flush`]).
-    synced: AtomicU64,
-    /// Held while a sync runs, so writers waiting for it find their commit covered after it and
-    /// sync nothing.
-    syncing: Mutex<()>,
-}
-
-impl std::ops::Deref for Db {
-    type Target = Database;
-    fn deref(&self) -> &Database {
-        &self.db
-    }
-}
-
-impl Db {
-    /// Commit `txn` without syncing; when `durable`, return only once a synced commit covers it
-    /// (redb makes every commit before a synced one durable with it).
-    fn commit(&self, mut txn: redb::WriteTransaction, durable: bool) -> Result<(), StoreError> {
-        txn.set_durability(Durability::None).map_err(backend)?;
-        let seq = self.committed.fetch_add(1, Ordering::SeqCst) + 1;
-        txn.commit().map_err(backend)?;
-        if durable { self.sync_through(seq) } else { Ok(()) }
-    }
-
-    /// Make commit `seq` and every one before it durable: by an empty synced commit, unless one
-    /// made since it already did.
-    fn sync_through(&self, seq: u64) -> Result<(), StoreError> {
-        let _syncing = self.syncing.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.synced.load(Ordering::SeqCst) >= seq {
-            return Ok(());
-        }
-        let txn = self.db.begin_write().map_err(backend)?;
-        // With the writer lock held, every commit numbered so far has finished.
-        let upto = self.committed.load(Ordering::SeqCst);
-        txn.commit().map_err(backend)?;
-        self.synced.store(upto, Ordering::SeqCst);
-        Ok(())
-    }
-}
-
 fn backend(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
 }
@@ -119,32 +75,37 @@ impl EmbeddedStore {
             txn.open_table(redb_table(d.table)).map_err(backend)?;
         }
         txn.commit().map_err(backend)?;
-        Ok(Self {
-            db: Arc::new(Db { db, committed: AtomicU64::new(0), synced: AtomicU64::new(0), syncing: Mutex::new(()) }),
-        })
+        Ok(Self { db: Arc::new(Db::new(db)) })
     }
 
     /// Put each item unless its key holds one, in one transaction; durable on return or not.
     async fn put_new_as(&self, table: Table, items: Vec<Item>, durable: bool) -> Result<Vec<bool>, StoreError> {
-        self.run(move |db| {
-            let txn = db.db.begin_write().map_err(backend)?;
-            let mut stored = Vec::with_capacity(items.len());
-            {
+        // Keys and bytes here, so the writer, which applies every request's writes, only writes.
+        let entries = items
+            .iter()
+            .map(|i| Ok((key_of(i).map(|(pk, sk)| key(&pk, &sk))?, encode(i)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        self.db
+            .write(durable, move |txn| {
                 let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
-                for item in &items {
-                    let (pk, sk) = key_of(item)?;
-                    let k = key(&pk, &sk);
+                let mut stored = Vec::with_capacity(entries.len());
+                for (k, bytes) in &entries {
                     let exists = t.get(k.as_str()).map_err(backend)?.is_some();
                     if !exists {
-                        t.insert(k.as_str(), encode(item)?.as_slice()).map_err(backend)?;
+                        t.insert(k.as_str(), bytes.as_slice()).map_err(backend)?;
                     }
                     stored.push(!exists);
                 }
-            }
-            db.commit(txn, durable)?;
-            Ok(stored)
-        })
-        .await
+                Ok(stored)
+            })
+            .await
+    }
+
+    /// Apply ops in one transaction, durable on return or not; nothing is written unless every
+    /// condition holds.
+    async fn write_all(&self, ops: Vec<WriteOp>, durable: bool) -> Result<(), StoreError> {
+        let ops = ops.into_iter().map(Ready::of).collect::<Result<Vec<_>, _>>()?;
+        self.db.write(durable, move |txn| apply_all(txn, &ops)).await
     }
 
     async fn run<T: Send + 'static>(
@@ -420,57 +381,64 @@ fn holds(t: &redb::Table<&'static str, &'static [u8]>, k: &str, cond: &Cond) -> 
     })
 }
 
-fn write_op(txn: &redb::WriteTransaction, op: &WriteOp) -> Result<(), StoreError> {
-    match op {
-        WriteOp::Put { table, item, cond } => {
-            let (pk, sk) = key_of(item)?;
-            let k = key(&pk, &sk);
-            let mut t = txn.open_table(redb_table(*table)).map_err(backend)?;
-            if !holds(&t, &k, cond)? {
+/// A write op ready for the writer: its redb key and, for a put, its bytes (encoded on the
+/// caller's task).
+enum Ready {
+    Put { table: Table, key: String, bytes: Vec<u8>, cond: Cond },
+    Delete { table: Table, key: String, cond: Cond },
+    Add { table: Table, key: String, pk: String, sk: String, attr: &'static str, delta: i64 },
+}
+
+impl Ready {
+    fn of(op: WriteOp) -> Result<Self, StoreError> {
+        Ok(match op {
+            WriteOp::Put { table, item, cond } => {
+                let (pk, sk) = key_of(&item)?;
+                Ready::Put { table, key: key(&pk, &sk), bytes: encode(&item)?, cond }
+            }
+            WriteOp::Delete { table, pk, sk, cond } => Ready::Delete { table, key: key(&pk, &sk), cond },
+            WriteOp::Add { table, pk, sk, attr, delta } => {
+                Ready::Add { table, key: key(&pk, &sk), pk, sk, attr, delta }
+            }
+        })
+    }
+}
+
+/// Apply ops in `txn`, all or none: every condition is checked before anything is written, each
+/// against the state before these ops (they are on distinct keys, as DynamoDB's transactions
+/// require), so a failed condition leaves the transaction as it was.
+fn apply_all(txn: &redb::WriteTransaction, ops: &[Ready]) -> Result<(), StoreError> {
+    for op in ops {
+        if let Ready::Put { table, key, cond, .. } | Ready::Delete { table, key, cond } = op {
+            let t = txn.open_table(redb_table(*table)).map_err(backend)?;
+            if !holds(&t, key, cond)? {
                 return Err(StoreError::ConditionFailed);
             }
-            t.insert(k.as_str(), encode(item)?.as_slice()).map_err(backend)?;
         }
-        WriteOp::Delete { table, pk, sk, cond } => {
-            let k = key(pk, sk);
-            let mut t = txn.open_table(redb_table(*table)).map_err(backend)?;
-            if !holds(&t, &k, cond)? {
-                return Err(StoreError::ConditionFailed);
+    }
+    for op in ops {
+        match op {
+            Ready::Put { table, key, bytes, .. } => {
+                let mut t = txn.open_table(redb_table(*table)).map_err(backend)?;
+                t.insert(key.as_str(), bytes.as_slice()).map_err(backend)?;
             }
-            t.remove(k.as_str()).map_err(backend)?;
-        }
-        WriteOp::Add { table, pk, sk, attr, delta } => {
-            let k = key(pk, sk);
-            let mut t = txn.open_table(redb_table(*table)).map_err(backend)?;
-            let current = t.get(k.as_str()).map_err(backend)?.map(|g| decode(g.value())).transpose()?;
-            let mut item = current.unwrap_or_else(|| {
-                Item::from_iter([("pk".to_owned(), pk.as_str().into()), ("sk".to_owned(), sk.as_str().into())])
-            });
-            let n = item.get(*attr).and_then(serde_json::Value::as_i64).unwrap_or(0);
-            item.insert((*attr).to_owned(), (n + delta).into());
-            t.insert(k.as_str(), encode(&item)?.as_slice()).map_err(backend)?;
+            Ready::Delete { table, key, .. } => {
+                let mut t = txn.open_table(redb_table(*table)).map_err(backend)?;
+                t.remove(key.as_str()).map_err(backend)?;
+            }
+            Ready::Add { table, key, pk, sk, attr, delta } => {
+                let mut t = txn.open_table(redb_table(*table)).map_err(backend)?;
+                let current = t.get(key.as_str()).map_err(backend)?.map(|g| decode(g.value())).transpose()?;
+                let mut item = current.unwrap_or_else(|| {
+                    Item::from_iter([("pk".to_owned(), pk.as_str().into()), ("sk".to_owned(), sk.as_str().into())])
+                });
+                let n = item.get(*attr).and_then(serde_json::Value::as_i64).unwrap_or(0);
+                item.insert((*attr).to_owned(), (n + delta).into());
+                t.insert(key.as_str(), encode(&item)?.as_slice()).map_err(backend)?;
+            }
         }
     }
     Ok(())
-}
-
-/// Apply ops in one redb transaction, durable on return; nothing is written unless every
-/// condition holds.
-fn write_all(db: &Db, ops: &[WriteOp]) -> Result<(), StoreError> {
-    write_all_as(db, ops, true)
-}
-
-/// [`write_all`], durable on return or not: a commit left unsynced becomes durable with the next
-/// synced one (redb's guarantee).
-fn write_all_as(db: &Db, ops: &[WriteOp], durable: bool) -> Result<(), StoreError> {
-    let txn = db.db.begin_write().map_err(backend)?;
-    for op in ops {
-        if let Err(e) = write_op(&txn, op) {
-            txn.abort().map_err(backend)?;
-            return Err(e);
-        }
-    }
-    db.commit(txn, durable)
 }
 
 #[async_trait]
@@ -490,20 +458,19 @@ impl Store for EmbeddedStore {
     }
 
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
-        self.run(move |db| write_all(db, &[WriteOp::Put { table, item, cond }])).await
+        self.write_all(vec![WriteOp::Put { table, item, cond }], true).await
     }
 
     async fn put_unsynced(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
-        self.run(move |db| write_all_as(db, &[WriteOp::Put { table, item, cond }], false)).await
+        self.write_all(vec![WriteOp::Put { table, item, cond }], false).await
     }
 
     async fn transact_unsynced(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
-        self.run(move |db| write_all_as(db, &ops, false)).await
+        self.write_all(ops, false).await
     }
 
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError> {
-        let op = WriteOp::Delete { table, pk: pk.to_owned(), sk: sk.to_owned(), cond };
-        self.run(move |db| write_all(db, &[op])).await
+        self.write_all(vec![WriteOp::Delete { table, pk: pk.to_owned(), sk: sk.to_owned(), cond }], true).await
     }
 
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError> {
@@ -588,7 +555,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
-        self.run(move |db| write_all(db, &ops)).await
+        self.write_all(ops, true).await
     }
 
     async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {
@@ -600,30 +567,25 @@ impl Store for EmbeddedStore {
     }
 
     fn written(&self) -> u64 {
-        // Every write that has returned is numbered at most this.
-        self.db.committed.load(Ordering::SeqCst)
+        self.db.written()
     }
 
     async fn flush(&self, through: u64) -> Result<(), StoreError> {
-        if self.db.synced.load(Ordering::SeqCst) >= through {
-            return Ok(());
-        }
-        self.run(move |db| db.sync_through(through)).await
+        self.db.flush(through).await
     }
 
     async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
-        // One redb transaction for the lot: a commit per item would cost a sync each.
-        self.run(move |db| {
-            let txn = db.db.begin_write().map_err(backend)?;
-            {
+        // One transaction for the lot.
+        let keys: Vec<String> = keys.iter().map(|(pk, sk)| key(pk, sk)).collect();
+        self.db
+            .write(true, move |txn| {
                 let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
-                for (pk, sk) in &keys {
-                    t.remove(key(pk, sk).as_str()).map_err(backend)?;
+                for k in &keys {
+                    t.remove(k.as_str()).map_err(backend)?;
                 }
-            }
-            db.commit(txn, true)
-        })
-        .await
+                Ok(())
+            })
+            .await
     }
 
     async fn scan_all(&self, table: Table) -> Result<Vec<Item>, StoreError> {
@@ -678,7 +640,7 @@ mod tests {
     async fn a_flush_syncs_only_what_no_synced_commit_covered() {
         let store = EmbeddedStore::memory().unwrap();
         let item = |sk: &str| Item::from_iter([("pk".into(), "p".into()), ("sk".into(), sk.into())]);
-        let synced = || store.db.synced.load(Ordering::SeqCst);
+        let synced = || store.db.synced();
         // Unsynced fixes: not yet covered; a flush through them syncs.
         assert_eq!(store.put_new_unsynced(Table::Main, vec![item("a"), item("b")]).await.unwrap(), [true, true]);
         let mine = store.written();
@@ -701,6 +663,50 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_grouped_in_one_transaction_stay_all_or_nothing_each() {
+        let store = EmbeddedStore::memory().unwrap();
+        let item = |sk: String, by: usize| {
+            Item::from_iter([("pk".into(), "p".into()), ("sk".into(), sk.into()), ("by".into(), by.into())])
+        };
+        // 64 writers at once: each puts its own key and, in the same transaction, claims one of
+        // 8 shared keys; only the first claim of each succeeds, and a writer whose claim failed
+        // leaves its own key unwritten although its group's other writes commit.
+        let writes = (0..64).map(|i| {
+            let s = store.clone();
+            tokio::spawn(async move {
+                let ops = vec![
+                    WriteOp::Put { table: Table::Main, item: item(format!("own{i:02}"), i), cond: Cond::NotExists },
+                    WriteOp::Put {
+                        table: Table::Main,
+                        item: item(format!("claim{}", i % 8), i),
+                        cond: Cond::NotExists,
+                    },
+                ];
+                s.transact(ops).await
+            })
+        });
+        let mut won = Vec::new();
+        for (i, w) in writes.collect::<Vec<_>>().into_iter().enumerate() {
+            match w.await.unwrap() {
+                Ok(()) => won.push(i),
+                Err(StoreError::ConditionFailed) => {}
+                Err(e) => panic!("writer {i}: {e}"),
+            }
+        }
+        assert_eq!(won.len(), 8, "one claim of each shared key: {won:?}");
+        let all = store.scan_all(Table::Main).await.unwrap();
+        let sks: std::collections::BTreeSet<String> =
+            all.iter().map(|i| i["sk"].as_str().unwrap().to_owned()).collect();
+        let mut expected: std::collections::BTreeSet<String> = won.iter().map(|i| format!("own{i:02}")).collect();
+        expected.extend((0..8).map(|k| format!("claim{k}")));
+        assert_eq!(sks, expected);
+        for claim in all.iter().filter(|i| i["sk"].as_str().unwrap().starts_with("claim")) {
+            let by = claim["by"].as_u64().unwrap() as usize;
+            assert!(won.contains(&by) && format!("claim{}", by % 8) == claim["sk"], "{claim:?}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn group_commit_answers_writes_durable_and_conditions_read_only_what_they_need() {
         let dir = std::env::temp_dir().join(format!("waymark-gc-{}", crate::ids::random_hex(8)));
         let path = dir.join("db.redb");
@@ -718,7 +724,7 @@ mod tests {
             for w in writes.collect::<Vec<_>>() {
                 w.await.unwrap().unwrap();
             }
-            assert_eq!(store.db.synced.load(Ordering::SeqCst), store.db.committed.load(Ordering::SeqCst));
+            assert_eq!(store.db.synced(), store.db.written());
             let eq = |v: &str| Cond::Equals("nonce", v.into());
             assert!(matches!(store.put(Table::Main, item("u", "b"), eq("x")).await, Err(StoreError::ConditionFailed)));
             store.put(Table::Main, item("u", "b"), eq("a")).await.unwrap();

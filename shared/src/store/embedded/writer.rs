@@ -1,0 +1,207 @@
+//! The embedded store's writes, committed in groups. redb takes one write transaction at a time,
+//! and each commit costs: it writes the transaction's dirty pages to the file, checksums them and
+//! records the pages it freed; a durable one also syncs the file. An ingest with geofence events
+//! made about eight small write transactions, and their commits and the hand-offs around redb's
+//! writer lock were half of the server's time (docs/measurements.md). So writes queue here, and
+//! one thread at a time (the leader, from tokio's blocking pool while there is work) applies all
+//! that is queued in one write transaction, in queue order, and commits it once: synced when any
+//! write of the group must be durable on return. A write returns only once its group committed,
+//! as before; writes that arrive while a group commits form the next group.
+//!
+//! Each write stays all or nothing: it checks its conditions before it changes anything (see
+//! [`Db::write`]), so a write whose condition fails leaves the group's other changes standing. A
+//! write that fails otherwise (the backend, a stored item that cannot be read) may have changed
+//! part of what it meant to: the group's transaction is aborted and every write applied in it
+//! fails with that error; those not yet applied go back to the queue.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use redb::{Database, Durability, WriteTransaction};
+
+use super::backend;
+use crate::store::StoreError;
+
+/// What a write answers once its group's outcome is known.
+type Answer = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+/// A queued write, applied in the group's transaction (or told why there is none). Returns its
+/// answer, and an error when it may have left part of its changes: the group is then aborted.
+type Apply = Box<dyn FnOnce(Result<&WriteTransaction, StoreError>) -> (Answer, Option<StoreError>) + Send>;
+
+struct Job {
+    durable: bool,
+    apply: Apply,
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: Vec<Job>,
+    /// Whether a leader is applying groups; new writes then only queue.
+    leading: bool,
+}
+
+/// The writes' queue and counters, apart from the database: a leader holds the database only
+/// while it applies a group, so once the last write is answered, dropping the store closes the
+/// file at once (a test reopens it right after).
+#[derive(Default)]
+struct Writes {
+    queue: Mutex<Queue>,
+    /// Groups committed so far, in commit order.
+    committed: AtomicU64,
+    /// The newest group known durable (redb makes every commit before a synced one durable
+    /// with it).
+    synced: AtomicU64,
+}
+
+impl Writes {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The database and its writes.
+pub(super) struct Db {
+    db: Database,
+    writes: Arc<Writes>,
+}
+
+impl std::ops::Deref for Db {
+    type Target = Database;
+    fn deref(&self) -> &Database {
+        &self.db
+    }
+}
+
+impl Db {
+    pub(super) fn new(db: Database) -> Self {
+        Self { db, writes: Arc::default() }
+    }
+
+    /// Run `f` in the next group's write transaction and return what it returned once the group
+    /// has committed (and synced, when `durable`). `f` must return
+    /// [`StoreError::ConditionFailed`] only before it has changed anything.
+    pub(super) async fn write<T: Send + 'static>(
+        self: &Arc<Self>,
+        durable: bool,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let apply: Apply = Box::new(move |txn| {
+            let answered = |r: Result<T, StoreError>| -> Answer {
+                Box::new(move |group: Result<(), StoreError>| {
+                    let _ = tx.send(group.and(r));
+                })
+            };
+            match txn.and_then(f) {
+                Ok(v) => (answered(Ok(v)), None),
+                // Nothing written: the group's other changes stand.
+                Err(StoreError::ConditionFailed) => (answered(Err(StoreError::ConditionFailed)), None),
+                Err(e) => (answered(Err(e.clone())), Some(e)),
+            }
+        });
+        let first = {
+            let mut q = self.writes.queue();
+            q.jobs.push(Job { durable, apply });
+            !std::mem::replace(&mut q.leading, true)
+        };
+        if first {
+            let (db, writes) = (Arc::downgrade(self), self.writes.clone());
+            tokio::task::spawn_blocking(move || lead(&db, &writes));
+        }
+        rx.await.map_err(|_| StoreError::Backend("the write's group was dropped".into()))?
+    }
+
+    /// A position after every write that has returned.
+    pub(super) fn written(&self) -> u64 {
+        self.writes.committed.load(Ordering::SeqCst)
+    }
+
+    /// The newest position known durable.
+    #[cfg(test)]
+    pub(super) fn synced(&self) -> u64 {
+        self.writes.synced.load(Ordering::SeqCst)
+    }
+
+    /// Make every group through `through` durable: by a synced group, unless one since has.
+    pub(super) async fn flush(self: &Arc<Self>, through: u64) -> Result<(), StoreError> {
+        if self.writes.synced.load(Ordering::SeqCst) >= through {
+            return Ok(());
+        }
+        self.write(true, |_| Ok(())).await
+    }
+}
+
+/// Apply and commit groups until the queue is empty.
+fn lead(db: &Weak<Db>, writes: &Writes) {
+    // A panic in redb must not leave the queue without a leader forever: the next write takes
+    // the lead (the jobs of the group that panicked are dropped, and their writers told so).
+    struct Resign<'a>(&'a Writes);
+    impl Drop for Resign<'_> {
+        fn drop(&mut self) {
+            self.0.queue().leading = false;
+        }
+    }
+    let _resign = Resign(writes);
+    loop {
+        let jobs = {
+            let mut q = writes.queue();
+            if q.jobs.is_empty() {
+                q.leading = false;
+                return;
+            }
+            std::mem::take(&mut q.jobs)
+        };
+        // Queued writes have writers waiting, who hold the store; when they gave up and the
+        // store is gone, so are their writes.
+        let Some(db) = db.upgrade() else { return };
+        let (answers, outcome, rest) = commit_group(&db, writes, jobs);
+        drop(db);
+        if !rest.is_empty() {
+            writes.queue().jobs.splice(0..0, rest);
+        }
+        for answer in answers {
+            answer(outcome.clone());
+        }
+    }
+}
+
+/// Apply `jobs` in one transaction and commit it: the answers of those applied, the group's
+/// outcome, and the jobs left unapplied when one failed.
+fn commit_group(db: &Db, writes: &Writes, jobs: Vec<Job>) -> (Vec<Answer>, Result<(), StoreError>, Vec<Job>) {
+    let durable = jobs.iter().any(|j| j.durable);
+    let begun = db.db.begin_write().map_err(backend).and_then(|mut txn| {
+        txn.set_durability(if durable { Durability::Immediate } else { Durability::None }).map_err(backend)?;
+        Ok(txn)
+    });
+    let txn = match begun {
+        Ok(txn) => txn,
+        Err(e) => {
+            let answers = jobs.into_iter().map(|job| (job.apply)(Err(e.clone())).0).collect();
+            return (answers, Err(e), Vec::new());
+        }
+    };
+    let (mut answers, mut failed) = (Vec::with_capacity(jobs.len()), None);
+    let mut jobs = jobs.into_iter();
+    for job in jobs.by_ref() {
+        let (answer, error) = (job.apply)(Ok(&txn));
+        answers.push(answer);
+        if error.is_some() {
+            failed = error;
+            break;
+        }
+    }
+    let outcome = match failed {
+        Some(e) => {
+            let _ = txn.abort();
+            Err(e)
+        }
+        // Only the leader commits, so numbering here keeps commit order.
+        None => txn.commit().map_err(backend).map(|()| {
+            let seq = writes.committed.fetch_add(1, Ordering::SeqCst) + 1;
+            if durable {
+                writes.synced.store(seq, Ordering::SeqCst);
+            }
+        }),
+    };
+    (answers, outcome, jobs.collect())
+}
