@@ -133,12 +133,18 @@ impl Db {
 
 /// Apply and commit groups until the queue is empty.
 fn lead(db: &Weak<Db>, writes: &Writes) {
-    // A panic in redb must not leave the queue without a leader forever: the next write takes
-    // the lead (the jobs of the group that panicked are dropped, and their writers told so).
+    // A panic in redb must not leave the queue without a leader and its writers waiting forever:
+    // the jobs still queued are dropped (their writers get an error) and the next write takes
+    // the lead. Only on a panic: a leader that returned has resigned already, and another may
+    // lead by now.
     struct Resign<'a>(&'a Writes);
     impl Drop for Resign<'_> {
         fn drop(&mut self) {
-            self.0.queue().leading = false;
+            if std::thread::panicking() {
+                let mut q = self.0.queue();
+                q.jobs.clear();
+                q.leading = false;
+            }
         }
     }
     let _resign = Resign(writes);
