@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
-use writer::Db;
+use writer::{Db, Failed};
 
 use super::{
     Cond, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, WriteOp, cond_holds, epoch_now,
@@ -404,39 +404,48 @@ impl Ready {
     }
 }
 
-/// Apply ops in `txn`, all or none: every condition is checked before anything is written, each
-/// against the state before these ops (they are on distinct keys, as DynamoDB's transactions
-/// require), so a failed condition leaves the transaction as it was.
-fn apply_all(txn: &redb::WriteTransaction, ops: &[Ready]) -> Result<(), StoreError> {
-    for op in ops {
-        if let Ready::Put { table, key, cond, .. } | Ready::Delete { table, key, cond } = op {
-            let t = txn.open_table(redb_table(*table)).map_err(backend)?;
-            if !holds(&t, key, cond)? {
-                return Err(StoreError::ConditionFailed);
-            }
-        }
-    }
+/// Apply ops in `txn`, all or none. Everything that can fail but the writes themselves (the
+/// conditions, an added counter's read) comes first, each against the state before these ops
+/// (they are on distinct keys, as DynamoDB's transactions require): a write that fails there
+/// leaves the transaction as it was, and the other writes of its group stand.
+fn apply_all(txn: &redb::WriteTransaction, ops: &[Ready]) -> Result<(), Failed> {
+    let before = |e: StoreError| Failed::Before(e);
+    // Per op: where, and the bytes to put (none: delete).
+    type Change<'a> = (Table, &'a str, Option<std::borrow::Cow<'a, [u8]>>);
+    let mut changes: Vec<Change> = Vec::with_capacity(ops.len());
     for op in ops {
         match op {
-            Ready::Put { table, key, bytes, .. } => {
-                let mut t = txn.open_table(redb_table(*table)).map_err(backend)?;
-                t.insert(key.as_str(), bytes.as_slice()).map_err(backend)?;
-            }
-            Ready::Delete { table, key, .. } => {
-                let mut t = txn.open_table(redb_table(*table)).map_err(backend)?;
-                t.remove(key.as_str()).map_err(backend)?;
+            Ready::Put { table, key, cond, .. } | Ready::Delete { table, key, cond } => {
+                let t = txn.open_table(redb_table(*table)).map_err(backend).map_err(before)?;
+                if !holds(&t, key, cond).map_err(before)? {
+                    return Err(before(StoreError::ConditionFailed));
+                }
+                let bytes = match op {
+                    Ready::Put { bytes, .. } => Some(std::borrow::Cow::Borrowed(bytes.as_slice())),
+                    _ => None,
+                };
+                changes.push((*table, key, bytes));
             }
             Ready::Add { table, key, pk, sk, attr, delta } => {
-                let mut t = txn.open_table(redb_table(*table)).map_err(backend)?;
-                let current = t.get(key.as_str()).map_err(backend)?.map(|g| decode(g.value())).transpose()?;
-                let mut item = current.unwrap_or_else(|| {
+                let t = txn.open_table(redb_table(*table)).map_err(backend).map_err(before)?;
+                let current =
+                    t.get(key.as_str()).map_err(backend).and_then(|g| g.map(|g| decode(g.value())).transpose());
+                let mut item = current.map_err(before)?.unwrap_or_else(|| {
                     Item::from_iter([("pk".to_owned(), pk.as_str().into()), ("sk".to_owned(), sk.as_str().into())])
                 });
                 let n = item.get(*attr).and_then(serde_json::Value::as_i64).unwrap_or(0);
                 item.insert((*attr).to_owned(), (n + delta).into());
-                t.insert(key.as_str(), encode(&item)?.as_slice()).map_err(backend)?;
+                changes.push((*table, key, Some(std::borrow::Cow::Owned(encode(&item).map_err(before)?))));
             }
         }
+    }
+    for (table, key, bytes) in changes {
+        let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
+        match bytes {
+            Some(b) => t.insert(key, &*b).map(drop),
+            None => t.remove(key).map(drop),
+        }
+        .map_err(backend)?;
     }
     Ok(())
 }
@@ -704,6 +713,37 @@ mod tests {
             let by = claim["by"].as_u64().unwrap() as usize;
             assert!(won.contains(&by) && format!("claim{}", by % 8) == claim["sk"], "{claim:?}");
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_that_fails_before_writing_leaves_its_group_standing() {
+        let store = EmbeddedStore::memory().unwrap();
+        // A stored value that is not an item: an Add on it cannot read its counter.
+        {
+            let txn = store.db.begin_write().unwrap();
+            txn.open_table(redb_table(Table::Main))
+                .unwrap()
+                .insert(key("p", "bad").as_str(), b"[1]".as_slice())
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        for round in 0..20 {
+            let item = |sk: String| Item::from_iter([("pk".into(), "p".into()), ("sk".into(), sk.into())]);
+            let good = (0..16).map(|i| {
+                let s = store.clone();
+                tokio::spawn(async move { s.put(Table::Main, item(format!("r{round}w{i}")), Cond::NotExists).await })
+            });
+            let s = store.clone();
+            let bad = tokio::spawn(async move {
+                let op = WriteOp::Add { table: Table::Main, pk: "p".into(), sk: "bad".into(), attr: "n", delta: 1 };
+                s.transact(vec![op]).await
+            });
+            for w in good.collect::<Vec<_>>() {
+                w.await.unwrap().expect("a write grouped with a failing one");
+            }
+            assert!(matches!(bad.await.unwrap(), Err(StoreError::Corrupt(_))));
+        }
+        assert_eq!(store.count(Table::Main, "p", &SkRange::Prefix("r".into())).await.unwrap(), 20 * 16);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,18 +1,18 @@
 //! The embedded store's writes, committed in groups. redb takes one write transaction at a time,
 //! and each commit costs: it writes the transaction's dirty pages to the file, checksums them and
 //! records the pages it freed; a durable one also syncs the file. An ingest with geofence events
-//! made about eight small write transactions, and their commits and the hand-offs around redb's
+//! made about seven small write transactions, and their commits and the hand-offs around redb's
 //! writer lock were half of the server's time (docs/measurements.md). So writes queue here, and
 //! one thread at a time (the leader, from tokio's blocking pool while there is work) applies all
 //! that is queued in one write transaction, in queue order, and commits it once: synced when any
 //! write of the group must be durable on return. A write returns only once its group committed,
 //! as before; writes that arrive while a group commits form the next group.
 //!
-//! Each write stays all or nothing: it checks its conditions before it changes anything (see
-//! [`Db::write`]), so a write whose condition fails leaves the group's other changes standing. A
-//! write that fails otherwise (the backend, a stored item that cannot be read) may have changed
-//! part of what it meant to: the group's transaction is aborted and every write applied in it
-//! fails with that error; those not yet applied go back to the queue.
+//! Each write stays all or nothing: it does whatever can fail, but the writes themselves, before
+//! it changes anything (its conditions, a counter's read; see [`Failed`]), so a write that fails
+//! there leaves the group's other changes standing. A write that fails after (redb failing to
+//! write) may have changed part of what it meant to: the group's transaction is aborted and every
+//! write applied in it fails with that error; those not yet applied go back to the queue.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -21,6 +21,19 @@ use redb::{Database, Durability, WriteTransaction};
 
 use super::backend;
 use crate::store::StoreError;
+
+/// Why a write failed: before it changed anything (its group's other writes stand) or after (the
+/// group is aborted). `?` on a [`StoreError`] says after, the safe assumption.
+pub(super) enum Failed {
+    Before(StoreError),
+    After(StoreError),
+}
+
+impl From<StoreError> for Failed {
+    fn from(e: StoreError) -> Self {
+        Failed::After(e)
+    }
+}
 
 /// What a write answers once its group's outcome is known.
 type Answer = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
@@ -78,12 +91,12 @@ impl Db {
     }
 
     /// Run `f` in the next group's write transaction and return what it returned once the group
-    /// has committed (and synced, when `durable`). `f` must return
-    /// [`StoreError::ConditionFailed`] only before it has changed anything.
+    /// has committed (and synced, when `durable`). `f` says whether it failed before changing
+    /// anything ([`Failed`]): a failed condition, a stored item that cannot be read.
     pub(super) async fn write<T: Send + 'static>(
         self: &Arc<Self>,
         durable: bool,
-        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, Failed> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let apply: Apply = Box::new(move |txn| {
@@ -92,11 +105,11 @@ impl Db {
                     let _ = tx.send(group.and(r));
                 })
             };
-            match txn.and_then(f) {
+            match txn.map_err(Failed::Before).and_then(f) {
                 Ok(v) => (answered(Ok(v)), None),
                 // Nothing written: the group's other changes stand.
-                Err(StoreError::ConditionFailed) => (answered(Err(StoreError::ConditionFailed)), None),
-                Err(e) => (answered(Err(e.clone())), Some(e)),
+                Err(Failed::Before(e)) => (answered(Err(e)), None),
+                Err(Failed::After(e)) => (answered(Err(e.clone())), Some(e)),
             }
         });
         let first = {
@@ -105,8 +118,11 @@ impl Db {
             !std::mem::replace(&mut q.leading, true)
         };
         if first {
-            let (db, writes) = (Arc::downgrade(self), self.writes.clone());
-            tokio::task::spawn_blocking(move || lead(&db, &writes));
+            // Armed before the spawn: a leader that never runs (no thread could be started, the
+            // runtime shutting down) must not leave the queue waiting for it.
+            let resign = Resign { writes: self.writes.clone(), done: false };
+            let db = Arc::downgrade(self);
+            tokio::task::spawn_blocking(move || lead(&db, resign));
         }
         rx.await.map_err(|_| StoreError::Backend("the write's group was dropped".into()))?
     }
@@ -127,32 +143,37 @@ impl Db {
         if self.writes.synced.load(Ordering::SeqCst) >= through {
             return Ok(());
         }
-        self.write(true, |_| Ok(())).await
+        self.write(true, |_| Ok::<_, Failed>(())).await
+    }
+}
+
+/// A leader's resignation: on a normal return it has resigned under the queue's lock (and another
+/// may lead by then); otherwise (a panic in redb, a leader that never ran) the jobs still queued
+/// are dropped, their writers told so, and the next write takes the lead.
+struct Resign {
+    writes: Arc<Writes>,
+    done: bool,
+}
+
+impl Drop for Resign {
+    fn drop(&mut self) {
+        if !self.done {
+            let mut q = self.writes.queue();
+            q.jobs.clear();
+            q.leading = false;
+        }
     }
 }
 
 /// Apply and commit groups until the queue is empty.
-fn lead(db: &Weak<Db>, writes: &Writes) {
-    // A panic in redb must not leave the queue without a leader and its writers waiting forever:
-    // the jobs still queued are dropped (their writers get an error) and the next write takes
-    // the lead. Only on a panic: a leader that returned has resigned already, and another may
-    // lead by now.
-    struct Resign<'a>(&'a Writes);
-    impl Drop for Resign<'_> {
-        fn drop(&mut self) {
-            if std::thread::panicking() {
-                let mut q = self.0.queue();
-                q.jobs.clear();
-                q.leading = false;
-            }
-        }
-    }
-    let _resign = Resign(writes);
+fn lead(db: &Weak<Db>, mut resign: Resign) {
+    let writes = resign.writes.clone();
     loop {
         let jobs = {
             let mut q = writes.queue();
             if q.jobs.is_empty() {
                 q.leading = false;
+                resign.done = true;
                 return;
             }
             std::mem::take(&mut q.jobs)
@@ -160,7 +181,7 @@ fn lead(db: &Weak<Db>, writes: &Writes) {
         // Queued writes have writers waiting, who hold the store; when they gave up and the
         // store is gone, so are their writes.
         let Some(db) = db.upgrade() else { return };
-        let (answers, outcome, rest) = commit_group(&db, writes, jobs);
+        let (answers, outcome, rest) = commit_group(&db, &writes, jobs);
         drop(db);
         if !rest.is_empty() {
             writes.queue().jobs.splice(0..0, rest);
