@@ -54,7 +54,10 @@ pub(crate) async fn counted(app: &TestApp, table: Table, pk: &str) -> Option<u64
     let mut sum = Some(0).filter(|_| items.iter().any(|b| b["sk"] == "~"));
     for b in items.iter().filter(|b| b["sk"] != "~") {
         let valid = b["valid"] == true && b["pending"].as_object().is_none_or(|m| m.is_empty());
-        let n: u64 = b["n"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+        // An array by cell; buckets stored before were maps of cell to count.
+        let cells =
+            b["n"].as_array().cloned().unwrap_or_else(|| b["n"].as_object().unwrap().values().cloned().collect());
+        let n: u64 = cells.iter().map(|v| v.as_u64().unwrap()).sum();
         sum = sum.filter(|_| valid).map(|s| s + n);
     }
     sum
@@ -269,6 +272,38 @@ both!(pages_are_exact_for_a_history_stored_before_the_counts, |app| async move {
     store(&app, &user, series(t0 + Duration::seconds(3), 40, 20, 0.1)).await;
     assert_pages_exact(&app, &p, &user, None).await;
     store(&app, &user, series(t0 + Duration::seconds(9), 40, 20, 0.2)).await;
+    assert_pages_exact(&app, &p, &user, None).await;
+});
+
+both!(buckets_stored_as_maps_of_cells_are_read_and_counted_on, |app| async move {
+    // Buckets were stored with their cell counts as a map of two hex digits to a count; they are
+    // now an array by cell. A history whose buckets are in the old form pages as before, and
+    // the next writer adds to them.
+    let p = project(&app);
+    let user = app.create_user(json!({})).await;
+    let s = app.state.store.as_ref();
+    let pk = locations_pk(&p.project_id, &user);
+    let t0 = utc(2024, 8, 1, 3, 50);
+    store(&app, &user, series(t0, 400, 50, 0.0)).await;
+    let total = counted(&app, Table::Locations, &pk).await.expect("counted");
+    let buckets = s.query(Table::Locations, &Query::new(&pk, SkRange::Prefix("~".into()))).await.unwrap().items;
+    let mut rewritten = 0;
+    for mut b in buckets.into_iter().filter(|b| b["sk"] != "~") {
+        let cells = b["n"].as_array().expect("an array of cell counts").clone();
+        let map: serde_json::Map<String, serde_json::Value> = cells
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.as_u64() != Some(0))
+            .map(|(i, n)| (format!("{i:02x}"), n.clone()))
+            .collect();
+        b.insert("n".into(), map.into());
+        s.put(Table::Locations, b, Cond::None).await.unwrap();
+        rewritten += 1;
+    }
+    assert!(rewritten >= 2, "the series spans a bucket boundary");
+    assert_pages_exact(&app, &p, &user, None).await;
+    store(&app, &user, series(t0 + Duration::seconds(5), 100, 50, 0.3)).await;
+    assert_eq!(counted(&app, Table::Locations, &pk).await, Some(total + 100), "added to the old buckets");
     assert_pages_exact(&app, &p, &user, None).await;
 });
 
