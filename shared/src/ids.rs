@@ -41,7 +41,12 @@ pub fn time_of(id: &str) -> Option<DateTime<Utc>> {
 }
 
 pub fn is_id(s: &str) -> bool {
-    s.len() == 24 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 24 && is_hex(s)
+}
+
+/// Lowercase hex digits only, as ids are written.
+pub fn is_hex(s: &str) -> bool {
+    s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// The first and last possible ids: every id, and no other sort key of a partition of ids (the

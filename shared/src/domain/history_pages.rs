@@ -103,11 +103,16 @@ impl Cells {
     /// Count one more fix in `cell`; false when `cell` is not two lowercase hex digits.
     fn add(&mut self, cell: &str) -> bool {
         let Some(i) = cell_index(cell) else { return false };
+        *self.at(i) += 1;
+        true
+    }
+
+    /// Cell `i`'s count, the array grown to hold it.
+    fn at(&mut self, i: usize) -> &mut u64 {
         if self.0.len() <= i {
             self.0.resize(i + 1, 0);
         }
-        self.0[i] += 1;
-        true
+        &mut self.0[i]
     }
 
     /// The cells that hold fixes, in order, with their counts.
@@ -118,7 +123,7 @@ impl Cells {
 
 /// A cell's index: its two hex digits as ids write them (lowercase), else none.
 fn cell_index(cell: &str) -> Option<usize> {
-    let hex = cell.len() == CELL_HEX - BUCKET_HEX && cell.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let hex = cell.len() == CELL_HEX - BUCKET_HEX && crate::ids::is_hex(cell);
     if hex { usize::from_str_radix(cell, 16).ok() } else { None }
 }
 
@@ -144,15 +149,12 @@ impl<'de> Deserialize<'de> for Cells {
                 Ok(Cells(n))
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Cells, A::Error> {
-                let mut n = Vec::new();
+                let mut cells = Cells::default();
                 while let Some((cell, k)) = map.next_entry::<String, u64>()? {
                     let i = cell_index(&cell).ok_or_else(|| serde::de::Error::custom(format!("cell {cell:?}")))?;
-                    if n.len() <= i {
-                        n.resize(i + 1, 0);
-                    }
-                    n[i] = k;
+                    *cells.at(i) = k;
                 }
-                Ok(Cells(n))
+                Ok(cells)
             }
         }
         d.deserialize_any(V)

@@ -410,21 +410,22 @@ impl Ready {
 /// leaves the transaction as it was, and the other writes of its group stand.
 fn apply_all(txn: &redb::WriteTransaction, ops: &[Ready]) -> Result<(), Failed> {
     let before = |e: StoreError| Failed::Before(e);
+    let holding = |table: Table, key: &str, cond: &Cond| -> Result<(), Failed> {
+        let t = txn.open_table(redb_table(table)).map_err(backend).map_err(before)?;
+        if holds(&t, key, cond).map_err(before)? { Ok(()) } else { Err(before(StoreError::ConditionFailed)) }
+    };
     // Per op: where, and the bytes to put (none: delete).
     type Change<'a> = (Table, &'a str, Option<std::borrow::Cow<'a, [u8]>>);
     let mut changes: Vec<Change> = Vec::with_capacity(ops.len());
     for op in ops {
         match op {
-            Ready::Put { table, key, cond, .. } | Ready::Delete { table, key, cond } => {
-                let t = txn.open_table(redb_table(*table)).map_err(backend).map_err(before)?;
-                if !holds(&t, key, cond).map_err(before)? {
-                    return Err(before(StoreError::ConditionFailed));
-                }
-                let bytes = match op {
-                    Ready::Put { bytes, .. } => Some(std::borrow::Cow::Borrowed(bytes.as_slice())),
-                    _ => None,
-                };
-                changes.push((*table, key, bytes));
+            Ready::Put { table, key, bytes, cond } => {
+                holding(*table, key, cond)?;
+                changes.push((*table, key, Some(std::borrow::Cow::Borrowed(bytes))));
+            }
+            Ready::Delete { table, key, cond } => {
+                holding(*table, key, cond)?;
+                changes.push((*table, key, None));
             }
             Ready::Add { table, key, pk, sk, attr, delta } => {
                 let t = txn.open_table(redb_table(*table)).map_err(backend).map_err(before)?;
