@@ -117,12 +117,27 @@ impl EmbeddedStore {
     }
 }
 
-fn decode(bytes: &[u8]) -> Result<Item, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))
+/// A stored value as the item it was, its partition key (`pk`, which the redb key holds and the
+/// value leaves out, see [`encode`]) put back.
+fn decode(bytes: &[u8], pk: &str) -> Result<Item, StoreError> {
+    let mut item: Item = serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    // Values written before `pk` was left out still hold it.
+    item.entry("pk").or_insert_with(|| pk.into());
+    Ok(item)
 }
 
+/// An item's stored value: every attribute but `pk`. The partition key is already in the redb
+/// key, and every item of a history repeats it: it was a quarter of a stored fix's bytes, which
+/// every long read (a trip's summary, a history's pages) scanned and skipped again. `sk` stays:
+/// records decoded from documents read it.
 fn encode(item: &Item) -> Result<Vec<u8>, StoreError> {
-    serde_json::to_vec(item).map_err(|e| StoreError::Corrupt(e.to_string()))
+    struct WithoutPk<'a>(&'a Item);
+    impl serde::Serialize for WithoutPk<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_map(self.0.iter().filter(|(k, _)| *k != "pk"))
+        }
+    }
+    serde_json::to_vec(&WithoutPk(item)).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 /// Whether a stored value is expired at `now`. Most items carry no TTL attribute: a byte search
@@ -255,7 +270,7 @@ fn query_page(db: &Database, table: Table, q: &Query, cap: Option<usize>) -> Res
             over = true;
             return Ok(false);
         }
-        items.push(decode(v)?);
+        items.push(decode(v, &q.pk)?);
         Ok(true)
     })?;
     if over {
@@ -430,7 +445,7 @@ fn apply_all(txn: &redb::WriteTransaction, ops: &[Ready]) -> Result<(), Failed> 
             Ready::Add { table, key, pk, sk, attr, delta } => {
                 let t = txn.open_table(redb_table(*table)).map_err(backend).map_err(before)?;
                 let current =
-                    t.get(key.as_str()).map_err(backend).and_then(|g| g.map(|g| decode(g.value())).transpose());
+                    t.get(key.as_str()).map_err(backend).and_then(|g| g.map(|g| decode(g.value(), pk)).transpose());
                 let mut item = current.map_err(before)?.unwrap_or_else(|| {
                     Item::from_iter([("pk".to_owned(), pk.as_str().into()), ("sk".to_owned(), sk.as_str().into())])
                 });
@@ -456,7 +471,7 @@ impl Store for EmbeddedStore {
     async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
         let txn = self.db.begin_read().map_err(backend)?;
         let t = txn.open_table(redb_table(table)).map_err(backend)?;
-        let item = t.get(key(pk, sk).as_str()).map_err(backend)?.map(|g| decode(g.value())).transpose()?;
+        let item = t.get(key(pk, sk).as_str()).map_err(backend)?.map(|g| decode(g.value(), pk)).transpose()?;
         Ok(item.filter(|i| !is_expired(i, epoch_now())))
     }
 
@@ -604,8 +619,9 @@ impl Store for EmbeddedStore {
             let t = txn.open_table(redb_table(table)).map_err(backend)?;
             let mut out = Vec::new();
             for e in t.iter().map_err(backend)? {
-                let (_, v) = e.map_err(backend)?;
-                out.push(decode(v.value())?);
+                let (k, v) = e.map_err(backend)?;
+                let pk = k.value().split(SEP).next().unwrap_or_default();
+                out.push(decode(v.value(), pk)?);
             }
             Ok(out)
         })
@@ -644,6 +660,50 @@ mod tests {
             let doc = v(serde_json::json!({"id": "x", "nested": {attr: 1, "s": "}{]["}, attr: t, "tail": [attr]}));
             assert_eq!(ttl_of(&doc), Some(t as f64), "{}", String::from_utf8_lossy(&doc));
         }
+    }
+
+    #[tokio::test]
+    async fn values_leave_the_partition_key_out_and_every_read_puts_it_back() {
+        let store = EmbeddedStore::memory().unwrap();
+        let item =
+            |sk: &str| Item::from_iter([("pk".into(), "p#1".into()), ("sk".into(), sk.into()), ("n".into(), 1.into())]);
+        store.put(Table::Main, item("a"), Cond::None).await.unwrap();
+        store.put_new(Table::Main, vec![item("b")]).await.unwrap();
+        store
+            .transact(vec![WriteOp::Add { table: Table::Main, pk: "p#1".into(), sk: "c".into(), attr: "n", delta: 1 }])
+            .await
+            .unwrap();
+        // A value written before `pk` was left out.
+        let old = br#"{"n":1,"pk":"p#1","sk":"d"}"#;
+        store
+            .db
+            .write(true, move |txn| {
+                let mut t = txn.open_table(redb_table(Table::Main)).map_err(backend)?;
+                t.insert(key("p#1", "d").as_str(), old.as_slice()).map_err(backend)?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        let txn = store.db.begin_read().unwrap();
+        let t = txn.open_table(redb_table(Table::Main)).unwrap();
+        for sk in ["a", "b", "c"] {
+            let stored: serde_json::Value =
+                serde_json::from_slice(t.get(key("p#1", sk).as_str()).unwrap().unwrap().value()).unwrap();
+            assert_eq!(stored.get("pk"), None, "{sk}: {stored}");
+            assert_eq!(stored["sk"], sk);
+        }
+        let all = ["a", "b", "c", "d"].map(item);
+        assert_eq!(store.query(Table::Main, &Query::new("p#1", SkRange::All)).await.unwrap().items, all);
+        assert_eq!(store.get(Table::Main, "p#1", "d").await.unwrap().as_ref(), Some(&all[3]));
+        assert_eq!(store.get(Table::Main, "p#1", "a").await.unwrap().as_ref(), Some(&all[0]));
+        assert_eq!(store.scan_all(Table::Main).await.unwrap().into_iter().filter(|i| i["pk"] == "p#1").count(), 4);
+        // Adding to a counter reads the stored value and writes it back, still without `pk`.
+        store
+            .transact(vec![WriteOp::Add { table: Table::Main, pk: "p#1".into(), sk: "d".into(), attr: "n", delta: 1 }])
+            .await
+            .unwrap();
+        let d = store.get(Table::Main, "p#1", "d").await.unwrap().unwrap();
+        assert_eq!((d["n"].as_i64(), d["pk"].as_str()), (Some(2), Some("p#1")));
     }
 
     #[tokio::test]
