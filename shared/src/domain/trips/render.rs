@@ -28,8 +28,12 @@ impl SummaryBody {
     /// about 220 of them with v1's per-point figures and 150 without, an excluded point 170.
     pub fn size_hint(&self) -> usize {
         let route = &self.summary.route;
-        let point = if self.detailed { 240 } else { 160 };
-        4096 + route.points.len() * point + route.excluded.len() * 180
+        4096 + route.points.len() * self.point_hint() + route.excluded.len() * 180
+    }
+
+    /// A little more than the bytes of one route point.
+    fn point_hint(&self) -> usize {
+        if self.detailed { 240 } else { 160 }
     }
 }
 
@@ -224,7 +228,13 @@ impl SummaryBody {
             let others: Vec<_> = (1..parts)
                 .map(|k| {
                     let part = &part;
-                    scope.spawn(move || serde_json::to_vec(&part(k)))
+                    // Sized up front: grown by doubling, a part of a long route was copied
+                    // and its fresh pages zeroed again at every step.
+                    let size = 64 + (bounds[k + 1] - bounds[k]) * self.point_hint();
+                    scope.spawn(move || {
+                        let mut bytes = Vec::with_capacity(size);
+                        serde_json::to_writer(&mut bytes, &part(k)).map(|()| bytes)
+                    })
                 })
                 .collect();
             let first = serde_json::to_writer(&mut out, &part(0));
