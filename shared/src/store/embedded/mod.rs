@@ -18,8 +18,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use writer::{Db, Failed};
 
 use super::{
-    Cond, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, WriteOp, cond_holds, epoch_now,
-    is_expired, key_of,
+    Cond, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, WriteOp, cond_holds, doc_str,
+    epoch_now, is_expired, key_of,
 };
 
 type RedbTable = TableDefinition<'static, &'static str, &'static [u8]>;
@@ -120,7 +120,7 @@ impl EmbeddedStore {
 /// A stored value as the item it was, its partition key (`pk`, which the redb key holds and the
 /// value leaves out, see [`encode`]) put back.
 fn decode(bytes: &[u8], pk: &str) -> Result<Item, StoreError> {
-    let mut item: Item = serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let mut item: Item = serde_json::from_str(doc_str(bytes)?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     // Values written before `pk` was left out still hold it.
     item.entry("pk").or_insert_with(|| pk.into());
     Ok(item)
