@@ -178,7 +178,8 @@ pub trait Store: Send + Sync + 'static {
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError>;
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError>;
     /// One item as a JSON document, for a record decoded straight from it ([`get_as`]). By default
-    /// [`Store::get`]'s item, encoded.
+    /// [`Store::get`]'s item, encoded. A document may lack `pk` (the embedded store keeps it in
+    /// the key only): records decoded from documents never read it, and conditions never name it.
     async fn get_doc(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let item = self.get(table, pk, sk).await?;
         item.map(|i| serde_json::to_vec(&i).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
@@ -186,7 +187,7 @@ pub trait Store: Send + Sync + 'static {
     /// The items of a query (its limit and cursor honoured; without a limit, all of the range) as
     /// JSON documents, each decoded straight into its record ([`from_json`]) without building the
     /// item's tree first: long reads, and lists that decode only the page they return. By default
-    /// the items of [`Store::query`], encoded.
+    /// the items of [`Store::query`], encoded. As with [`Store::get_doc`], `pk` may be absent.
     async fn query_docs(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
         let page = self.query(table, q).await?;
         page.items.iter().map(|i| serde_json::to_vec(i).map_err(|e| StoreError::Corrupt(e.to_string()))).collect()
