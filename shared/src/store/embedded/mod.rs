@@ -1,4 +1,5 @@
-//! The embedded store: redb, one redb table per logical table, keys `pk \0 sk`, values JSON.
+//! The embedded store: redb, one redb table per logical table, keys `pk \0 sk`, values the
+//! item's JSON without `pk` (see [`encode`]).
 //! File-backed by default (survives restarts), in memory for tests. redb is synchronous: reads of
 //! unknown size run on tokio's blocking pool; small reads run on the calling task (see
 //! [`INLINE_ITEMS`]).
@@ -81,10 +82,7 @@ impl EmbeddedStore {
     /// Put each item unless its key holds one, in one transaction; durable on return or not.
     async fn put_new_as(&self, table: Table, items: Vec<Item>, durable: bool) -> Result<Vec<bool>, StoreError> {
         // Keys and bytes here, so the writer, which applies every request's writes, only writes.
-        let entries = items
-            .iter()
-            .map(|i| Ok((key_of(i).map(|(pk, sk)| key(&pk, &sk))?, encode(i)?)))
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        let entries = items.iter().map(keyed).collect::<Result<Vec<_>, StoreError>>()?;
         self.db
             .write(durable, move |txn| {
                 let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
@@ -138,6 +136,12 @@ fn encode(item: &Item) -> Result<Vec<u8>, StoreError> {
         }
     }
     serde_json::to_vec(&WithoutPk(item)).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// An item's redb key and stored value.
+fn keyed(item: &Item) -> Result<(String, Vec<u8>), StoreError> {
+    let (pk, sk) = key_of(item)?;
+    Ok((key(&pk, &sk), encode(item)?))
 }
 
 /// Whether a stored value is expired at `now`. Most items carry no TTL attribute: a byte search
@@ -408,8 +412,8 @@ impl Ready {
     fn of(op: WriteOp) -> Result<Self, StoreError> {
         Ok(match op {
             WriteOp::Put { table, item, cond } => {
-                let (pk, sk) = key_of(&item)?;
-                Ready::Put { table, key: key(&pk, &sk), bytes: encode(&item)?, cond }
+                let (key, bytes) = keyed(&item)?;
+                Ready::Put { table, key, bytes, cond }
             }
             WriteOp::Delete { table, pk, sk, cond } => Ready::Delete { table, key: key(&pk, &sk), cond },
             WriteOp::Add { table, pk, sk, attr, delta } => {
@@ -662,6 +666,13 @@ mod tests {
         }
     }
 
+    /// `bytes` stored as the value at `pk`/`sk` of the main table, as they are.
+    fn store_raw(store: &EmbeddedStore, pk: &str, sk: &str, bytes: &[u8]) {
+        let txn = store.db.begin_write().unwrap();
+        txn.open_table(redb_table(Table::Main)).unwrap().insert(key(pk, sk).as_str(), bytes).unwrap();
+        txn.commit().unwrap();
+    }
+
     #[tokio::test]
     async fn values_leave_the_partition_key_out_and_every_read_puts_it_back() {
         let store = EmbeddedStore::memory().unwrap();
@@ -674,16 +685,7 @@ mod tests {
             .await
             .unwrap();
         // A value written before `pk` was left out.
-        let old = br#"{"n":1,"pk":"p#1","sk":"d"}"#;
-        store
-            .db
-            .write(true, move |txn| {
-                let mut t = txn.open_table(redb_table(Table::Main)).map_err(backend)?;
-                t.insert(key("p#1", "d").as_str(), old.as_slice()).map_err(backend)?;
-                Ok(())
-            })
-            .await
-            .unwrap();
+        store_raw(&store, "p#1", "d", br#"{"n":1,"pk":"p#1","sk":"d"}"#);
         let txn = store.db.begin_read().unwrap();
         let t = txn.open_table(redb_table(Table::Main)).unwrap();
         for sk in ["a", "b", "c"] {
@@ -780,14 +782,7 @@ mod tests {
     async fn a_write_that_fails_before_writing_leaves_its_group_standing() {
         let store = EmbeddedStore::memory().unwrap();
         // A stored value that is not an item: an Add on it cannot read its counter.
-        {
-            let txn = store.db.begin_write().unwrap();
-            txn.open_table(redb_table(Table::Main))
-                .unwrap()
-                .insert(key("p", "bad").as_str(), b"[1]".as_slice())
-                .unwrap();
-            txn.commit().unwrap();
-        }
+        store_raw(&store, "p", "bad", b"[1]");
         for round in 0..20 {
             let item = |sk: String| Item::from_iter([("pk".into(), "p".into()), ("sk".into(), sk.into())]);
             let good = (0..16).map(|i| {
