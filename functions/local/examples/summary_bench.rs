@@ -2,7 +2,7 @@
 //! store, end to end (`GET /v1/api/trips/summary/` through the router, body read out) and split
 //! into its parts: reading the fixes, computing the figures, rendering the JSON body. Run in
 //! release: `cargo run --release -p local --example summary_bench` (`SUMMARY_SIZES=100000` for
-//! one size; `SUMMARY_RUNS=30` for a profile; `SUMMARY_STORE=dynamo` on DynamoDB Local at
+//! one size; `SUMMARY_RUNS=30` for a profile, with `SUMMARY_PARTS=0` of the request alone; `SUMMARY_STORE=dynamo` on DynamoDB Local at
 //! `AWS_ENDPOINT_URL_DYNAMODB` instead of the in-memory store; `SUMMARY_BODY=/tmp/x` also writes
 //! each body to `/tmp/x.<size>.json`).
 //!
@@ -136,6 +136,13 @@ async fn main() {
             if let Ok(path) = std::env::var("SUMMARY_BODY") {
                 std::fs::write(format!("{path}.{n}.json"), &body).expect("body written");
             }
+        }
+        if std::env::var("SUMMARY_PARTS").as_deref() == Ok("0") {
+            let (m, lo, hi) = median(total);
+            println!(
+                "{n:>7} fixes: summary end to end median {m:.1} ms ({lo:.1}–{hi:.1}) over {runs} runs, {bytes} bytes"
+            );
+            continue;
         }
         // The fixes read whole and then decoded (as before `query_docs_each`), against in chunks
         // decoded as the next is read.
