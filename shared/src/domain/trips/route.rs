@@ -214,13 +214,14 @@ fn figures(locations: &[TripFix], pauses: &[(Timestamp, Timestamp)]) -> (Route, 
     // Pieces: cut at pauses and at gaps too fast to bridge.
     let mut pieces: Vec<(usize, usize)> = Vec::new();
     let mut from = 0;
+    let mut along = gps::Along::default();
     for k in 1..=accepted.len() {
         let cut = k == accepted.len() || {
             let (a, b) = (accepted[k - 1].0, accepted[k].0);
             let dt = (b.recorded_at.0 - a.recorded_at.0).num_milliseconds() as f64 / 1000.0;
             let mut cut = accepted[k - 1].1 != accepted[k].1;
             if !cut {
-                let bridged = gps::near_m(a.coordinates, b.coordinates) / dt.max(1e-3) <= gps::MAX_SPEED_MPS;
+                let bridged = along.m(a.coordinates, b.coordinates) / dt.max(1e-3) <= gps::MAX_SPEED_MPS;
                 if dt > GAP_SECONDS as f64 || !bridged {
                     let d = a.coordinates.distance_m(b.coordinates);
                     route.gaps.push(Gap { from: a.recorded_at, to: b.recorded_at, distance_m: d, bridged });
@@ -250,7 +251,8 @@ fn figures(locations: &[TripFix], pauses: &[(Timestamp, Timestamp)]) -> (Route, 
         outliers[a..b].copy_from_slice(&off);
     }
     // The smoother's outliers leave the route like the judge's (their distance is 0 already).
-    let (fixes, activity, distances, accepted_at) = if outliers.iter().any(|&o| o) {
+    let (mut fixes, mut activity, mut distances, mut accepted_at) = (fixes, activity, distances, accepted_at);
+    if outliers.iter().any(|&o| o) {
         let mut new_index = vec![0usize; fixes.len()];
         let mut k = 0;
         for (i, &o) in outliers.iter().enumerate() {
@@ -264,17 +266,19 @@ fn figures(locations: &[TripFix], pauses: &[(Timestamp, Timestamp)]) -> (Route, 
         for s in &mut stops {
             (s.first, s.last) = (new_index[s.first], new_index[s.last]);
         }
-        let keep = |i: &usize| !outliers[*i];
-        let pick = |v: &[f64]| (0..v.len()).filter(keep).map(|i| v[i]).collect::<Vec<_>>();
-        (
-            (0..fixes.len()).filter(keep).map(|i| fixes[i]).collect(),
-            (0..activity.len()).filter(keep).map(|i| activity[i]).collect(),
-            pick(&distances),
-            (0..accepted_at.len()).filter(keep).map(|i| accepted_at[i]).collect(),
-        )
-    } else {
-        (fixes, activity, distances, accepted_at)
-    };
+        // In place: collected anew through a filter, each grew by doubling over 100,000 items.
+        fn keep<T>(v: &mut Vec<T>, outliers: &[bool]) {
+            let mut i = 0;
+            v.retain(|_| {
+                i += 1;
+                !outliers[i - 1]
+            });
+        }
+        keep(&mut fixes, &outliers);
+        keep(&mut activity, &outliers);
+        keep(&mut distances, &outliers);
+        keep(&mut accepted_at, &outliers);
+    }
     route.stops = stops;
     let (gains, total_gain) = elevation::gains(&fixes, &activity);
     for (i, &at) in accepted_at.iter().enumerate() {
@@ -298,10 +302,12 @@ fn excursions(accepted: &[(&TripFix, usize)]) -> Vec<bool> {
     let secs =
         |a: &TripFix, b: &TripFix| ((b.recorded_at.0 - a.recorded_at.0).num_milliseconds() as f64 / 1000.0).max(1e-3);
     let speed = |a: &TripFix, b: &TripFix| gps::near_m(a.coordinates, b.coordinates) / secs(a, b);
+    let mut along = gps::Along::default();
     let mut k = 1;
     while k < accepted.len() {
         let (a, leg) = accepted[k - 1];
-        if accepted[k].1 == leg && speed(a, accepted[k].0) > gps::MAX_SPEED_MPS {
+        let b = accepted[k].0;
+        if accepted[k].1 == leg && along.m(a.coordinates, b.coordinates) / secs(a, b) > gps::MAX_SPEED_MPS {
             let from = (k - 1).saturating_sub(5);
             let mut pace: Vec<f64> = (from + 1..k)
                 .filter(|&i| accepted[i - 1].1 == leg)
