@@ -325,6 +325,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() {
+    // As `waymark serve` runs.
+    local::allocator::keep_freed_memory();
     let o = opts();
     let mut dynamo: Option<DynamoStore> = None;
     let (store, mut label, dir): (Arc<dyn Store>, String, Option<PathBuf>) = match o.store.as_str() {

@@ -79,6 +79,8 @@ fn ms(start: Instant) -> f64 {
 
 #[tokio::main]
 async fn main() {
+    // As `waymark serve` runs.
+    local::allocator::keep_freed_memory();
     let sizes: Vec<usize> = std::env::var("SUMMARY_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())

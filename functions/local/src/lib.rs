@@ -1,5 +1,6 @@
 //! The `waymark` binary's library: every group's router on one port, and the admin commands.
 
+pub mod allocator;
 pub mod cli;
 pub mod guard;
 

@@ -6,5 +6,6 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    local::allocator::keep_freed_memory();
     local::cli::main()
 }
