@@ -122,3 +122,26 @@ both!(input_dynamodb_cannot_store_is_refused_or_normalised_on_both_backends, |ap
     assert_eq!(s, StatusCode::BAD_REQUEST, "{r}");
     assert_eq!(r["message"], "invalid_request_error");
 });
+
+both!(an_ingest_batch_that_is_not_an_array_of_locations_is_400_naming_it, |app| async move {
+    let user = app.create_user(json!({})).await;
+    let fix = |s: u32| json!({"coordinates": [13.4, 52.5], "recorded_at": format!("2024-01-01T00:00:{s:02}.000")});
+    for locations in [json!({}), json!("x"), json!(null), json!(3)] {
+        let (s, r) = app.post("/v1/api/location/", &json!({"user_id": user, "locations": locations})).await;
+        assert_error(s, &r, StatusCode::BAD_REQUEST, "locations");
+    }
+    let (s, r) = app.post("/v1/api/location/", &json!({"user_id": user, "locations": []})).await;
+    assert_error(s, &r, StatusCode::BAD_REQUEST, "locations");
+    // A bad element past the room made for a usual batch (128) is named by its index.
+    let mut many: Vec<_> = (0..150).map(|k| fix(k % 60)).collect();
+    many[140] = json!({"coordinates": [13.4, 52.5]});
+    let (s, r) = app.post("/v1/api/location/", &json!({"user_id": user, "locations": many})).await;
+    assert_error(s, &r, StatusCode::BAD_REQUEST, "locations[140]");
+    // 150 distinct fixes are all stored.
+    let many: Vec<_> = (0..150)
+        .map(|k| json!({"coordinates": [13.4 + f64::from(k) * 1e-4, 52.5], "recorded_at": format!("2024-01-01T00:{:02}:{:02}.000", k / 60, k % 60)}))
+        .collect();
+    let (s, r) = app.post("/v1/api/location/", &json!({"user_id": user, "locations": many})).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    assert_eq!((r["data"]["received"].clone(), r["data"]["stored"].clone()), (json!(150), json!(150)), "{r}");
+});
