@@ -323,10 +323,13 @@ fn wkt(g: &geofences::Geofence) -> String {
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() {
-    // As `waymark serve` runs.
+fn main() {
+    // As `waymark serve` runs, set before the runtime's threads exist.
     local::allocator::keep_freed_memory();
+    tokio::runtime::Runtime::new().expect("runtime").block_on(run());
+}
+
+async fn run() {
     let o = opts();
     let mut dynamo: Option<DynamoStore> = None;
     let (store, mut label, dir): (Arc<dyn Store>, String, Option<PathBuf>) = match o.store.as_str() {

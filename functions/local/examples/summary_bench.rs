@@ -2,9 +2,9 @@
 //! store, end to end (`GET /v1/api/trips/summary/` through the router, body read out) and split
 //! into its parts: reading the fixes, computing the figures, rendering the JSON body. Run in
 //! release: `cargo run --release -p local --example summary_bench` (`SUMMARY_SIZES=100000` for
-//! one size; `SUMMARY_RUNS=30` for a profile, with `SUMMARY_PARTS=0` of the request alone; `SUMMARY_STORE=dynamo` on DynamoDB Local at
-//! `AWS_ENDPOINT_URL_DYNAMODB` instead of the in-memory store; `SUMMARY_BODY=/tmp/x` also writes
-//! each body to `/tmp/x.<size>.json`).
+//! one size; `SUMMARY_RUNS=30` for a profile, with `SUMMARY_PARTS=0` of the request alone;
+//! `SUMMARY_STORE=dynamo` on DynamoDB Local at `AWS_ENDPOINT_URL_DYNAMODB` instead of the
+//! in-memory store; `SUMMARY_BODY=/tmp/x` also writes each body to `/tmp/x.<size>.json`).
 //!
 //! The trip is realistic GPS (the API tests' generator, `tests/api/gps_truth.rs`): a fix a
 //! second, correlated error of 3–15 m while moving and 20–50 m accuracy while still, 1 % multipath
@@ -77,10 +77,13 @@ fn ms(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1000.0
 }
 
-#[tokio::main]
-async fn main() {
-    // As `waymark serve` runs.
+fn main() {
+    // As `waymark serve` runs, set before the runtime's threads exist.
     local::allocator::keep_freed_memory();
+    tokio::runtime::Runtime::new().expect("runtime").block_on(run());
+}
+
+async fn run() {
     let sizes: Vec<usize> = std::env::var("SUMMARY_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())

@@ -123,14 +123,14 @@ fn secs(a: Timestamp, b: Timestamp) -> f64 {
 
 /// Meters between two nearby positions (equirectangular at their mean latitude): within 0.1 %
 /// of the geodesic over a few kilometres, and without trigonometry but one cosine, which matters
-/// when every fix of a 100,000-point trip is judged several times.
+/// when every fix of a 100,000-point trip is judged several times. [`NearScan::m`] with the
+/// cosine at the pair's mean latitude.
 pub fn near_m(a: LngLat, b: LngLat) -> f64 {
-    const M_PER_DEG: f64 = 6_371_008.8 * std::f64::consts::PI / 180.0;
-    let dlng = wrap_deg(b.lng - a.lng);
-    let x = dlng * ((a.lat + b.lat) * 0.5).to_radians().cos();
-    let y = b.lat - a.lat;
-    M_PER_DEG * (x * x + y * y).sqrt()
+    NearScan::new((a.lat + b.lat) * 0.5).m(a, b)
 }
+
+/// Meters in a degree of latitude on the mean-radius sphere.
+const M_PER_DEG: f64 = 6_371_008.8 * std::f64::consts::PI / 180.0;
 
 /// Where a position lies from a centre, against a radius `r`: within it, beyond `3 r`, or
 /// between.
@@ -161,7 +161,6 @@ impl NearScan {
     /// cosines: under 0.01 % for positions within 100 m of `lat0`, about 0.1 % a few kilometres
     /// away at mid latitudes; the judge's margins are tens of metres.
     pub fn m(&self, a: LngLat, b: LngLat) -> f64 {
-        const M_PER_DEG: f64 = 6_371_008.8 * std::f64::consts::PI / 180.0;
         let x = wrap_deg(b.lng - a.lng) * self.cos0;
         let y = b.lat - a.lat;
         M_PER_DEG * (x * x + y * y).sqrt()
@@ -169,7 +168,6 @@ impl NearScan {
 
     /// How `near_m(c, p)` compares with `r` (`Within`: at most `r`) and `3 r` (`Beyond`: more).
     pub fn ring(&self, c: LngLat, p: LngLat, r: f64) -> Ring {
-        const M_PER_DEG: f64 = 6_371_008.8 * std::f64::consts::PI / 180.0;
         // Far wider than the rounding of either computation (a few units in the last place).
         const MARGIN: f64 = 1e-9;
         let dlng = wrap_deg(p.lng - c.lng).abs();
