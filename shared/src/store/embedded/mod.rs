@@ -8,6 +8,7 @@
 //! one file sync for all that arrived together (`writer`). A write still returns only once it is
 //! durable, unless it is one of the unsynced kinds ([`Store::put_unsynced`]).
 
+mod hot;
 mod writer;
 
 use std::ops::Bound;
@@ -15,6 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use hot::{Found, Hot};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use writer::{Db, Failed};
 
@@ -48,6 +50,7 @@ fn key(pk: &str, sk: &str) -> String {
 #[derive(Clone)]
 pub struct EmbeddedStore {
     db: Arc<Db>,
+    hot: Arc<Hot>,
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -76,26 +79,33 @@ impl EmbeddedStore {
             txn.open_table(redb_table(d.table)).map_err(backend)?;
         }
         txn.commit().map_err(backend)?;
-        Ok(Self { db: Arc::new(Db::new(db)) })
+        Ok(Self { db: Arc::new(Db::new(db)), hot: Arc::default() })
     }
 
     /// Put each item unless its key holds one, in one transaction; durable on return or not.
     async fn put_new_as(&self, table: Table, items: Vec<Item>, durable: bool) -> Result<Vec<bool>, StoreError> {
         // Keys and bytes here, so the writer, which applies every request's writes, only writes.
         let entries = items.iter().map(keyed).collect::<Result<Vec<_>, StoreError>>()?;
+        let written: Vec<String> = entries.iter().map(|(k, _)| k.clone()).collect();
+        let hot = self.hot.clone();
+        let forget = move || hot.forget(table, written.iter().map(String::as_str));
         self.db
-            .write(durable, move |txn| {
-                let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
-                let mut stored = Vec::with_capacity(entries.len());
-                for (k, bytes) in &entries {
-                    let exists = t.get(k.as_str()).map_err(backend)?.is_some();
-                    if !exists {
-                        t.insert(k.as_str(), bytes.as_slice()).map_err(backend)?;
+            .write_then(
+                durable,
+                move |txn| {
+                    let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
+                    let mut stored = Vec::with_capacity(entries.len());
+                    for (k, bytes) in &entries {
+                        let exists = t.get(k.as_str()).map_err(backend)?.is_some();
+                        if !exists {
+                            t.insert(k.as_str(), bytes.as_slice()).map_err(backend)?;
+                        }
+                        stored.push(!exists);
                     }
-                    stored.push(!exists);
-                }
-                Ok(stored)
-            })
+                    Ok(stored)
+                },
+                forget,
+            )
             .await
     }
 
@@ -103,7 +113,14 @@ impl EmbeddedStore {
     /// condition holds.
     async fn write_all(&self, ops: Vec<WriteOp>, durable: bool) -> Result<(), StoreError> {
         let ops = ops.into_iter().map(Ready::of).collect::<Result<Vec<_>, _>>()?;
-        self.db.write(durable, move |txn| apply_all(txn, &ops)).await
+        let written: Vec<(Table, String)> = ops.iter().map(|op| (op.table(), op.key().to_owned())).collect();
+        let hot = self.hot.clone();
+        let forget = move || {
+            for (table, key) in &written {
+                hot.forget(*table, [key.as_str()]);
+            }
+        };
+        self.db.write_then(durable, move |txn| apply_all(txn, &ops), forget).await
     }
 
     async fn run<T: Send + 'static>(
@@ -409,6 +426,18 @@ enum Ready {
 }
 
 impl Ready {
+    fn table(&self) -> Table {
+        match self {
+            Ready::Put { table, .. } | Ready::Delete { table, .. } | Ready::Add { table, .. } => *table,
+        }
+    }
+
+    fn key(&self) -> &str {
+        match self {
+            Ready::Put { key, .. } | Ready::Delete { key, .. } | Ready::Add { key, .. } => key,
+        }
+    }
+
     fn of(op: WriteOp) -> Result<Self, StoreError> {
         Ok(match op {
             WriteOp::Put { table, item, cond } => {
@@ -483,6 +512,22 @@ impl Store for EmbeddedStore {
         let txn = self.db.begin_read().map_err(backend)?;
         let t = txn.open_table(redb_table(table)).map_err(backend)?;
         let doc = t.get(key(pk, sk).as_str()).map_err(backend)?.map(|g| g.value().to_vec());
+        Ok(doc.filter(|d| !expired_value(d, epoch_now())))
+    }
+
+    async fn get_doc_hot(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let k = key(pk, sk);
+        let doc = match self.hot.get_or_mark(table, &k) {
+            Found::Held(doc) => Some(doc),
+            Found::Read(ticket) => {
+                let txn = self.db.begin_read().map_err(backend)?;
+                let t = txn.open_table(redb_table(table)).map_err(backend)?;
+                let doc = t.get(k.as_str()).map_err(backend)?.map(|g| g.value().to_vec());
+                self.hot.offer(table, &k, ticket, doc.as_deref());
+                doc
+            }
+        };
+        // Expiry is checked at every read, held or not.
         Ok(doc.filter(|d| !expired_value(d, epoch_now())))
     }
 
@@ -606,14 +651,21 @@ impl Store for EmbeddedStore {
     async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
         // One transaction for the lot.
         let keys: Vec<String> = keys.iter().map(|(pk, sk)| key(pk, sk)).collect();
+        let written = keys.clone();
+        let hot = self.hot.clone();
+        let forget = move || hot.forget(table, written.iter().map(String::as_str));
         self.db
-            .write(true, move |txn| {
-                let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
-                for k in &keys {
-                    t.remove(k.as_str()).map_err(backend)?;
-                }
-                Ok(())
-            })
+            .write_then(
+                true,
+                move |txn| {
+                    let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
+                    for k in &keys {
+                        t.remove(k.as_str()).map_err(backend)?;
+                    }
+                    Ok(())
+                },
+                forget,
+            )
             .await
     }
 
@@ -836,5 +888,56 @@ mod tests {
         assert!(all.iter().any(|i| i["sk"] == "u" && i["nonce"] == "b"));
         drop(store);
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn a_hot_read_is_held_and_never_older_than_a_committed_write() {
+        let store = EmbeddedStore::memory().unwrap();
+        let (pk, sk) = ("KEY#h", "KEY");
+        let item =
+            |n: i64| Item::from_iter([("pk".into(), pk.into()), ("sk".into(), sk.into()), ("n".into(), n.into())]);
+        let hot = || async {
+            let doc = store.get_doc_hot(Table::Main, pk, sk).await.unwrap();
+            doc.map(|d| serde_json::from_slice::<serde_json::Value>(&d).unwrap()["n"].as_i64().unwrap())
+        };
+        assert_eq!(hot().await, None);
+        store.put(Table::Main, item(1), Cond::None).await.unwrap();
+        assert_eq!(hot().await, Some(1));
+        // Held: a change behind the store's back (tests only; nothing else writes the file) is
+        // not seen.
+        store_raw(&store, pk, sk, br#"{"sk":"KEY","n":99}"#);
+        assert_eq!(hot().await, Some(1));
+        // Every kind of write through the store is.
+        store.put(Table::Main, item(2), Cond::None).await.unwrap();
+        assert_eq!(hot().await, Some(2));
+        let add = WriteOp::Add { table: Table::Main, pk: pk.into(), sk: sk.into(), attr: "n", delta: 1 };
+        store.transact(vec![add]).await.unwrap();
+        assert_eq!(hot().await, Some(3));
+        store.delete_many(Table::Main, vec![(pk.into(), sk.into())]).await.unwrap();
+        assert_eq!(hot().await, None);
+        store.put_new(Table::Main, vec![item(4)]).await.unwrap();
+        assert_eq!(hot().await, Some(4));
+        // A writer that stops waiting (a request dropped) once its write is queued: the write
+        // still commits, and what was held goes with it.
+        {
+            let mut write = std::pin::pin!(store.put(Table::Main, item(5), Cond::None));
+            let polled = std::future::Future::poll(
+                write.as_mut(),
+                &mut std::task::Context::from_waker(std::task::Waker::noop()),
+            );
+            assert!(polled.is_pending(), "the write was queued, not done");
+        }
+        // Groups commit in order: once a later write returns, the left one has committed.
+        store
+            .put(
+                Table::Main,
+                item(0).into_iter().map(|(k, v)| (k, if v == "KEY" { "other".into() } else { v })).collect(),
+                Cond::None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(hot().await, Some(5));
+        store.delete(Table::Main, pk, sk, Cond::None).await.unwrap();
+        assert_eq!(hot().await, None);
     }
 }

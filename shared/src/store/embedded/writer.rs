@@ -98,10 +98,23 @@ impl Db {
         durable: bool,
         f: impl FnOnce(&WriteTransaction) -> Result<T, Failed> + Send + 'static,
     ) -> Result<T, StoreError> {
+        self.write_then(durable, f, || {}).await
+    }
+
+    /// [`Db::write`], and `then` on the leader once the group's outcome is known (after its
+    /// commit), before the write returns: even when the writer stopped waiting for it (a request
+    /// dropped), which code after the `await` would miss.
+    pub(super) async fn write_then<T: Send + 'static>(
+        self: &Arc<Self>,
+        durable: bool,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, Failed> + Send + 'static,
+        then: impl FnOnce() + Send + 'static,
+    ) -> Result<T, StoreError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let apply: Apply = Box::new(move |txn| {
             let answered = |r: Result<T, StoreError>| -> Answer {
                 Box::new(move |group: Result<(), StoreError>| {
+                    then();
                     let _ = tx.send(group.and(r));
                 })
             };
