@@ -280,7 +280,8 @@ pub async fn page<T: DeserializeOwned>(
     order: Order,
 ) -> Result<(Vec<T>, PageInfo), StoreError> {
     let cpk = counts_pk(pk);
-    if store.get(table, &cpk, BUILT_SK).await?.is_none() {
+    // Read on every page and written once: from memory where the store keeps it.
+    if store.get_doc_hot(table, &cpk, BUILT_SK).await?.is_none() {
         build(store, table, pk).await?;
     }
     let (lo, hi) = range.unwrap_or_else(all_ids);
