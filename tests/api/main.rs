@@ -40,6 +40,7 @@ mod trip_events;
 mod trip_gps;
 mod trip_trace;
 mod trips;
+mod trips_by_user;
 mod trips_v2;
 mod users;
 mod webhooks;

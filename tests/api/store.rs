@@ -76,6 +76,36 @@ both!(conditions_hold_or_nothing_changes, |app| async move {
     assert_eq!(s.get(Table::Locations, &pk, "t1").await.unwrap().unwrap()["v"], 1, "existing item untouched");
     s.delete(Table::Locations, &pk, "n1", Cond::Exists).await.unwrap();
     assert!(matches!(s.delete(Table::Locations, &pk, "n1", Cond::Exists).await, Err(StoreError::ConditionFailed)));
+
+    // A check writes nothing and fails its transaction unless it holds (a delete guarding an
+    // absence too).
+    let check = |sk: &str, cond| WriteOp::Check { table: Table::Locations, pk: pk.clone(), sk: sk.into(), cond };
+    let put = |sk: &str| WriteOp::Put { table: Table::Main, item: item(&pk, sk, 1), cond: Cond::None };
+    let ops = vec![check("t1", Cond::Equals("v", json!(2))), put("c1")];
+    assert!(matches!(s.transact(ops).await, Err(StoreError::ConditionFailed)));
+    assert!(s.get(Table::Main, &pk, "c1").await.unwrap().is_none());
+    s.transact(vec![check("t1", Cond::Equals("v", json!(1))), put("c1")]).await.unwrap();
+    assert!(s.get(Table::Main, &pk, "c1").await.unwrap().is_some());
+    assert_eq!(s.get(Table::Locations, &pk, "t1").await.unwrap().unwrap()["v"], 1, "checked, unchanged");
+    let absent = WriteOp::Delete { table: Table::Main, pk: pk.clone(), sk: "c1".into(), cond: Cond::NotExists };
+    assert!(matches!(s.transact(vec![absent, put("c2")]).await, Err(StoreError::ConditionFailed)));
+    assert!(s.get(Table::Main, &pk, "c2").await.unwrap().is_none());
+});
+
+both!(get_docs_answers_each_key_in_order, |app| async move {
+    let s = app.state.store.as_ref();
+    let pk = format!("{}#G", app.project.project_id);
+    for sk in ["a", "b", "c"] {
+        s.put(Table::Main, item(&pk, sk, 1), Cond::None).await.unwrap();
+    }
+    let keys: Vec<String> = ["c", "x", "a", "a"].map(String::from).to_vec();
+    let docs = s.get_docs(Table::Main, &pk, &keys).await.unwrap();
+    let got: Vec<Option<String>> = docs
+        .iter()
+        .map(|d| d.as_ref().map(|d| serde_json::from_slice::<serde_json::Value>(d).unwrap()["sk"].to_string()))
+        .collect();
+    assert_eq!(got, [Some("\"c\"".into()), None, Some("\"a\"".into()), Some("\"a\"".into())]);
+    assert!(s.get_docs(Table::Main, &pk, &[]).await.unwrap().is_empty());
 });
 
 both!(items_past_their_ttl_are_gone_for_reads_but_not_for_the_sweeper, |app| async move {

@@ -197,6 +197,9 @@ const BEYOND_EVENTS: &[(&str, &str, &str, &str)] = &[
     // Only for a user whose stays predate the places aggregate: the first request builds it from
     // them (domain::insights::aggregate); the routine's ingest has built it already.
     ("InsightsFunction", "MainTable", "dynamodb:Query", "stays read once to build a missing aggregate"),
+    // Only in a project made before each user's list of trips: its first list by user enters
+    // the trips, each conditional on the trip as read (trips::by_user).
+    ("TripsFunction", "MainTable", "dynamodb:ConditionCheckItem", "trips entered in their users' lists, once"),
     // Only when an ingest raced an erasure: its processing pass deletes the fixes it stored.
     ("LocationsFunction", "LocationsTable", "dynamodb:BatchWriteItem", "fixes stored for an erased user"),
 ];

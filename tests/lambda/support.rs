@@ -518,6 +518,7 @@ impl Store for Recording {
                 WriteOp::Put { table, .. } => self.note(*table, "PutItem"),
                 WriteOp::Delete { table, .. } => self.note(*table, "DeleteItem"),
                 WriteOp::Add { table, .. } => self.note(*table, "UpdateItem"),
+                WriteOp::Check { table, .. } => self.note(*table, "ConditionCheckItem"),
             }
         }
         self.inner.transact(ops).await

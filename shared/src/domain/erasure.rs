@@ -371,7 +371,11 @@ async fn step(cx: &mut Ctx<'_>, s: Step, cell: Option<&str>, cursor: Option<Stri
             let a = cx.drain(Table::Main, &trip_events::user_events_pk(&pid, &uid), SkRange::All, all).await?;
             let b = cx.drain(Table::Main, &trips::user_trips_pk(&pid, &uid), SkRange::All, all).await?;
             let c = cx.drain(Table::Main, &fence_events::state_pk(&pid, &uid), SkRange::All, all).await?;
-            finished(a && b && c)
+            // The user's list of trips and its counts.
+            let list = trips::by_user::list_pk(&pid, &uid);
+            let d = cx.drain(Table::Main, &list, SkRange::All, all).await?;
+            let e = cx.drain(Table::Main, &super::list_pages::counts_pk(&list), SkRange::All, all).await?;
+            finished(a && b && c && d && e)
         }
     })
 }
@@ -398,6 +402,7 @@ async fn erase_trip(cx: &mut Ctx<'_>, pk: &str, trip: &Item) -> Result<(), ApiEr
     let change = history_pages::deleting(cx.store, Table::Main, &keys).await?;
     keys.extend(events.iter().map(key_of).collect::<Result<Vec<_>, _>>()?);
     keys.push((trips::user_trips_pk(&cx.pid, &cx.uid), trip_id.clone()));
+    keys.push((trips::by_user::list_pk(&cx.pid, &cx.uid), trip_id.clone()));
     cx.delete_keys(Table::Main, keys).await?;
     change.done(cx.store).await?;
     if pk == trips::trips_pk(&cx.pid, Api::V1) {

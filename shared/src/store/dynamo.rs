@@ -11,8 +11,9 @@ use aws_sdk_dynamodb::client::Waiters;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, ConsumedCapacity, Delete, DeleteRequest, KeySchemaElement,
-    KeyType, Put, ReturnConsumedCapacity, ScalarAttributeType, Select, TransactWriteItem, Update, WriteRequest,
+    AttributeDefinition, AttributeValue, BillingMode, ConditionCheck, ConsumedCapacity, Delete, DeleteRequest,
+    KeySchemaElement, KeyType, Put, ReturnConsumedCapacity, ScalarAttributeType, Select, TransactWriteItem, Update,
+    WriteRequest,
 };
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
@@ -486,6 +487,18 @@ impl Store for DynamoStore {
                         .build()
                         .map_err(backend)?;
                     TransactWriteItem::builder().update(add).build()
+                }
+                WriteOp::Check { table, pk, sk, cond } => {
+                    let (expr, names, values) = cond_expr(cond)?;
+                    let check = ConditionCheck::builder()
+                        .table_name(self.name(*table))
+                        .set_key(Some(key_av(pk, sk)))
+                        .set_condition_expression(expr)
+                        .set_expression_attribute_names(names)
+                        .set_expression_attribute_values(values)
+                        .build()
+                        .map_err(backend)?;
+                    TransactWriteItem::builder().condition_check(check).build()
                 }
             };
             items.push(item);

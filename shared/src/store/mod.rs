@@ -147,6 +147,14 @@ pub enum WriteOp {
         attr: &'static str,
         delta: i64,
     },
+    /// Write nothing, but fail the transaction unless `cond` holds for the item at the key
+    /// (DynamoDB's `ConditionCheck`): what a transaction derived from another item relies on.
+    Check {
+        table: Table,
+        pk: String,
+        sk: String,
+        cond: Cond,
+    },
 }
 
 /// Queries of one [`Store::query_docs_many`] in flight at once (a 10 km search over fine cells
@@ -216,6 +224,13 @@ pub trait Store: Send + Sync + 'static {
         // trait's boxed future must be.
         let reads = qs.iter().cloned().map(|q| async move { self.query_docs(table, &q).await });
         futures::stream::iter(reads).buffered(QUERIES_IN_FLIGHT).try_collect().await
+    }
+    /// The documents of the partition's items at these sort keys (None where there is none), in
+    /// their order: a page of records named by an index. By default one query of each key
+    /// ([`Store::query_docs_many`]); the embedded store gets them in one read transaction.
+    async fn get_docs(&self, table: Table, pk: &str, sks: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let qs: Vec<Query> = sks.iter().map(|sk| Query::new(pk, SkRange::Between(sk.clone(), sk.clone()))).collect();
+        Ok(self.query_docs_many(table, &qs).await?.into_iter().map(|mut d| d.pop()).collect())
     }
     /// How many items of the partition fall in `range` (expired ones left out).
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError>;

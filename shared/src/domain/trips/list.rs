@@ -25,6 +25,13 @@ pub async fn list_v1(
     f: &ListFilter,
     page: PageNumber,
 ) -> Result<(Vec<Trip>, PageInfo), ApiError> {
+    let ids = f.range.map(|r| id_range(&r));
+    if let (Some(user), None) = (&f.user_id, &f.metadata) {
+        // A page of the user's own list.
+        let (mut list, info) = super::by_user::page(store, p, user, ids, page).await?;
+        load_events_many(store, p, &mut list).await?;
+        return Ok((list, info));
+    }
     let keep = |t: &Trip| {
         f.user_id.as_ref().is_none_or(|u| t.user_id.as_ref() == Some(u))
             && f.metadata.as_ref().is_none_or(|m| m.matches(t.metadata.as_ref()))
@@ -32,7 +39,6 @@ pub async fn list_v1(
     let filtered = f.user_id.is_some() || f.metadata.is_some();
     let keep = filtered.then_some(&keep as &(dyn Fn(&Trip) -> bool + Sync));
     let pk = trips_pk(&p.project_id, Api::V1);
-    let ids = f.range.map(|r| id_range(&r));
     let (mut list, info) = list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::NewestFirst).await?;
     load_events_many(store, p, &mut list).await?;
     Ok((list, info))

@@ -423,18 +423,24 @@ enum Ready {
     Put { table: Table, key: String, bytes: Vec<u8>, cond: Cond },
     Delete { table: Table, key: String, cond: Cond },
     Add { table: Table, key: String, pk: String, sk: String, attr: &'static str, delta: i64 },
+    Check { table: Table, key: String, cond: Cond },
 }
 
 impl Ready {
     fn table(&self) -> Table {
         match self {
-            Ready::Put { table, .. } | Ready::Delete { table, .. } | Ready::Add { table, .. } => *table,
+            Ready::Put { table, .. }
+            | Ready::Delete { table, .. }
+            | Ready::Add { table, .. }
+            | Ready::Check { table, .. } => *table,
         }
     }
 
     fn key(&self) -> &str {
         match self {
-            Ready::Put { key, .. } | Ready::Delete { key, .. } | Ready::Add { key, .. } => key,
+            Ready::Put { key, .. } | Ready::Delete { key, .. } | Ready::Add { key, .. } | Ready::Check { key, .. } => {
+                key
+            }
         }
     }
 
@@ -448,6 +454,7 @@ impl Ready {
             WriteOp::Add { table, pk, sk, attr, delta } => {
                 Ready::Add { table, key: key(&pk, &sk), pk, sk, attr, delta }
             }
+            WriteOp::Check { table, pk, sk, cond } => Ready::Check { table, key: key(&pk, &sk), cond },
         })
     }
 }
@@ -475,6 +482,7 @@ fn apply_all(txn: &redb::WriteTransaction, ops: &[Ready]) -> Result<(), Failed> 
                 holding(*table, key, cond)?;
                 changes.push((*table, key, None));
             }
+            Ready::Check { table, key, cond } => holding(*table, key, cond)?,
             Ready::Add { table, key, pk, sk, attr, delta } => {
                 let t = txn.open_table(redb_table(*table)).map_err(backend).map_err(before)?;
                 let current =
@@ -529,6 +537,18 @@ impl Store for EmbeddedStore {
         };
         // Expiry is checked at every read, held or not.
         Ok(doc.filter(|d| !expired_value(d, epoch_now())))
+    }
+
+    async fn get_docs(&self, table: Table, pk: &str, sks: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        let t = txn.open_table(redb_table(table)).map_err(backend)?;
+        let now = epoch_now();
+        let mut out = Vec::with_capacity(sks.len());
+        for sk in sks {
+            let doc = t.get(key(pk, sk).as_str()).map_err(backend)?.map(|g| g.value().to_vec());
+            out.push(doc.filter(|d| !expired_value(d, now)));
+        }
+        Ok(out)
     }
 
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {

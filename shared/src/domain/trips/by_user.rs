@@ -1,0 +1,166 @@
+//! Each user's v1/v3 trips as a list of their ids, counted ([`list_pages`]), so that
+//! `GET /v1/api/trips/?user_id=` reads a page of the user's trips rather than every trip of the
+//! project (which it decoded and filtered: on DynamoDB, every trip's capacity on every request).
+//!
+//! An entry (`<project>#TU#<user>`, sort key the trip's id) is written in the transaction that
+//! creates the trip, moved by the one that gives it to another user, and removed by the one that
+//! deletes it; those read whether the entry is there and make the transaction depend on it
+//! (a trip from before these lists has none). Projects made since are marked indexed at creation;
+//! an older project's trips are entered once, by its first such list ([`build`]), each
+//! conditional on the trip's version as read, so a change meanwhile makes it read the trip again.
+
+use serde::Deserialize;
+
+use super::{Api, Trip, trips_pk};
+use crate::auth::Project;
+use crate::domain::list_pages;
+use crate::error::ApiError;
+use crate::paging::{Order, PageInfo, PageNumber};
+use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json};
+
+/// The user's list.
+pub(crate) fn list_pk(project_id: &str, user_id: &str) -> String {
+    format!("{project_id}#TU#{user_id}")
+}
+
+/// The marker that every trip of the project is entered in its user's list.
+fn indexed_pk(project_id: &str) -> String {
+    format!("{project_id}#TU")
+}
+const INDEXED_SK: &str = "~";
+
+/// Trips read at once while building.
+const BUILD_PAGE: usize = 500;
+/// Attempts at entering one trip while writers change it.
+const TRIES: usize = 20;
+
+/// The put that marks a new project's trips indexed (part of the transaction that makes it).
+pub(crate) fn indexed_from_start(project_id: &str) -> WriteOp {
+    WriteOp::Put { table: Table::Main, item: marker(project_id), cond: Cond::None }
+}
+
+fn marker(project_id: &str) -> Item {
+    Item::from_iter([("pk".to_owned(), indexed_pk(project_id).into()), ("sk".to_owned(), INDEXED_SK.into())])
+}
+
+fn entry(project_id: &str, user_id: &str, trip_id: &str) -> Item {
+    Item::from_iter([("pk".to_owned(), list_pk(project_id, user_id).into()), ("sk".to_owned(), trip_id.into())])
+}
+
+/// Enter a new trip in its user's list (the trip's id is new: no read needed).
+pub(super) fn add_ops(project_id: &str, user_id: &str, trip_id: &str) -> Vec<WriteOp> {
+    let mut ops =
+        vec![WriteOp::Put { table: Table::Main, item: entry(project_id, user_id, trip_id), cond: Cond::NotExists }];
+    ops.extend(list_pages::count_ops(Table::Main, &list_pk(project_id, user_id), trip_id, 1));
+    ops
+}
+
+/// The writes that move trip `trip_id` from `from`'s list to `to`'s (None: no list), for the
+/// transaction that changes the trip. A trip from before the lists may have no entry yet: the
+/// transaction then depends on its still having none.
+pub(super) async fn move_ops(
+    store: &dyn Store,
+    project_id: &str,
+    trip_id: &str,
+    from: Option<&str>,
+    to: Option<&str>,
+) -> Result<Vec<WriteOp>, StoreError> {
+    let mut ops = Vec::new();
+    if from == to {
+        return Ok(ops);
+    }
+    if let Some(u) = from {
+        let pk = list_pk(project_id, u);
+        let entered = store.get_doc(Table::Main, &pk, trip_id).await?.is_some();
+        let cond = if entered { Cond::Exists } else { Cond::NotExists };
+        ops.push(WriteOp::Delete { table: Table::Main, pk: pk.clone(), sk: trip_id.to_owned(), cond });
+        if entered {
+            ops.extend(list_pages::count_ops(Table::Main, &pk, trip_id, -1));
+        }
+    }
+    if let Some(u) = to {
+        ops.extend(add_ops(project_id, u, trip_id));
+    }
+    Ok(ops)
+}
+
+/// The page of `user_id`'s v1/v3 trips (without their events), newest first, within the trip ids
+/// `range`.
+pub(super) async fn page(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    range: Option<(String, String)>,
+    page: PageNumber,
+) -> Result<(Vec<Trip>, PageInfo), ApiError> {
+    if store.get_doc_hot(Table::Main, &indexed_pk(&p.project_id), INDEXED_SK).await?.is_none() {
+        build(store, &p.project_id).await?;
+    }
+    #[derive(Deserialize)]
+    struct Entry {
+        sk: String,
+    }
+    let pk = list_pk(&p.project_id, user_id);
+    let (entries, info) = list_pages::page::<Entry>(store, Table::Main, &pk, range, page, Order::NewestFirst).await?;
+    let ids: Vec<String> = entries.into_iter().map(|e| e.sk).collect();
+    let mut trips = Vec::with_capacity(ids.len());
+    // An entry whose trip is gone (a user's erasure under way) is passed over.
+    for doc in store.get_docs(Table::Main, &trips_pk(&p.project_id, Api::V1), &ids).await?.into_iter().flatten() {
+        trips.push(from_json::<Trip>(&doc)?);
+    }
+    Ok((trips, info))
+}
+
+/// Enter every trip of the project in its user's list, then mark the project indexed. Runs
+/// beside writers: each entry is put only if absent and only if the trip is still as read.
+async fn build(store: &dyn Store, project_id: &str) -> Result<(), StoreError> {
+    #[derive(Deserialize)]
+    struct Brief {
+        id: String,
+        user_id: Option<String>,
+        version: u64,
+    }
+    let tpk = trips_pk(project_id, Api::V1);
+    let mut after = None;
+    loop {
+        let q = Query::new(&tpk, SkRange::All).after(after).limit(BUILD_PAGE);
+        let page = store.query(Table::Main, &q).await?;
+        for item in page.items {
+            let mut brief: Brief = from_item(item)?;
+            for attempt in 0.. {
+                let Some(user) = &brief.user_id else { break };
+                let mut ops = add_ops(project_id, user, &brief.id);
+                ops.push(WriteOp::Check {
+                    table: Table::Main,
+                    pk: tpk.clone(),
+                    sk: brief.id.clone(),
+                    cond: Cond::Equals("version", brief.version.into()),
+                });
+                match store.transact(ops).await {
+                    Ok(()) => break,
+                    Err(StoreError::ConditionFailed) if attempt < TRIES => {
+                        // Entered already (a writer did), or the trip changed: read it again.
+                        match store.get_doc(Table::Main, &tpk, &brief.id).await? {
+                            Some(d) => brief = from_json(&d)?,
+                            None => break,
+                        }
+                        if let Some(u) = &brief.user_id
+                            && store.get_doc(Table::Main, &list_pk(project_id, u), &brief.id).await?.is_some()
+                        {
+                            break;
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        match page.last_sk {
+            Some(last) => after = Some(last),
+            None => break,
+        }
+    }
+    match store.put(Table::Main, marker(project_id), Cond::NotExists).await {
+        Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
+        Err(e) => Err(e),
+    }
+}

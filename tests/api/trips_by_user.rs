@@ -1,0 +1,158 @@
+//! `GET /v1/api/trips/?user_id=` pages through the user's own list of trips (`trips::by_user`):
+//! every page equal to the naive answer (the project's trips filtered by user, newest first)
+//! through creates, reassignments and deletes; trips stored before the lists are entered by the
+//! first list, whatever was changed before it; another project's key sees none of them.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use shared::domain::list_pages::counts_pk;
+use shared::paging::{PAGE_SIZE, PageInfo, PageNumber};
+use shared::store::{Query, SkRange, Table};
+
+use crate::both;
+use crate::helpers::{Key, TestApp};
+use crate::trips::create;
+
+fn id(t: &Value) -> String {
+    t["id"].as_str().expect("id").to_owned()
+}
+
+/// The naive answer: every trip of the project (its unfiltered list, page by page), the user's
+/// kept.
+async fn naive(app: &TestApp, user: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for n in 1.. {
+        let (status, res) = app.get(&format!("/v1/api/trips/?page_number={n}")).await;
+        assert_eq!(status, StatusCode::OK, "{res}");
+        let trips = res["data"]["trips"].as_array().expect("trips").clone();
+        if trips.is_empty() {
+            break;
+        }
+        out.extend(trips.iter().filter(|t| t["user_id"] == user).map(id));
+    }
+    out
+}
+
+/// Every page of the user's list (and one past the end) against the naive answer.
+async fn assert_exact(app: &TestApp, user: &str) {
+    let all = naive(app, user).await;
+    let pages = all.len().div_ceil(PAGE_SIZE);
+    for n in 1..=pages + 1 {
+        let (status, res) = app.get(&format!("/v1/api/trips/?user_id={user}&page_number={n}")).await;
+        assert_eq!(status, StatusCode::OK, "{res}");
+        let got: Vec<String> = res["data"]["trips"].as_array().expect("trips").iter().map(id).collect();
+        let want: Vec<String> = all.iter().skip((n - 1) * PAGE_SIZE).take(PAGE_SIZE).cloned().collect();
+        assert_eq!(got, want, "{user}: page {n} of {pages}");
+        let info = PageInfo::new(PageNumber(n), all.len());
+        assert_eq!(res["data"]["pages"], info.pages, "{user}: page {n}");
+        assert_eq!(res["data"]["next_page"], json!(info.next_page), "{user}: page {n}");
+        assert_eq!(res["data"]["prev_page"], json!(info.prev_page), "{user}: page {n}");
+    }
+}
+
+async fn reassign(app: &TestApp, trip: &str, user: &str) {
+    let (status, res) =
+        app.call("PUT", "/v1/api/trips/", Key::Secret, Some(&json!({"trip_id": trip, "user_id": user}))).await;
+    assert!(status.is_success(), "{status}: {res}");
+}
+
+async fn delete(app: &TestApp, trip: &str) {
+    let (status, res) = app.call("DELETE", &format!("/v1/api/trips/?trip_id={trip}"), Key::Secret, None).await;
+    assert!(status.is_success(), "{status}: {res}");
+}
+
+/// Trips of `a` (13), `b` (4) and of nobody (3), interleaved; their ids by user.
+async fn seed(app: &TestApp, a: &str, b: &str) -> (Vec<String>, Vec<String>) {
+    let (mut of_a, mut of_b) = (Vec::new(), Vec::new());
+    for i in 0..20 {
+        let body = match i % 5 {
+            0 if of_b.len() < 4 => json!({"user_id": b}),
+            1 if i < 15 => json!({}),
+            _ => json!({"user_id": a}),
+        };
+        let t = id(&create(app, "v1", body.clone()).await);
+        match body["user_id"].as_str() {
+            Some(u) if u == a => of_a.push(t),
+            Some(_) => of_b.push(t),
+            None => {}
+        }
+    }
+    (of_a, of_b)
+}
+
+/// Forget the lists, as a project stored before them: the marker, every entry and its counts.
+async fn as_before_the_lists(app: &TestApp, users: &[&str]) {
+    let s = app.state.store.as_ref();
+    let pid = &app.project.project_id;
+    s.delete(Table::Main, &format!("{pid}#TU"), "~", shared::store::Cond::None).await.expect("marker");
+    for u in users {
+        let list = format!("{pid}#TU#{u}");
+        let mut keys = Vec::new();
+        for pk in [list.clone(), counts_pk(&list)] {
+            let items = s.query(Table::Main, &Query::new(&pk, SkRange::All)).await.expect("query").items;
+            keys.extend(items.iter().map(|i| (pk.clone(), i["sk"].as_str().expect("sk").to_owned())));
+        }
+        s.delete_many(Table::Main, keys).await.expect("forgotten");
+    }
+}
+
+both!(a_users_trip_pages_are_exact_through_creates_moves_and_deletes, |app| async move {
+    let a = app.create_user(json!({})).await;
+    let b = app.create_user(json!({})).await;
+    let (of_a, of_b) = seed(&app, &a, &b).await;
+    assert_eq!((of_a.len(), of_b.len()), (13, 4));
+    assert_exact(&app, &a).await;
+    assert_exact(&app, &b).await;
+    // Two of a's go to b, one of b's is deleted, a trip of nobody's is given to a.
+    reassign(&app, &of_a[0], &b).await;
+    reassign(&app, &of_a[7], &b).await;
+    delete(&app, &of_b[1]).await;
+    let (_, res) = app.get("/v1/api/trips/").await;
+    let nobodys = res["data"]["trips"].as_array().unwrap().iter().find(|t| t["user_id"].is_null()).map(id).unwrap();
+    reassign(&app, &nobodys, &a).await;
+    let naive_a = naive(&app, &a).await;
+    assert_eq!(naive_a.len(), 12);
+    assert!(naive_a.contains(&nobodys) && !naive_a.contains(&of_a[0]));
+    assert_eq!(naive(&app, &b).await.len(), 5);
+    assert_exact(&app, &a).await;
+    assert_exact(&app, &b).await;
+    // Reassigned to the user it has: nothing moves.
+    reassign(&app, &of_a[1], &a).await;
+    assert_exact(&app, &a).await;
+    // A date range (the trips were made just now): whole, and ending before them.
+    let (_, res) = app.get(&format!("/v3/api/trips/?start_date=2000-01-01&end_date=2099-01-01&user_id={a}")).await;
+    assert_eq!(res["data"].as_array().map(Vec::len), Some(PAGE_SIZE), "{res}");
+    let (_, res) = app.get(&format!("/v3/api/trips/?start_date=2000-01-01&end_date=2000-01-02&user_id={a}")).await;
+    assert_eq!(res["data"], json!([]), "{res}");
+    // Another project's key: none of them.
+    let other = app.other_project().await;
+    let (status, res) = app.call("GET", &format!("/v1/api/trips/?user_id={a}"), Key::Raw(&other.api_key), None).await;
+    let text = res.to_string();
+    assert!(of_a.iter().all(|t| !text.contains(t.as_str())), "{status}: {res}");
+});
+
+both!(trips_stored_before_the_user_lists_are_entered_by_the_first_list, |app| async move {
+    let a = app.create_user(json!({})).await;
+    let b = app.create_user(json!({})).await;
+    let (of_a, of_b) = seed(&app, &a, &b).await;
+    as_before_the_lists(&app, &[&a, &b]).await;
+    // Changes before any list: a move and a delete of trips without entries, a new trip with one.
+    reassign(&app, &of_a[2], &b).await;
+    delete(&app, &of_a[3]).await;
+    delete(&app, &of_b[0]).await;
+    let late = id(&create(&app, "v1", json!({"user_id": a})).await);
+    // The first list enters the rest.
+    assert_exact(&app, &a).await;
+    assert_exact(&app, &b).await;
+    let naive_a = naive(&app, &a).await;
+    assert_eq!(naive_a.len(), 12, "13 - moved - deleted + late");
+    assert_eq!(naive_a[0], late);
+    assert_eq!(naive(&app, &b).await.len(), 4, "4 - deleted + moved");
+    let s = app.state.store.as_ref();
+    let marker = s.get(Table::Main, &format!("{}#TU", app.project.project_id), "~").await.expect("read");
+    assert!(marker.is_some(), "marked built");
+    // And lists stay exact after.
+    reassign(&app, &of_a[4], &b).await;
+    assert_exact(&app, &a).await;
+    assert_exact(&app, &b).await;
+});
