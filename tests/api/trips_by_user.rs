@@ -3,6 +3,8 @@
 //! through creates, reassignments and deletes; trips stored before the lists are entered by the
 //! first list, whatever was changed before it; another project's key sees none of them.
 
+use std::time::Duration;
+
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use shared::domain::list_pages::counts_pk;
@@ -155,4 +157,43 @@ both!(trips_stored_before_the_user_lists_are_entered_by_the_first_list, |app| as
     reassign(&app, &of_a[4], &b).await;
     assert_exact(&app, &a).await;
     assert_exact(&app, &b).await;
+});
+
+both!(entering_older_trips_goes_on_where_it_stopped, |app| async move {
+    let a = app.create_user(json!({})).await;
+    let b = app.create_user(json!({})).await;
+    let (of_a, of_b) = seed(&app, &a, &b).await;
+    as_before_the_lists(&app, &[&a, &b]).await;
+    let s = app.state.store.as_ref();
+    let pid = app.project.project_id.clone();
+    let entered = || async {
+        let mut n = 0;
+        for u in [&a, &b] {
+            n += s.query(Table::Main, &Query::new(format!("{pid}#TU#{u}"), SkRange::All)).await.unwrap().items.len();
+        }
+        n
+    };
+    // The project's trips oldest first (as entering reads them), and whether each has a user.
+    let mut trips: Vec<(String, bool)> = Vec::new();
+    for n in 1.. {
+        let (_, res) = app.get(&format!("/v1/api/trips/?page_number={n}")).await;
+        let page = res["data"]["trips"].as_array().unwrap().clone();
+        if page.is_empty() {
+            break;
+        }
+        trips.extend(page.iter().map(|t| (id(t), !t["user_id"].is_null())));
+    }
+    trips.sort();
+    let with_user_among_first = |k: usize| trips.iter().take(k).filter(|(_, u)| *u).count();
+    let step = shared::domain::trips::by_user::enter_trips;
+    assert!(!step(s, &pid, Duration::ZERO, 3).await.unwrap(), "one batch, not done");
+    assert_eq!(entered().await, with_user_among_first(3));
+    assert!(!step(s, &pid, Duration::ZERO, 3).await.unwrap());
+    assert_eq!(entered().await, with_user_among_first(6), "went on after the first three");
+    // A list finishes it within its budget, and answers from the lists.
+    assert_exact(&app, &a).await;
+    assert_exact(&app, &b).await;
+    assert_eq!(entered().await, of_a.len() + of_b.len());
+    assert!(s.get(Table::Main, &format!("{pid}#TU"), "cursor").await.unwrap().is_none(), "cursor gone");
+    assert!(step(s, &pid, Duration::ZERO, 3).await.unwrap(), "done stays done");
 });

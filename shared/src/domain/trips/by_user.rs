@@ -6,8 +6,12 @@
 //! creates the trip, moved by the one that gives it to another user, and removed by the one that
 //! deletes it; those read whether the entry is there and make the transaction depend on it
 //! (a trip from before these lists has none). Projects made since are marked indexed at creation;
-//! an older project's trips are entered once, by its first such list ([`build`]), each
+//! an older project's trips are entered once, by its first such lists ([`enter_trips`]), each
 //! conditional on the trip's version as read, so a change meanwhile makes it read the trip again.
+//! Entering stops after [`BUILD_BUDGET`] and goes on at the next list from where it stopped (a
+//! cursor beside the marker); until it is done, lists read the project's trips as before.
+
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
@@ -29,8 +33,12 @@ fn indexed_pk(project_id: &str) -> String {
 }
 const INDEXED_SK: &str = "~";
 
-/// Trips read at once while building.
-const BUILD_PAGE: usize = 500;
+/// Trips read at once while entering them.
+const BUILD_PAGE: usize = 200;
+/// How long one list may spend entering trips (well inside API Gateway's 29 s).
+pub const BUILD_BUDGET: Duration = Duration::from_secs(5);
+/// Where entering stopped: the last trip id done.
+const CURSOR_SK: &str = "cursor";
 /// Attempts at entering one trip while writers change it.
 const TRIES: usize = 20;
 
@@ -85,16 +93,18 @@ pub(super) async fn move_ops(
 }
 
 /// The page of `user_id`'s v1/v3 trips (without their events), newest first, within the trip ids
-/// `range`.
+/// `range`; None while the project's older trips are still being entered.
 pub(super) async fn page(
     store: &dyn Store,
     p: &Project,
     user_id: &str,
     range: Option<(String, String)>,
     page: PageNumber,
-) -> Result<(Vec<Trip>, PageInfo), ApiError> {
-    if store.get_doc_hot(Table::Main, &indexed_pk(&p.project_id), INDEXED_SK).await?.is_none() {
-        build(store, &p.project_id).await?;
+) -> Result<Option<(Vec<Trip>, PageInfo)>, ApiError> {
+    if store.get_doc_hot(Table::Main, &indexed_pk(&p.project_id), INDEXED_SK).await?.is_none()
+        && !enter_trips(store, &p.project_id, BUILD_BUDGET, BUILD_PAGE).await?
+    {
+        return Ok(None);
     }
     #[derive(Deserialize)]
     struct Entry {
@@ -108,12 +118,25 @@ pub(super) async fn page(
     for doc in store.get_docs(Table::Main, &trips_pk(&p.project_id, Api::V1), &ids).await?.into_iter().flatten() {
         trips.push(from_json::<Trip>(&doc)?);
     }
-    Ok((trips, info))
+    Ok(Some((trips, info)))
 }
 
-/// Enter every trip of the project in its user's list, then mark the project indexed. Runs
-/// beside writers: each entry is put only if absent and only if the trip is still as read.
-async fn build(store: &dyn Store, project_id: &str) -> Result<(), StoreError> {
+/// Enter the project's trips in their users' lists, from where the last call stopped, `batch` at
+/// a time for about `budget` (at least one batch); true once all are, and the project is marked
+/// indexed. Runs beside writers: each entry is put only if absent and only if the trip is still
+/// as read.
+pub async fn enter_trips(
+    store: &dyn Store,
+    project_id: &str,
+    budget: Duration,
+    batch: usize,
+) -> Result<bool, StoreError> {
+    let deadline = Instant::now() + budget;
+    let ipk = indexed_pk(project_id);
+    if store.get(Table::Main, &ipk, INDEXED_SK).await?.is_some() {
+        return Ok(true);
+    }
+    let mut batches = 0;
     #[derive(Deserialize)]
     struct Brief {
         id: String,
@@ -121,9 +144,18 @@ async fn build(store: &dyn Store, project_id: &str) -> Result<(), StoreError> {
         version: u64,
     }
     let tpk = trips_pk(project_id, Api::V1);
-    let mut after = None;
+    let mut after =
+        store.get(Table::Main, &ipk, CURSOR_SK).await?.and_then(|c| c.get("after")?.as_str().map(str::to_owned));
     loop {
-        let q = Query::new(&tpk, SkRange::All).after(after).limit(BUILD_PAGE);
+        if batches > 0 && Instant::now() >= deadline {
+            let mut cursor =
+                Item::from_iter([("pk".to_owned(), ipk.as_str().into()), ("sk".to_owned(), CURSOR_SK.into())]);
+            cursor.insert("after".into(), after.unwrap_or_default().into());
+            store.put(Table::Main, cursor, Cond::None).await?;
+            return Ok(false);
+        }
+        batches += 1;
+        let q = Query::new(&tpk, SkRange::All).after(after).limit(batch.max(1));
         let page = store.query(Table::Main, &q).await?;
         for item in page.items {
             let mut brief: Brief = from_item(item)?;
@@ -160,7 +192,9 @@ async fn build(store: &dyn Store, project_id: &str) -> Result<(), StoreError> {
         }
     }
     match store.put(Table::Main, marker(project_id), Cond::NotExists).await {
-        Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
-        Err(e) => Err(e),
+        Ok(()) | Err(StoreError::ConditionFailed) => {}
+        Err(e) => return Err(e),
     }
+    store.delete(Table::Main, &ipk, CURSOR_SK, Cond::None).await?;
+    Ok(true)
 }

@@ -26,9 +26,10 @@ pub async fn list_v1(
     page: PageNumber,
 ) -> Result<(Vec<Trip>, PageInfo), ApiError> {
     let ids = f.range.map(|r| id_range(&r));
-    if let (Some(user), None) = (&f.user_id, &f.metadata) {
+    if let (Some(user), None) = (&f.user_id, &f.metadata)
+        && let Some((mut list, info)) = super::by_user::page(store, p, user, ids.clone(), page).await?
+    {
         // A page of the user's own list.
-        let (mut list, info) = super::by_user::page(store, p, user, ids, page).await?;
         load_events_many(store, p, &mut list).await?;
         return Ok((list, info));
     }

@@ -11,7 +11,7 @@
 //! Every change is a read-modify-write checked on `version`, retried on conflict, so two
 //! controls or updates racing on one trip never lose an event or leave contradictory flags.
 
-pub(crate) mod by_user;
+pub mod by_user;
 mod elevation;
 pub mod eta;
 pub mod events;
