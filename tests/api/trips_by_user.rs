@@ -8,6 +8,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use shared::domain::list_pages::counts_pk;
+use shared::domain::trips::Api;
 use shared::paging::{PAGE_SIZE, PageInfo, PageNumber};
 use shared::store::{Query, SkRange, Table};
 
@@ -186,14 +187,112 @@ both!(entering_older_trips_goes_on_where_it_stopped, |app| async move {
     trips.sort();
     let with_user_among_first = |k: usize| trips.iter().take(k).filter(|(_, u)| *u).count();
     let step = shared::domain::trips::by_user::enter_trips;
-    assert!(!step(s, &pid, Duration::ZERO, 3).await.unwrap(), "one batch, not done");
+    assert!(!step(s, &pid, Api::V1, Duration::ZERO, 3).await.unwrap(), "one batch, not done");
     assert_eq!(entered().await, with_user_among_first(3));
-    assert!(!step(s, &pid, Duration::ZERO, 3).await.unwrap());
+    assert!(!step(s, &pid, Api::V1, Duration::ZERO, 3).await.unwrap());
     assert_eq!(entered().await, with_user_among_first(6), "went on after the first three");
     // A list finishes it within its budget, and answers from the lists.
     assert_exact(&app, &a).await;
     assert_exact(&app, &b).await;
     assert_eq!(entered().await, of_a.len() + of_b.len());
     assert!(s.get(Table::Main, &format!("{pid}#TU"), "cursor").await.unwrap().is_none(), "cursor gone");
-    assert!(step(s, &pid, Duration::ZERO, 3).await.unwrap(), "done stays done");
+    assert!(step(s, &pid, Api::V1, Duration::ZERO, 3).await.unwrap(), "done stays done");
+});
+
+/// A v2 list, every page through `starting_after` (`limit` 4): the ids in order.
+async fn v2_pages(app: &TestApp, query: &str) -> Vec<String> {
+    let (mut out, mut after) = (Vec::new(), String::new());
+    loop {
+        let uri = format!("/v2/trips?limit=4&{query}{after}");
+        let (status, res) = app.call("GET", &uri, Key::Bearer, None).await;
+        assert_eq!(status, StatusCode::OK, "{uri}: {res}");
+        let page: Vec<String> = res["trips"].as_array().expect("trips").iter().map(id).collect();
+        out.extend(page.iter().cloned());
+        if res["has_more"] != true {
+            return out;
+        }
+        after = format!("&starting_after={}", page.last().expect("a page before more"));
+    }
+}
+
+/// The user's v2 trips, newest first, paged, against the project's list paged and filtered.
+async fn assert_v2_exact(app: &TestApp, user: &str) {
+    let all = v2_pages(app, "").await;
+    let mut want = Vec::new();
+    for t in &all {
+        let (_, res) = app.call("GET", &format!("/v2/trips/{t}"), Key::Bearer, None).await;
+        if res["trip"]["user"]["id"] == user {
+            want.push(t.clone());
+        }
+    }
+    assert!(want.len() >= 4, "the user has v2 trips: {want:?}");
+    assert_eq!(v2_pages(app, &format!("user_id={user}&")).await, want, "{user}");
+    // Newer than the oldest, three at a time: the three just newer, newest first.
+    let uri = format!("/v2/trips?user_id={user}&limit=3&ending_before={}", want[want.len() - 1]);
+    let (_, res) = app.call("GET", &uri, Key::Bearer, None).await;
+    let newer: Vec<String> = res["trips"].as_array().expect("trips").iter().map(id).collect();
+    assert_eq!(newer, want[want.len() - 4..want.len() - 1], "{uri}");
+}
+
+async fn v2_trip(app: &TestApp, body: Value) -> String {
+    let (status, res) = app.call("POST", "/v2/trips", Key::Bearer, Some(&body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{res}");
+    id(&res["trip"])
+}
+
+both!(a_users_v2_trips_are_their_own_list_before_and_after_it_exists, |app| async move {
+    let a = app.create_user(json!({})).await;
+    let b = app.create_user(json!({})).await;
+    let mut of_a = Vec::new();
+    for i in 0..14 {
+        let body = match i % 3 {
+            0 => json!({"user_id": b}),
+            1 if i > 9 => json!({}),
+            _ => json!({"user_id": a}),
+        };
+        let t = v2_trip(&app, body.clone()).await;
+        if body["user_id"] == a.as_str() {
+            of_a.push(t);
+        }
+    }
+    assert_v2_exact(&app, &a).await;
+    assert_v2_exact(&app, &b).await;
+    // Moved, deleted; then as a project from before the lists, moved again and listed.
+    let (status, res) =
+        app.call("PUT", &format!("/v2/trips/{}", of_a[0]), Key::Bearer, Some(&json!({"user_id": b}))).await;
+    assert!(status.is_success(), "{res}");
+    let (status, res) = app.call("DELETE", &format!("/v2/trips/{}", of_a[1]), Key::Bearer, None).await;
+    assert!(status.is_success(), "{res}");
+    assert_v2_exact(&app, &a).await;
+    assert_v2_exact(&app, &b).await;
+    let s = app.state.store.as_ref();
+    let pid = app.project.project_id.clone();
+    s.delete(Table::Main, &format!("{pid}#TU2"), "~", shared::store::Cond::None).await.unwrap();
+    for u in [&a, &b] {
+        let pk = format!("{pid}#TU2#{u}");
+        let items = s.query(Table::Main, &Query::new(&pk, SkRange::All)).await.unwrap().items;
+        s.delete_many(Table::Main, items.iter().map(|i| (pk.clone(), i["sk"].as_str().unwrap().to_owned())).collect())
+            .await
+            .unwrap();
+    }
+    let (status, res) =
+        app.call("PUT", &format!("/v2/trips/{}", of_a[2]), Key::Bearer, Some(&json!({"user_id": b}))).await;
+    assert!(status.is_success(), "{res}");
+    assert_v2_exact(&app, &a).await;
+    assert_v2_exact(&app, &b).await;
+    assert!(s.get(Table::Main, &format!("{pid}#TU2"), "~").await.unwrap().is_some(), "entered and marked");
+    // The answer comes from the user's own list: an entry taken out behind its back is missing.
+    let listed = v2_pages(&app, &format!("user_id={a}&")).await;
+    s.delete(Table::Main, &format!("{pid}#TU2#{a}"), &listed[0], shared::store::Cond::None).await.unwrap();
+    assert_eq!(v2_pages(&app, &format!("user_id={a}&")).await, listed[1..]);
+    // Another project's token: none of them.
+    let other = app.other_project().await;
+    let req = axum::http::Request::builder()
+        .uri(format!("/v2/trips?user_id={a}"))
+        .header("Authorization", format!("Bearer {}", other.access_token))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let (status, res) = app.send(req).await;
+    assert!(status.is_success() || status.is_client_error(), "{status}: {res}");
+    assert!(of_a.iter().all(|t| !res.to_string().contains(t.as_str())), "{res}");
 });

@@ -200,6 +200,7 @@ const BEYOND_EVENTS: &[(&str, &str, &str, &str)] = &[
     // Only in a project made before each user's list of trips: its first list by user enters
     // the trips, each conditional on the trip as read (trips::by_user).
     ("TripsFunction", "MainTable", "dynamodb:ConditionCheckItem", "trips entered in their users' lists, once"),
+    ("TripsV2Function", "MainTable", "dynamodb:ConditionCheckItem", "trips entered in their users' lists, once"),
     // Only when an ingest raced an erasure: its processing pass deletes the fixes it stored.
     ("LocationsFunction", "LocationsTable", "dynamodb:BatchWriteItem", "fixes stored for an erased user"),
 ];

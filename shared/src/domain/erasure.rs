@@ -371,11 +371,12 @@ async fn step(cx: &mut Ctx<'_>, s: Step, cell: Option<&str>, cursor: Option<Stri
             let a = cx.drain(Table::Main, &trip_events::user_events_pk(&pid, &uid), SkRange::All, all).await?;
             let b = cx.drain(Table::Main, &trips::user_trips_pk(&pid, &uid), SkRange::All, all).await?;
             let c = cx.drain(Table::Main, &fence_events::state_pk(&pid, &uid), SkRange::All, all).await?;
-            // The user's list of trips and its counts.
-            let list = trips::by_user::list_pk(&pid, &uid);
-            let d = cx.drain(Table::Main, &list, SkRange::All, all).await?;
-            let e = cx.drain(Table::Main, &super::list_pages::counts_pk(&list), SkRange::All, all).await?;
-            finished(a && b && c && d && e)
+            // The user's lists of trips and the v1/v3 list's counts.
+            let (v1, v2) = (trips::by_user::list_pk(&pid, Api::V1, &uid), trips::by_user::list_pk(&pid, Api::V2, &uid));
+            let d = cx.drain(Table::Main, &v1, SkRange::All, all).await?;
+            let e = cx.drain(Table::Main, &super::list_pages::counts_pk(&v1), SkRange::All, all).await?;
+            let f = cx.drain(Table::Main, &v2, SkRange::All, all).await?;
+            finished(a && b && c && d && e && f)
         }
     })
 }
@@ -402,7 +403,9 @@ async fn erase_trip(cx: &mut Ctx<'_>, pk: &str, trip: &Item) -> Result<(), ApiEr
     let change = history_pages::deleting(cx.store, Table::Main, &keys).await?;
     keys.extend(events.iter().map(key_of).collect::<Result<Vec<_>, _>>()?);
     keys.push((trips::user_trips_pk(&cx.pid, &cx.uid), trip_id.clone()));
-    keys.push((trips::by_user::list_pk(&cx.pid, &cx.uid), trip_id.clone()));
+    for api in [Api::V1, Api::V2] {
+        keys.push((trips::by_user::list_pk(&cx.pid, api, &cx.uid), trip_id.clone()));
+    }
     cx.delete_keys(Table::Main, keys).await?;
     change.done(cx.store).await?;
     if pk == trips::trips_pk(&cx.pid, Api::V1) {

@@ -104,7 +104,7 @@ pub async fn create(store: &dyn Store, name: &str, keys: &ChosenKeys) -> Result<
     for list in lists {
         ops.push(super::list_pages::counted_from_start(Table::Main, &list));
     }
-    ops.push(super::trips::by_user::indexed_from_start(&record.id));
+    ops.extend(super::trips::by_user::indexed_from_start(&record.id));
     ops.push(super::geofences::coarse_indexed_from_start(&record.id)?);
     match store.transact(ops).await {
         Ok(()) => Ok(issued),

@@ -1,6 +1,7 @@
-//! Each user's v1/v3 trips as a list of their ids, counted ([`list_pages`]), so that
-//! `GET /v1/api/trips/?user_id=` reads a page of the user's trips rather than every trip of the
-//! project (which it decoded and filtered: on DynamoDB, every trip's capacity on every request).
+//! Each user's trips as a list of their ids (v1/v3 counted, [`list_pages`]; v2 a list apart), so
+//! that `GET /v1/api/trips/?user_id=` and `GET /v2/trips?user_id=` read a page of the user's
+//! trips rather than every trip of the project (which they decoded and filtered: on DynamoDB,
+//! every trip's capacity on every request).
 //!
 //! An entry (`<project>#TU#<user>`, sort key the trip's id) is written in the transaction that
 //! creates the trip, moved by the one that gives it to another user, and removed by the one that
@@ -20,16 +21,22 @@ use crate::auth::Project;
 use crate::domain::list_pages;
 use crate::error::ApiError;
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json};
+use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, key_of};
 
-/// The user's list.
-pub(crate) fn list_pk(project_id: &str, user_id: &str) -> String {
-    format!("{project_id}#TU#{user_id}")
+/// The user's list of trips of `api` (v2 trips are a list apart, as the project's are).
+pub(crate) fn list_pk(project_id: &str, api: Api, user_id: &str) -> String {
+    match api {
+        Api::V1 => format!("{project_id}#TU#{user_id}"),
+        Api::V2 => format!("{project_id}#TU2#{user_id}"),
+    }
 }
 
-/// The marker that every trip of the project is entered in its user's list.
-fn indexed_pk(project_id: &str) -> String {
-    format!("{project_id}#TU")
+/// The marker that every trip of `api` of the project is entered in its user's list.
+fn indexed_pk(project_id: &str, api: Api) -> String {
+    match api {
+        Api::V1 => format!("{project_id}#TU"),
+        Api::V2 => format!("{project_id}#TU2"),
+    }
 }
 const INDEXED_SK: &str = "~";
 
@@ -42,24 +49,26 @@ const CURSOR_SK: &str = "cursor";
 /// Attempts at entering one trip while writers change it.
 const TRIES: usize = 20;
 
-/// The put that marks a new project's trips indexed (part of the transaction that makes it).
-pub(crate) fn indexed_from_start(project_id: &str) -> WriteOp {
-    WriteOp::Put { table: Table::Main, item: marker(project_id), cond: Cond::None }
+/// The puts that mark a new project's trips indexed (part of the transaction that makes it).
+pub(crate) fn indexed_from_start(project_id: &str) -> Vec<WriteOp> {
+    [Api::V1, Api::V2]
+        .map(|api| WriteOp::Put { table: Table::Main, item: marker(project_id, api), cond: Cond::None })
+        .into()
 }
 
-fn marker(project_id: &str) -> Item {
-    Item::from_iter([("pk".to_owned(), indexed_pk(project_id).into()), ("sk".to_owned(), INDEXED_SK.into())])
+fn marker(project_id: &str, api: Api) -> Item {
+    Item::from_iter([("pk".to_owned(), indexed_pk(project_id, api).into()), ("sk".to_owned(), INDEXED_SK.into())])
 }
 
-fn entry(project_id: &str, user_id: &str, trip_id: &str) -> Item {
-    Item::from_iter([("pk".to_owned(), list_pk(project_id, user_id).into()), ("sk".to_owned(), trip_id.into())])
-}
-
-/// Enter a new trip in its user's list (the trip's id is new: no read needed).
-pub(super) fn add_ops(project_id: &str, user_id: &str, trip_id: &str) -> Vec<WriteOp> {
-    let mut ops =
-        vec![WriteOp::Put { table: Table::Main, item: entry(project_id, user_id, trip_id), cond: Cond::NotExists }];
-    ops.extend(list_pages::count_ops(Table::Main, &list_pk(project_id, user_id), trip_id, 1));
+/// Enter a new trip in its user's list (the trip's id is new: no read needed). The v1/v3 lists
+/// page by `page_number`, so they are counted; v2 pages by cursor.
+pub(super) fn add_ops(project_id: &str, api: Api, user_id: &str, trip_id: &str) -> Vec<WriteOp> {
+    let pk = list_pk(project_id, api, user_id);
+    let item = Item::from_iter([("pk".to_owned(), pk.as_str().into()), ("sk".to_owned(), trip_id.into())]);
+    let mut ops = vec![WriteOp::Put { table: Table::Main, item, cond: Cond::NotExists }];
+    if api == Api::V1 {
+        ops.extend(list_pages::count_ops(Table::Main, &pk, trip_id, 1));
+    }
     ops
 }
 
@@ -69,6 +78,7 @@ pub(super) fn add_ops(project_id: &str, user_id: &str, trip_id: &str) -> Vec<Wri
 pub(super) async fn move_ops(
     store: &dyn Store,
     project_id: &str,
+    api: Api,
     trip_id: &str,
     from: Option<&str>,
     to: Option<&str>,
@@ -78,18 +88,25 @@ pub(super) async fn move_ops(
         return Ok(ops);
     }
     if let Some(u) = from {
-        let pk = list_pk(project_id, u);
+        let pk = list_pk(project_id, api, u);
         let entered = store.get_doc(Table::Main, &pk, trip_id).await?.is_some();
         let cond = if entered { Cond::Exists } else { Cond::NotExists };
         ops.push(WriteOp::Delete { table: Table::Main, pk: pk.clone(), sk: trip_id.to_owned(), cond });
-        if entered {
+        if entered && api == Api::V1 {
             ops.extend(list_pages::count_ops(Table::Main, &pk, trip_id, -1));
         }
     }
     if let Some(u) = to {
-        ops.extend(add_ops(project_id, u, trip_id));
+        ops.extend(add_ops(project_id, api, u, trip_id));
     }
     Ok(ops)
+}
+
+/// Whether the project's trips of `api` are all in their users' lists, entering them for up to
+/// [`BUILD_BUDGET`] when not.
+async fn indexed(store: &dyn Store, project_id: &str, api: Api) -> Result<bool, StoreError> {
+    Ok(store.get_doc_hot(Table::Main, &indexed_pk(project_id, api), INDEXED_SK).await?.is_some()
+        || enter_trips(store, project_id, api, BUILD_BUDGET, BUILD_PAGE).await?)
 }
 
 /// The page of `user_id`'s v1/v3 trips (without their events), newest first, within the trip ids
@@ -101,16 +118,14 @@ pub(super) async fn page(
     range: Option<(String, String)>,
     page: PageNumber,
 ) -> Result<Option<(Vec<Trip>, PageInfo)>, ApiError> {
-    if store.get_doc_hot(Table::Main, &indexed_pk(&p.project_id), INDEXED_SK).await?.is_none()
-        && !enter_trips(store, &p.project_id, BUILD_BUDGET, BUILD_PAGE).await?
-    {
+    if !indexed(store, &p.project_id, Api::V1).await? {
         return Ok(None);
     }
     #[derive(Deserialize)]
     struct Entry {
         sk: String,
     }
-    let pk = list_pk(&p.project_id, user_id);
+    let pk = list_pk(&p.project_id, Api::V1, user_id);
     let (entries, info) = list_pages::page::<Entry>(store, Table::Main, &pk, range, page, Order::NewestFirst).await?;
     let ids: Vec<String> = entries.into_iter().map(|e| e.sk).collect();
     let mut trips = Vec::with_capacity(ids.len());
@@ -121,6 +136,44 @@ pub(super) async fn page(
     Ok(Some((trips, info)))
 }
 
+/// `user_id`'s v2 trips that `keep` keeps, from the cursor `after` (a trip id) on, newest first
+/// or oldest first, until more than `limit` (the whole list when fewer); None while the project's
+/// older v2 trips are still being entered.
+pub(super) async fn v2_trips(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    after: Option<&str>,
+    newer_first: bool,
+    keep: &(dyn Fn(&Trip) -> bool + Sync),
+    limit: usize,
+) -> Result<Option<Vec<Trip>>, ApiError> {
+    if !indexed(store, &p.project_id, Api::V2).await? {
+        return Ok(None);
+    }
+    let tpk = trips_pk(&p.project_id, Api::V2);
+    let mut q = Query::new(list_pk(&p.project_id, Api::V2, user_id), SkRange::All).limit(100);
+    if newer_first {
+        q = q.descending();
+    }
+    q.after = after.map(str::to_owned);
+    let mut out = Vec::new();
+    loop {
+        let page = store.query(Table::Main, &q).await?;
+        let ids = page.items.iter().map(|i| key_of(i).map(|(_, sk)| sk)).collect::<Result<Vec<_>, _>>()?;
+        for doc in store.get_docs(Table::Main, &tpk, &ids).await?.into_iter().flatten() {
+            let t: Trip = from_json(&doc)?;
+            if keep(&t) {
+                out.push(t);
+            }
+        }
+        if out.len() > limit || page.last_sk.is_none() {
+            return Ok(Some(out));
+        }
+        q.after = page.last_sk;
+    }
+}
+
 /// Enter the project's trips in their users' lists, from where the last call stopped, `batch` at
 /// a time for about `budget` (at least one batch); true once all are, and the project is marked
 /// indexed. Runs beside writers: each entry is put only if absent and only if the trip is still
@@ -128,11 +181,12 @@ pub(super) async fn page(
 pub async fn enter_trips(
     store: &dyn Store,
     project_id: &str,
+    api: Api,
     budget: Duration,
     batch: usize,
 ) -> Result<bool, StoreError> {
     let deadline = Instant::now() + budget;
-    let ipk = indexed_pk(project_id);
+    let ipk = indexed_pk(project_id, api);
     if store.get(Table::Main, &ipk, INDEXED_SK).await?.is_some() {
         return Ok(true);
     }
@@ -143,7 +197,7 @@ pub async fn enter_trips(
         user_id: Option<String>,
         version: u64,
     }
-    let tpk = trips_pk(project_id, Api::V1);
+    let tpk = trips_pk(project_id, api);
     let mut after =
         store.get(Table::Main, &ipk, CURSOR_SK).await?.and_then(|c| c.get("after")?.as_str().map(str::to_owned));
     loop {
@@ -161,7 +215,7 @@ pub async fn enter_trips(
             let mut brief: Brief = from_item(item)?;
             for attempt in 0.. {
                 let Some(user) = &brief.user_id else { break };
-                let mut ops = add_ops(project_id, user, &brief.id);
+                let mut ops = add_ops(project_id, api, user, &brief.id);
                 ops.push(WriteOp::Check {
                     table: Table::Main,
                     pk: tpk.clone(),
@@ -177,7 +231,7 @@ pub async fn enter_trips(
                             None => break,
                         }
                         if let Some(u) = &brief.user_id
-                            && store.get_doc(Table::Main, &list_pk(project_id, u), &brief.id).await?.is_some()
+                            && store.get_doc(Table::Main, &list_pk(project_id, api, u), &brief.id).await?.is_some()
                         {
                             break;
                         }
@@ -191,7 +245,7 @@ pub async fn enter_trips(
             None => break,
         }
     }
-    match store.put(Table::Main, marker(project_id), Cond::NotExists).await {
+    match store.put(Table::Main, marker(project_id, api), Cond::NotExists).await {
         Ok(()) | Err(StoreError::ConditionFailed) => {}
         Err(e) => return Err(e),
     }

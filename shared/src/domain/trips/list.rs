@@ -62,10 +62,16 @@ pub async fn list_v2(
     if newer_first {
         q = q.descending();
     }
-    q.after = starting_after.or(ending_before).map(str::to_owned);
+    let cursor = starting_after.or(ending_before);
+    q.after = cursor.map(str::to_owned);
     let keep = |t: &Trip| user_id.is_none_or(|u| t.user_id.as_deref() == Some(u)) && state.is_none_or(|s| t.state == s);
+    let mine = match user_id {
+        Some(u) => super::by_user::v2_trips(store, p, u, cursor, newer_first, &keep, limit).await?,
+        None => None,
+    };
     let mut out = Vec::new();
-    loop {
+    // Without a user (or while the project's older trips are being entered): the project's.
+    while mine.is_none() {
         let page = store.query(Table::Main, &q).await?;
         for item in page.items {
             let t: Trip = from_item(item)?;
@@ -78,6 +84,7 @@ pub async fn list_v2(
         }
         q.after = page.last_sk;
     }
+    let mut out = mine.unwrap_or(out);
     let has_more = out.len() > limit;
     out.truncate(limit);
     load_events_many(store, p, &mut out).await?;

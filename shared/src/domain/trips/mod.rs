@@ -482,11 +482,11 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
         },
     ];
     if api == Api::V1 {
-        // The v1/v3 list pages by counts (v2 pages by cursor), and so does each user's.
+        // The v1/v3 list pages by counts (v2 pages by cursor).
         ops.extend(list_pages::count_ops(Table::Main, &trips_pk(&p.project_id, api), &trip.id, 1));
-        if let Some(u) = &trip.user_id {
-            ops.extend(by_user::add_ops(&p.project_id, u, &trip.id));
-        }
+    }
+    if let Some(u) = &trip.user_id {
+        ops.extend(by_user::add_ops(&p.project_id, api, u, &trip.id));
     }
     ops.extend(events);
     hook_ops(store, p, &trip, 0, &mut ops, &mut counted).await?;
@@ -658,8 +658,8 @@ pub async fn delete(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> 
         }
         if api == Api::V1 {
             ops.extend(list_pages::count_ops(Table::Main, &trips_pk(&p.project_id, api), &trip.id, -1));
-            ops.extend(by_user::move_ops(store, &p.project_id, &trip.id, trip.user_id.as_deref(), None).await?);
         }
+        ops.extend(by_user::move_ops(store, &p.project_id, api, &trip.id, trip.user_id.as_deref(), None).await?);
         match store.transact(ops).await {
             Ok(()) => return Ok(trip),
             Err(StoreError::ConditionFailed) => continue,
@@ -789,9 +789,9 @@ async fn modify_once(
 ) -> Result<Option<Trip>, ApiError> {
     let mut trip = snapshot.clone();
     let mut ops = change(&mut trip)?;
-    if api == Api::V1 && trip.user_id != snapshot.user_id {
+    if trip.user_id != snapshot.user_id {
         let (from, to) = (snapshot.user_id.as_deref(), trip.user_id.as_deref());
-        ops.extend(by_user::move_ops(store, &p.project_id, &trip.id, from, to).await?);
+        ops.extend(by_user::move_ops(store, &p.project_id, api, &trip.id, from, to).await?);
     }
     trip.version += 1;
     trip.updated_at = Timestamp::now();
