@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::auth::{KEY_SK, KeyKind, Project, generate_key, hash_secret, key_pk};
 use crate::error::ApiError;
-use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, get_hot_as, to_item};
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item};
 use crate::time::Timestamp;
 
 /// `last_used_at` is written at most this often per key (seconds): one write an hour, not one per
@@ -140,7 +140,8 @@ pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Proj
     let hash = hash_secret(secret);
     let pk = key_pk(&hash);
     // From memory where the store keeps it (waymark serve): read on every request, written hourly.
-    let Some(mut record) = get_hot_as::<KeyRecord>(store, Table::Main, &pk, KEY_SK).await? else { return Ok(None) };
+    let Some(doc) = store.get_doc_hot(Table::Main, &pk, KEY_SK).await? else { return Ok(None) };
+    let mut record: KeyRecord = from_json(&doc)?;
     if record.revoked_at.is_some() {
         return Ok(None);
     }

@@ -187,6 +187,18 @@ fn key_av(pk: &str, sk: &str) -> Av {
 /// A condition as (expression, names, values).
 type CondExpr = (Option<String>, Option<HashMap<String, String>>, Option<Av>);
 
+/// `builder` with `cond` as its condition expression, names and values: the same three setters on
+/// every conditional request and transaction item (the SDK's builders share no trait for them).
+macro_rules! conditioned {
+    ($builder:expr, $cond:expr) => {{
+        let (expr, names, values) = cond_expr($cond)?;
+        $builder
+            .set_condition_expression(expr)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+    }};
+}
+
 fn cond_expr(cond: &Cond) -> Result<CondExpr, StoreError> {
     Ok(match cond {
         Cond::None => (None, None, None),
@@ -287,19 +299,8 @@ impl Store for DynamoStore {
     }
 
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
-        let (expr, names, values) = cond_expr(&cond)?;
-        let r = self
-            .client()
-            .await
-            .put_item()
-            .table_name(self.name(table))
-            .set_item(Some(to_av(&item)?))
-            .set_condition_expression(expr)
-            .set_expression_attribute_names(names)
-            .set_expression_attribute_values(values)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await;
+        let req = self.client().await.put_item().table_name(self.name(table)).set_item(Some(to_av(&item)?));
+        let r = conditioned!(req, &cond).return_consumed_capacity(ReturnConsumedCapacity::Total).send().await;
         match r {
             Ok(out) => {
                 self.count_capacity(&out.consumed_capacity);
@@ -311,19 +312,8 @@ impl Store for DynamoStore {
     }
 
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError> {
-        let (expr, names, values) = cond_expr(&cond)?;
-        let r = self
-            .client()
-            .await
-            .delete_item()
-            .table_name(self.name(table))
-            .set_key(Some(key_av(pk, sk)))
-            .set_condition_expression(expr)
-            .set_expression_attribute_names(names)
-            .set_expression_attribute_values(values)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await;
+        let req = self.client().await.delete_item().table_name(self.name(table)).set_key(Some(key_av(pk, sk)));
+        let r = conditioned!(req, &cond).return_consumed_capacity(ReturnConsumedCapacity::Total).send().await;
         match r {
             Ok(out) => {
                 self.count_capacity(&out.consumed_capacity);
@@ -454,28 +444,12 @@ impl Store for DynamoStore {
         for op in &ops {
             let item = match op {
                 WriteOp::Put { table, item, cond } => {
-                    let (expr, names, values) = cond_expr(cond)?;
-                    let put = Put::builder()
-                        .table_name(self.name(*table))
-                        .set_item(Some(to_av(item)?))
-                        .set_condition_expression(expr)
-                        .set_expression_attribute_names(names)
-                        .set_expression_attribute_values(values)
-                        .build()
-                        .map_err(backend)?;
-                    TransactWriteItem::builder().put(put).build()
+                    let put = Put::builder().table_name(self.name(*table)).set_item(Some(to_av(item)?));
+                    TransactWriteItem::builder().put(conditioned!(put, cond).build().map_err(backend)?).build()
                 }
                 WriteOp::Delete { table, pk, sk, cond } => {
-                    let (expr, names, values) = cond_expr(cond)?;
-                    let del = Delete::builder()
-                        .table_name(self.name(*table))
-                        .set_key(Some(key_av(pk, sk)))
-                        .set_condition_expression(expr)
-                        .set_expression_attribute_names(names)
-                        .set_expression_attribute_values(values)
-                        .build()
-                        .map_err(backend)?;
-                    TransactWriteItem::builder().delete(del).build()
+                    let del = Delete::builder().table_name(self.name(*table)).set_key(Some(key_av(pk, sk)));
+                    TransactWriteItem::builder().delete(conditioned!(del, cond).build().map_err(backend)?).build()
                 }
                 WriteOp::Add { table, pk, sk, attr, delta } => {
                     let add = Update::builder()
@@ -489,16 +463,10 @@ impl Store for DynamoStore {
                     TransactWriteItem::builder().update(add).build()
                 }
                 WriteOp::Check { table, pk, sk, cond } => {
-                    let (expr, names, values) = cond_expr(cond)?;
-                    let check = ConditionCheck::builder()
-                        .table_name(self.name(*table))
-                        .set_key(Some(key_av(pk, sk)))
-                        .set_condition_expression(expr)
-                        .set_expression_attribute_names(names)
-                        .set_expression_attribute_values(values)
+                    let check = ConditionCheck::builder().table_name(self.name(*table)).set_key(Some(key_av(pk, sk)));
+                    TransactWriteItem::builder()
+                        .condition_check(conditioned!(check, cond).build().map_err(backend)?)
                         .build()
-                        .map_err(backend)?;
-                    TransactWriteItem::builder().condition_check(check).build()
                 }
             };
             items.push(item);

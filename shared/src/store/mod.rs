@@ -193,9 +193,9 @@ pub trait Store: Send + Sync + 'static {
         item.map(|i| serde_json::to_vec(&i).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
     }
     /// [`Store::get_doc`] for an item read on nearly every request and seldom written (a key's
-    /// item, a list's marker that its counts are built): a store may answer it from memory, provided no read answers what a completed write
-    /// replaced. The embedded store does (its process is the file's only writer); DynamoDB reads
-    /// it each time (other instances write it).
+    /// item, a list's marker that its counts are built): a store may answer it from memory,
+    /// provided no read answers what a completed write replaced. The embedded store does (its
+    /// process is the file's only writer); DynamoDB reads it each time (other instances write it).
     async fn get_doc_hot(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
         self.get_doc(table, pk, sk).await
     }
@@ -297,16 +297,6 @@ pub async fn get_as<T: DeserializeOwned>(
     sk: &str,
 ) -> Result<Option<T>, StoreError> {
     store.get_doc(table, pk, sk).await?.map(|d| from_json(&d)).transpose()
-}
-
-/// [`get_as`] through [`Store::get_doc_hot`].
-pub async fn get_hot_as<T: DeserializeOwned>(
-    store: &dyn Store,
-    table: Table,
-    pk: &str,
-    sk: &str,
-) -> Result<Option<T>, StoreError> {
-    store.get_doc_hot(table, pk, sk).await?.map(|d| from_json(&d)).transpose()
 }
 
 /// The items of a query as records, each decoded straight from its document

@@ -21,7 +21,7 @@ use crate::auth::Project;
 use crate::domain::list_pages;
 use crate::error::ApiError;
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, key_of};
+use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json};
 
 /// The user's list of trips of `api` (v2 trips are a list apart, as the project's are).
 pub(crate) fn list_pk(project_id: &str, api: Api, user_id: &str) -> String {
@@ -43,7 +43,7 @@ const INDEXED_SK: &str = "~";
 /// Trips read at once while entering them.
 const BUILD_PAGE: usize = 200;
 /// How long one list may spend entering trips (well inside API Gateway's 29 s).
-pub const BUILD_BUDGET: Duration = Duration::from_secs(5);
+const BUILD_BUDGET: Duration = Duration::from_secs(5);
 /// Where entering stopped: the last trip id done.
 const CURSOR_SK: &str = "cursor";
 /// Attempts at entering one trip while writers change it.
@@ -104,7 +104,7 @@ pub(super) async fn move_ops(
 
 /// Whether the project's trips of `api` are all in their users' lists, entering them for up to
 /// [`BUILD_BUDGET`] when not.
-async fn indexed(store: &dyn Store, project_id: &str, api: Api) -> Result<bool, StoreError> {
+pub(super) async fn indexed(store: &dyn Store, project_id: &str, api: Api) -> Result<bool, StoreError> {
     Ok(store.get_doc_hot(Table::Main, &indexed_pk(project_id, api), INDEXED_SK).await?.is_some()
         || enter_trips(store, project_id, api, BUILD_BUDGET, BUILD_PAGE).await?)
 }
@@ -128,50 +128,14 @@ pub(super) async fn page(
     let pk = list_pk(&p.project_id, Api::V1, user_id);
     let (entries, info) = list_pages::page::<Entry>(store, Table::Main, &pk, range, page, Order::NewestFirst).await?;
     let ids: Vec<String> = entries.into_iter().map(|e| e.sk).collect();
-    let mut trips = Vec::with_capacity(ids.len());
-    // An entry whose trip is gone (a user's erasure under way) is passed over.
-    for doc in store.get_docs(Table::Main, &trips_pk(&p.project_id, Api::V1), &ids).await?.into_iter().flatten() {
-        trips.push(from_json::<Trip>(&doc)?);
-    }
-    Ok(Some((trips, info)))
+    Ok(Some((trips_at(store, p, Api::V1, &ids).await?, info)))
 }
 
-/// `user_id`'s v2 trips that `keep` keeps, from the cursor `after` (a trip id) on, newest first
-/// or oldest first, until more than `limit` (the whole list when fewer); None while the project's
-/// older v2 trips are still being entered.
-pub(super) async fn v2_trips(
-    store: &dyn Store,
-    p: &Project,
-    user_id: &str,
-    after: Option<&str>,
-    newer_first: bool,
-    keep: &(dyn Fn(&Trip) -> bool + Sync),
-    limit: usize,
-) -> Result<Option<Vec<Trip>>, ApiError> {
-    if !indexed(store, &p.project_id, Api::V2).await? {
-        return Ok(None);
-    }
-    let tpk = trips_pk(&p.project_id, Api::V2);
-    let mut q = Query::new(list_pk(&p.project_id, Api::V2, user_id), SkRange::All).limit(100);
-    if newer_first {
-        q = q.descending();
-    }
-    q.after = after.map(str::to_owned);
-    let mut out = Vec::new();
-    loop {
-        let page = store.query(Table::Main, &q).await?;
-        let ids = page.items.iter().map(|i| key_of(i).map(|(_, sk)| sk)).collect::<Result<Vec<_>, _>>()?;
-        for doc in store.get_docs(Table::Main, &tpk, &ids).await?.into_iter().flatten() {
-            let t: Trip = from_json(&doc)?;
-            if keep(&t) {
-                out.push(t);
-            }
-        }
-        if out.len() > limit || page.last_sk.is_none() {
-            return Ok(Some(out));
-        }
-        q.after = page.last_sk;
-    }
+/// The trips of `api` with these ids, in their order (without their events); an id whose trip
+/// is gone (a user's erasure under way) is passed over.
+pub(super) async fn trips_at(store: &dyn Store, p: &Project, api: Api, ids: &[String]) -> Result<Vec<Trip>, ApiError> {
+    let docs = store.get_docs(Table::Main, &trips_pk(&p.project_id, api), ids).await?;
+    Ok(docs.iter().flatten().map(|d| from_json(d)).collect::<Result<_, _>>()?)
 }
 
 /// Enter the project's trips in their users' lists, from where the last call stopped, `batch` at

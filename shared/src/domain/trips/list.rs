@@ -7,7 +7,7 @@ use crate::error::ApiError;
 use crate::ids::id_range;
 use crate::metadata::MetadataFilter;
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::store::{Query, SkRange, Store, Table, from_item};
+use crate::store::{Query, SkRange, Store, Table, from_item, key_of};
 use crate::time::DateRange;
 
 /// Filters of the v1/v3 list.
@@ -56,35 +56,38 @@ pub async fn list_v2(
     ending_before: Option<&str>,
     limit: usize,
 ) -> Result<(Vec<Trip>, bool), ApiError> {
-    let pk = trips_pk(&p.project_id, Api::V2);
     let newer_first = ending_before.is_none();
+    // A user's trips come from their own list, once the project's are all entered in such lists.
+    let mine = match user_id {
+        Some(u) if super::by_user::indexed(store, &p.project_id, Api::V2).await? => Some(u),
+        _ => None,
+    };
+    let pk = match mine {
+        Some(u) => super::by_user::list_pk(&p.project_id, Api::V2, u),
+        None => trips_pk(&p.project_id, Api::V2),
+    };
     let mut q = Query::new(&pk, SkRange::All).limit(100);
     if newer_first {
         q = q.descending();
     }
-    let cursor = starting_after.or(ending_before);
-    q.after = cursor.map(str::to_owned);
+    q.after = starting_after.or(ending_before).map(str::to_owned);
     let keep = |t: &Trip| user_id.is_none_or(|u| t.user_id.as_deref() == Some(u)) && state.is_none_or(|s| t.state == s);
-    let mine = match user_id {
-        Some(u) => super::by_user::v2_trips(store, p, u, cursor, newer_first, &keep, limit).await?,
-        None => None,
-    };
     let mut out = Vec::new();
-    // Without a user (or while the project's older trips are being entered): the project's.
-    while mine.is_none() {
+    loop {
         let page = store.query(Table::Main, &q).await?;
-        for item in page.items {
-            let t: Trip = from_item(item)?;
-            if keep(&t) {
-                out.push(t);
+        let trips: Vec<Trip> = match mine {
+            Some(_) => {
+                let ids = page.items.iter().map(|i| key_of(i).map(|(_, sk)| sk)).collect::<Result<Vec<_>, _>>()?;
+                super::by_user::trips_at(store, p, Api::V2, &ids).await?
             }
-        }
+            None => page.items.into_iter().map(from_item).collect::<Result<_, _>>()?,
+        };
+        out.extend(trips.into_iter().filter(|t| keep(t)));
         if out.len() > limit || page.last_sk.is_none() {
             break;
         }
         q.after = page.last_sk;
     }
-    let mut out = mine.unwrap_or(out);
     let has_more = out.len() > limit;
     out.truncate(limit);
     load_events_many(store, p, &mut out).await?;

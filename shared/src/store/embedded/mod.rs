@@ -85,17 +85,16 @@ impl EmbeddedStore {
     /// Put each item unless its key holds one, in one transaction; durable on return or not.
     async fn put_new_as(&self, table: Table, items: Vec<Item>, durable: bool) -> Result<Vec<bool>, StoreError> {
         // Keys and bytes here, so the writer, which applies every request's writes, only writes.
-        let entries = items.iter().map(keyed).collect::<Result<Vec<_>, StoreError>>()?;
-        let written: Vec<String> = entries.iter().map(|(k, _)| k.clone()).collect();
-        let hot = self.hot.clone();
-        let forget = move || hot.forget(table, written.iter().map(String::as_str));
+        let entries = Arc::new(items.iter().map(keyed).collect::<Result<Vec<_>, StoreError>>()?);
+        let (hot, written) = (self.hot.clone(), entries.clone());
+        let forget = move || hot.forget(table, written.iter().map(|(k, _)| k.as_str()));
         self.db
             .write_then(
                 durable,
                 move |txn| {
                     let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
                     let mut stored = Vec::with_capacity(entries.len());
-                    for (k, bytes) in &entries {
+                    for (k, bytes) in entries.iter() {
                         let exists = t.get(k.as_str()).map_err(backend)?.is_some();
                         if !exists {
                             t.insert(k.as_str(), bytes.as_slice()).map_err(backend)?;
@@ -112,12 +111,11 @@ impl EmbeddedStore {
     /// Apply ops in one transaction, durable on return or not; nothing is written unless every
     /// condition holds.
     async fn write_all(&self, ops: Vec<WriteOp>, durable: bool) -> Result<(), StoreError> {
-        let ops = ops.into_iter().map(Ready::of).collect::<Result<Vec<_>, _>>()?;
-        let written: Vec<(Table, String)> = ops.iter().map(|op| (op.table(), op.key().to_owned())).collect();
-        let hot = self.hot.clone();
+        let ops = Arc::new(ops.into_iter().map(Ready::of).collect::<Result<Vec<_>, _>>()?);
+        let (hot, written) = (self.hot.clone(), ops.clone());
         let forget = move || {
-            for (table, key) in &written {
-                hot.forget(*table, [key.as_str()]);
+            for table in TABLES.iter().map(|d| d.table) {
+                hot.forget(table, written.iter().filter(|op| op.table() == table).map(Ready::key));
             }
         };
         self.db.write_then(durable, move |txn| apply_all(txn, &ops), forget).await
@@ -299,6 +297,23 @@ fn query_page(db: &Database, table: Table, q: &Query, cap: Option<usize>) -> Res
     }
     let last_sk = if more { items.last().map(key_of).transpose()?.map(|(_, sk)| sk) } else { None };
     Ok(Some(Page { items, last_sk }))
+}
+
+/// The stored values at these redb keys (None where there is none), in one read transaction and
+/// on the calling task (a few keys), expired ones included.
+fn values_at<'a>(
+    db: &Database,
+    table: Table,
+    keys: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    let txn = db.begin_read().map_err(backend)?;
+    let t = txn.open_table(redb_table(table)).map_err(backend)?;
+    keys.into_iter().map(|k| Ok(t.get(k).map_err(backend)?.map(|g| g.value().to_vec()))).collect()
+}
+
+/// A stored value as reads answer it: none once expired.
+fn live(doc: Option<Vec<u8>>, now: i64) -> Option<Vec<u8>> {
+    doc.filter(|d| !expired_value(d, now))
 }
 
 /// The documents of a query (its limit honoured); `None` when they come to more than `cap`.
@@ -517,10 +532,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn get_doc(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let txn = self.db.begin_read().map_err(backend)?;
-        let t = txn.open_table(redb_table(table)).map_err(backend)?;
-        let doc = t.get(key(pk, sk).as_str()).map_err(backend)?.map(|g| g.value().to_vec());
-        Ok(doc.filter(|d| !expired_value(d, epoch_now())))
+        Ok(live(values_at(&self.db, table, [key(pk, sk).as_str()])?.pop().flatten(), epoch_now()))
     }
 
     async fn get_doc_hot(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
@@ -528,27 +540,19 @@ impl Store for EmbeddedStore {
         let doc = match self.hot.get_or_mark(table, &k) {
             Found::Held(doc) => Some(doc),
             Found::Read(ticket) => {
-                let txn = self.db.begin_read().map_err(backend)?;
-                let t = txn.open_table(redb_table(table)).map_err(backend)?;
-                let doc = t.get(k.as_str()).map_err(backend)?.map(|g| g.value().to_vec());
+                let doc = values_at(&self.db, table, [k.as_str()])?.pop().flatten();
                 self.hot.offer(table, &k, ticket, doc.as_deref());
                 doc
             }
         };
         // Expiry is checked at every read, held or not.
-        Ok(doc.filter(|d| !expired_value(d, epoch_now())))
+        Ok(live(doc, epoch_now()))
     }
 
     async fn get_docs(&self, table: Table, pk: &str, sks: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let txn = self.db.begin_read().map_err(backend)?;
-        let t = txn.open_table(redb_table(table)).map_err(backend)?;
+        let keys: Vec<String> = sks.iter().map(|sk| key(pk, sk)).collect();
         let now = epoch_now();
-        let mut out = Vec::with_capacity(sks.len());
-        for sk in sks {
-            let doc = t.get(key(pk, sk).as_str()).map_err(backend)?.map(|g| g.value().to_vec());
-            out.push(doc.filter(|d| !expired_value(d, now)));
-        }
-        Ok(out)
+        Ok(values_at(&self.db, table, keys.iter().map(String::as_str))?.into_iter().map(|d| live(d, now)).collect())
     }
 
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
@@ -670,16 +674,15 @@ impl Store for EmbeddedStore {
 
     async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
         // One transaction for the lot.
-        let keys: Vec<String> = keys.iter().map(|(pk, sk)| key(pk, sk)).collect();
-        let written = keys.clone();
-        let hot = self.hot.clone();
+        let keys: Arc<Vec<String>> = Arc::new(keys.iter().map(|(pk, sk)| key(pk, sk)).collect());
+        let (hot, written) = (self.hot.clone(), keys.clone());
         let forget = move || hot.forget(table, written.iter().map(String::as_str));
         self.db
             .write_then(
                 true,
                 move |txn| {
                     let mut t = txn.open_table(redb_table(table)).map_err(backend)?;
-                    for k in &keys {
+                    for k in keys.iter() {
                         t.remove(k.as_str()).map_err(backend)?;
                     }
                     Ok(())
@@ -948,14 +951,8 @@ mod tests {
             assert!(polled.is_pending(), "the write was queued, not done");
         }
         // Groups commit in order: once a later write returns, the left one has committed.
-        store
-            .put(
-                Table::Main,
-                item(0).into_iter().map(|(k, v)| (k, if v == "KEY" { "other".into() } else { v })).collect(),
-                Cond::None,
-            )
-            .await
-            .unwrap();
+        let other = Item::from_iter([("pk".into(), pk.into()), ("sk".into(), "other".into())]);
+        store.put(Table::Main, other, Cond::None).await.unwrap();
         assert_eq!(hot().await, Some(5));
         store.delete(Table::Main, pk, sk, Cond::None).await.unwrap();
         assert_eq!(hot().await, None);
