@@ -81,6 +81,20 @@ pub async fn list_page_in<T: serde::de::DeserializeOwned>(
     filter: Option<&(dyn Fn(&T) -> bool + Sync)>,
     order: Order,
 ) -> Result<(Vec<T>, PageInfo), crate::store::StoreError> {
+    let (docs, info) = list_page_docs_in(store, table, pk, range, page, filter, order).await?;
+    Ok((crate::store::from_jsons(&docs)?, info))
+}
+
+/// [`list_page_in`] with the page as stored JSON documents (`filter` judges them decoded).
+pub async fn list_page_docs_in<T: serde::de::DeserializeOwned>(
+    store: &dyn crate::store::Store,
+    table: crate::store::Table,
+    pk: &str,
+    range: crate::store::SkRange,
+    page: PageNumber,
+    filter: Option<&(dyn Fn(&T) -> bool + Sync)>,
+    order: Order,
+) -> Result<(Vec<Vec<u8>>, PageInfo), crate::store::StoreError> {
     use crate::store::{Query, from_json};
     let mut query = Query::new(pk, range.clone());
     if order == Order::NewestFirst {
@@ -93,15 +107,17 @@ pub async fn list_page_in<T: serde::de::DeserializeOwned>(
                 return Ok((Vec::new(), PageInfo::new(page, total)));
             }
             let docs = store.query_docs(table, &query.limit(page.offset() + PAGE_SIZE)).await?;
-            let items = docs.iter().skip(page.offset()).map(|d| from_json(d)).collect::<Result<_, _>>()?;
-            Ok((items, PageInfo::new(page, total)))
+            Ok((docs.into_iter().skip(page.offset()).collect(), PageInfo::new(page, total)))
         }
         Some(keep) => {
-            let docs = store.query_docs(table, &query).await?;
-            let all = docs.iter().map(|d| from_json::<T>(d)).collect::<Result<Vec<_>, _>>()?;
-            let all: Vec<T> = all.into_iter().filter(|t| keep(t)).collect();
-            let info = PageInfo::new(page, all.len());
-            Ok((all.into_iter().skip(page.offset()).take(PAGE_SIZE).collect(), info))
+            let mut kept = Vec::new();
+            for doc in store.query_docs(table, &query).await? {
+                if keep(&from_json::<T>(&doc)?) {
+                    kept.push(doc);
+                }
+            }
+            let info = PageInfo::new(page, kept.len());
+            Ok((kept.into_iter().skip(page.offset()).take(PAGE_SIZE).collect(), info))
         }
     }
 }

@@ -14,7 +14,7 @@ use shared::domain::history_pages::{self, fixes};
 use shared::domain::locations::{self, Location, locations_pk};
 use shared::domain::retention;
 use shared::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
-use shared::store::{Cond, Query, SkRange, Table, to_item};
+use shared::store::{Cond, Query, SkRange, Table, from_jsons, to_item};
 use shared::time::{DateRange, Timestamp};
 
 use crate::both;
@@ -85,6 +85,7 @@ async fn assert_pages_exact(app: &TestApp, p: &Project, user: &str, range: Optio
     let pages = all.len().div_ceil(PAGE_SIZE);
     for n in 1..=pages + 1 {
         let (got, info) = locations::list(s, p, user, range, PageNumber(n)).await.expect("page");
+        let got = from_jsons::<Location>(&got).expect("stored fixes");
         let ids: Vec<&str> = got.iter().map(|l| l.id.as_str()).collect();
         let want: Vec<&str> = all.iter().skip((n - 1) * PAGE_SIZE).take(PAGE_SIZE).map(String::as_str).collect();
         assert_eq!(ids, want, "page {n} of {pages}");
@@ -129,6 +130,7 @@ both!(pages_are_exact_through_appends_late_inserts_and_resends, |app| async move
     let (status, res) = app.get(&format!("/v1/api/location/?user_id={user}&page_number=7")).await;
     assert_eq!(status, StatusCode::OK, "{res}");
     let (want, info) = locations::list(app.state.store.as_ref(), &p, &user, None, PageNumber(7)).await.unwrap();
+    let want = from_jsons::<Location>(&want).unwrap();
     let got: Vec<&str> =
         res["data"]["locations"].as_array().unwrap().iter().map(|l| l["id"].as_str().unwrap()).collect();
     assert_eq!(got, want.iter().map(|l| l.id.as_str()).collect::<Vec<_>>());
@@ -383,6 +385,7 @@ async fn page_cost_does_not_grow_with_the_page_number() {
                     .await
                     .unwrap();
             measure(format!("page {page} (count and skip, before)"), t.elapsed(), units() - u0);
+            let got = from_jsons::<Location>(&got).unwrap();
             assert_eq!(old.iter().map(|l| &l.id).collect::<Vec<_>>(), got.iter().map(|l| &l.id).collect::<Vec<_>>());
         }
         // Whole reads of the first quarter and of all of it (on DynamoDB Local, which answers in

@@ -58,11 +58,13 @@ impl List {
         match self {
             List::Users => {
                 let (got, info) = users::list(s, &p, range, None, PageNumber(n)).await.expect("users page");
+                let got = shared::store::from_jsons::<users::User>(&got).expect("stored users");
                 (got.into_iter().map(|u| u.id).collect(), info)
             }
             List::Fences => {
                 let f = ListFilter { range, ..ListFilter::default() };
                 let (got, info) = geofences::list(s, &p, &f, PageNumber(n)).await.expect("fences page");
+                let got = shared::store::from_jsons::<geofences::Geofence>(&got).expect("stored fences");
                 (got.into_iter().map(|g| g.id).collect(), info)
             }
             List::Trips => {
@@ -343,6 +345,7 @@ async fn user_page_cost_does_not_grow_with_the_page_number() {
                     .await
                     .unwrap();
             measure(format!("page {page} (count and skip, before)"), t.elapsed(), units() - u0);
+            let got = shared::store::from_jsons::<users::User>(&got).unwrap();
             assert_eq!(old.iter().map(|u| &u.id).collect::<Vec<_>>(), got.iter().map(|u| &u.id).collect::<Vec<_>>());
         }
         // Create and delete one user more: their cost in capacity units, against the former

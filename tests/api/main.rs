@@ -29,6 +29,7 @@ mod locations;
 mod moving;
 mod processor;
 mod receiver;
+mod rendered;
 mod retention;
 mod roam_params;
 mod roam_paths;

@@ -11,12 +11,13 @@ use axum::routing::{MethodRouter, get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use shared::auth::SecretKey;
-use shared::domain::geofences::view::GeofenceView;
+use shared::domain::geofences::view::{GeofenceView, view_json};
 use shared::domain::geofences::{
     self, CreateGeofence, GeometryType, ListFilter, UpdateGeofence, events, geofence_json,
 };
 use shared::extract::parse_json_object;
 use shared::http::route;
+use shared::store::from_jsons;
 use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
 /// Every operation this function serves: (HTTP method, path with its trailing slash). The v1
@@ -134,21 +135,21 @@ async fn delete(
     }
 }
 
-/// A page of the list, fields sorted.
+/// A page of the list, fields sorted; fences as [`GeofenceView`]s or as `view_json` renders them.
 #[derive(Serialize)]
-struct FencesPage<'a> {
+struct FencesPage<'a, G> {
     account_id: &'a str,
-    geofences: Vec<GeofenceView<'a>>,
+    geofences: Vec<G>,
     next_page: Option<usize>,
     pages: usize,
     prev_page: Option<usize>,
     project_id: &'a str,
 }
 
-fn envelope_list<'a>(
-    p: &'a shared::auth::Project,
+fn envelope_list<G: Serialize>(
+    p: &shared::auth::Project,
     info: shared::paging::PageInfo,
-    geofences: Vec<GeofenceView<'a>>,
+    geofences: Vec<G>,
 ) -> Response {
     let page = FencesPage {
         account_id: &p.account_id,
@@ -212,7 +213,12 @@ async fn list(ver: Ver, SecretKey(p): SecretKey, State(s): State<AppState>, q: P
         },
         metadata: None,
     };
-    let (list, info) = geofences::list(store, &p, &filter, q.page_number()?).await?;
+    let (docs, info) = geofences::list(store, &p, &filter, q.page_number()?).await?;
+    if !count {
+        let out = docs.iter().map(|d| view_json(d, ver.id_key())).collect::<Result<Vec<_>, _>>()?;
+        return Ok(envelope_list(&p, info, out));
+    }
+    let list: Vec<geofences::Geofence> = from_jsons(&docs)?;
     let mut out = Vec::with_capacity(list.len());
     for g in &list {
         out.push(render(store, &p, g, ver, count).await?);
@@ -240,7 +246,8 @@ async fn list_by_metadata(
         group_id: q.opt("group_id").map(str::to_owned),
         ..ListFilter::default()
     };
-    let (list, info) = geofences::list(s.store.as_ref(), &p, &filter, q.page_number()?).await?;
+    let (docs, info) = geofences::list(s.store.as_ref(), &p, &filter, q.page_number()?).await?;
+    let list: Vec<geofences::Geofence> = from_jsons(&docs)?;
     let data = json!({
         "next_page": info.next_page, "pages": info.pages, "prev_page": info.prev_page,
         "geofences": list.iter().map(|g| geofence_json(g, "geofence_id")).collect::<Vec<_>>(),
@@ -250,8 +257,8 @@ async fn list_by_metadata(
 
 /// A page of events, fields sorted.
 #[derive(Serialize)]
-struct EventsPage<'a> {
-    events: Vec<events::EventView<'a>>,
+struct EventsPage {
+    events: Vec<shared::rendered::Json>,
     next_page: Option<usize>,
     pages: usize,
     prev_page: Option<usize>,
@@ -265,7 +272,7 @@ async fn list_events(SecretKey(p): SecretKey, State(s): State<AppState>, q: Para
     let (list, info) =
         events::list(s.store.as_ref(), &p, range, q.opt("user_id"), q.opt("geofence_id"), q.page_number()?).await?;
     let page = EventsPage {
-        events: list.iter().map(events::EventView::from).collect(),
+        events: list.iter().map(|doc| events::view_json(doc)).collect::<Result<_, _>>()?,
         next_page: info.next_page,
         pages: info.pages,
         prev_page: info.prev_page,

@@ -8,7 +8,8 @@ use axum::routing::get;
 use serde::Serialize;
 use serde_json::{Value, json};
 use shared::auth::{SdkKey, SecretKey};
-use shared::domain::locations::{self, IngestBatch, LocationView};
+use shared::domain::locations::view::view_json;
+use shared::domain::locations::{self, IngestBatch};
 use shared::domain::{ingest, users};
 use shared::http::route;
 use shared::{ApiError, ApiJson, AppState, Envelope, GpxFile, Params};
@@ -54,7 +55,7 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
     let (list, info) = locations::list(store, &p, &user.id, range, q.page_number()?).await?;
     let page = LocationsPage {
         app_id,
-        locations: list.iter().map(|l| LocationView::new(l, tz)).collect(),
+        locations: list.iter().map(|doc| view_json(doc, tz)).collect::<Result<_, _>>()?,
         next_page: info.next_page,
         pages: info.pages,
         prev_page: info.prev_page,
@@ -67,7 +68,7 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
 #[derive(Serialize)]
 struct LocationsPage<'a> {
     app_id: String,
-    locations: Vec<LocationView<'a>>,
+    locations: Vec<shared::rendered::Json>,
     next_page: Option<usize>,
     pages: usize,
     prev_page: Option<usize>,

@@ -57,7 +57,7 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
         next_page: info.next_page,
         pages: info.pages,
         prev_page: info.prev_page,
-        users: list.iter().map(|u| UserView::new(u, tz)).collect(),
+        users: list.iter().map(|doc| users::view_json(doc, tz)).collect::<Result<_, _>>()?,
     };
     Ok(Envelope::ok(shared::envelope::SUCCESS, page).into_response())
 }

@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use crate::ids::all_ids;
 use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
-use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, key_of};
+use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, from_jsons, key_of};
 
 /// Prefix lengths (hex digits of the id) with a counter, root first.
 const LEVELS: [usize; 5] = [4, 6, 8, 10, 12];
@@ -263,9 +263,23 @@ pub async fn page_where<T: DeserializeOwned>(
     keep: Option<&(dyn Fn(&T) -> bool + Sync)>,
     order: Order,
 ) -> Result<(Vec<T>, PageInfo), StoreError> {
-    let Some(keep) = keep else { return page(store, table, pk, range, page_number, order).await };
+    let (docs, info) = page_where_docs(store, table, pk, range, page_number, keep, order).await?;
+    Ok((from_jsons(&docs)?, info))
+}
+
+/// [`page_where`] with the page as stored JSON documents.
+pub async fn page_where_docs<T: DeserializeOwned>(
+    store: &dyn Store,
+    table: Table,
+    pk: &str,
+    range: Option<(String, String)>,
+    page_number: PageNumber,
+    keep: Option<&(dyn Fn(&T) -> bool + Sync)>,
+    order: Order,
+) -> Result<(Vec<Vec<u8>>, PageInfo), StoreError> {
+    let Some(keep) = keep else { return page_docs(store, table, pk, range, page_number, order).await };
     let sk = range.map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
-    crate::paging::list_page_in(store, table, pk, sk, page_number, Some(keep), order).await
+    crate::paging::list_page_docs_in(store, table, pk, sk, page_number, Some(keep), order).await
 }
 
 /// Page `page` of the list at `pk` (sort keys: ids) within the ids `range` (inclusive bounds;
@@ -276,9 +290,22 @@ pub async fn page<T: DeserializeOwned>(
     table: Table,
     pk: &str,
     range: Option<(String, String)>,
-    page: PageNumber,
+    page_number: PageNumber,
     order: Order,
 ) -> Result<(Vec<T>, PageInfo), StoreError> {
+    let (docs, info) = page_docs(store, table, pk, range, page_number, order).await?;
+    Ok((from_jsons(&docs)?, info))
+}
+
+/// [`page`] as stored JSON documents.
+pub async fn page_docs(
+    store: &dyn Store,
+    table: Table,
+    pk: &str,
+    range: Option<(String, String)>,
+    page: PageNumber,
+    order: Order,
+) -> Result<(Vec<Vec<u8>>, PageInfo), StoreError> {
     let cpk = counts_pk(pk);
     // Read on every page and written once: from memory where the store keeps it.
     if store.get_doc_hot(table, &cpk, BUILT_SK).await?.is_none() {
@@ -312,8 +339,7 @@ pub async fn page<T: DeserializeOwned>(
         if order == Order::NewestFirst {
             q = q.descending();
         }
-        let docs = store.query_docs(table, &q).await?;
-        return Ok((docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?, info));
+        return Ok((store.query_docs(table, &q).await?, info));
     }
     let at = match order {
         Order::OldestFirst => a + offset,
@@ -330,8 +356,7 @@ pub async fn page<T: DeserializeOwned>(
     };
     let skip = skip.max(0) as usize;
     let docs = store.query_docs(table, &q.limit(skip + take)).await?;
-    let items = docs.iter().skip(skip).map(|d| from_json(d)).collect::<Result<_, _>>()?;
-    Ok((items, info))
+    Ok((docs.into_iter().skip(skip).collect(), info))
 }
 
 /// The id just before `id` (None for the first possible one).

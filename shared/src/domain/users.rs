@@ -15,7 +15,8 @@ use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::store::{Cond, Store, StoreError, Table, get_as, to_item};
+use crate::rendered;
+use crate::store::{Cond, Store, StoreError, Table, from_json, get_as, to_item};
 use crate::time::{DateRange, Timestamp};
 
 use super::locations::view::LastLocation;
@@ -306,19 +307,28 @@ pub async fn update(store: &dyn Store, p: &Project, input: UpdateUser) -> Result
     .await
 }
 
-/// Users created inside `range` (all when None), in creation order, one page.
+/// Users created inside `range` (all when None), in creation order, one page, as stored JSON
+/// documents (shown through [`view_json`]).
 pub async fn list(
     store: &dyn Store,
     p: &Project,
     range: Option<DateRange>,
     filter: Option<&MetadataFilter>,
     page: PageNumber,
-) -> Result<(Vec<User>, PageInfo), ApiError> {
+) -> Result<(Vec<Vec<u8>>, PageInfo), ApiError> {
     let pk = users_pk(&p.project_id);
     let ids = range.map(|r| id_range(&r));
     let keep = filter.map(|f| move |u: &User| f.matches(u.metadata.as_ref()));
     let keep = keep.as_ref().map(|k| k as &(dyn Fn(&User) -> bool + Sync));
-    Ok(super::list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::OldestFirst).await?)
+    Ok(super::list_pages::page_where_docs(store, Table::Main, &pk, ids, page, keep, Order::OldestFirst).await?)
+}
+
+/// A stored user as lists show it ([`UserView`]), rendered once for these bytes and `tz`.
+pub fn view_json(doc: &[u8], tz: Option<Tz>) -> Result<rendered::Json, ApiError> {
+    Ok(rendered::json_of("user", tz.map_or("", |t| t.name()), doc, |d| {
+        let u: User = from_json(d)?;
+        serde_json::to_string(&UserView::new(&u, tz)).map_err(|e| StoreError::Corrupt(e.to_string()))
+    })?)
 }
 
 /// `<project_id>_<1 or 2>`.
@@ -400,12 +410,13 @@ pub fn user_json(u: &User, tz: Option<Tz>) -> Value {
 
 /// A page of users as `GET /v1/api/user/` answers it (fields sorted, as above).
 #[derive(Debug, Serialize)]
-pub struct UsersPage<'a> {
+pub struct UsersPage<'a, U> {
     pub account_id: &'a str,
     pub next_page: Option<usize>,
     pub pages: usize,
     pub prev_page: Option<usize>,
-    pub users: Vec<UserView<'a>>,
+    /// [`UserView`]s, or the same as [`view_json`] renders them.
+    pub users: Vec<U>,
 }
 
 /// The creation response's `data`, exactly the fields interface.md lists for it.

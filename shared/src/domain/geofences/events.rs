@@ -33,8 +33,9 @@ use crate::domain::users::User;
 use crate::domain::{groups, history_pages};
 use crate::error::ApiError;
 use crate::ids::{id_at, id_range};
-use crate::paging::{Order, PageInfo, PageNumber, list_page};
-use crate::store::{Cond, Item, SkRange, Store, Table, WriteOp, from_item, from_jsons, to_item};
+use crate::paging::{Order, PageInfo, PageNumber, list_page_docs_in};
+use crate::rendered;
+use crate::store::{Cond, Item, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Seconds inside a fence after which a dwell event is recorded (once per visit).
@@ -251,7 +252,8 @@ pub async fn counts(store: &dyn Store, p: &Project, fid: &str) -> Result<Value, 
     Ok(json!({"events": events, "users": users}))
 }
 
-/// Events recorded inside `range` (by `recorded_at`), optionally of one user and/or fence.
+/// Events recorded inside `range` (by `recorded_at`), optionally of one user and/or fence, one
+/// page, as stored JSON documents (shown through [`view_json`]).
 pub async fn list(
     store: &dyn Store,
     p: &Project,
@@ -259,7 +261,7 @@ pub async fn list(
     user_id: Option<&str>,
     geofence_id: Option<&str>,
     page: PageNumber,
-) -> Result<(Vec<GeofenceEvent>, PageInfo), ApiError> {
+) -> Result<(Vec<Vec<u8>>, PageInfo), ApiError> {
     let (lo, hi) = id_range(&range);
     let pk = match (geofence_id, user_id) {
         (Some(f), _) => fence_events_pk(&p.project_id, f),
@@ -269,11 +271,19 @@ pub async fn list(
     if let (Some(_), Some(u)) = (geofence_id, user_id) {
         // A fence's events of one user: filtered, so its whole range is read.
         let keep = |e: &GeofenceEvent| e.user_id == u;
-        return Ok(list_page(store, Table::Main, &pk, SkRange::Between(lo, hi), page, Some(&keep)).await?);
+        let range = SkRange::Between(lo, hi);
+        return Ok(list_page_docs_in(store, Table::Main, &pk, range, page, Some(&keep), Order::OldestFirst).await?);
     }
     // Each list keeps its own counts (`history_pages`): page N reads about what page 1 does.
-    let (docs, info) = history_pages::page(store, Table::Main, &pk, &lo, &hi, page, Order::OldestFirst).await?;
-    Ok((from_jsons(&docs)?, info))
+    Ok(history_pages::page(store, Table::Main, &pk, &lo, &hi, page, Order::OldestFirst).await?)
+}
+
+/// A stored event as lists show it ([`EventView`]), rendered once for these bytes.
+pub fn view_json(doc: &[u8]) -> Result<rendered::Json, StoreError> {
+    rendered::json_of("geofence event", "", doc, |d| {
+        let e: GeofenceEvent = from_json(d)?;
+        serde_json::to_string(&EventView::from(&e)).map_err(|e| StoreError::Corrupt(e.to_string()))
+    })
 }
 
 /// An event as lists and webhooks show it, serialised straight from the record; fields in

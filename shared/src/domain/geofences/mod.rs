@@ -718,12 +718,14 @@ pub struct ListFilter {
     pub group_id: Option<String>,
 }
 
+/// The fences that pass `f`, newest first, one page, as stored JSON documents (shown through
+/// [`view::view_json`], or decoded).
 pub async fn list(
     store: &dyn Store,
     p: &Project,
     f: &ListFilter,
     page: PageNumber,
-) -> Result<(Vec<Geofence>, PageInfo), ApiError> {
+) -> Result<(Vec<Vec<u8>>, PageInfo), ApiError> {
     let keep = |g: &Geofence| {
         f.color_code.as_ref().is_none_or(|c| g.color_code.as_ref().is_some_and(|gc| gc.eq_ignore_ascii_case(c)))
             && f.tag.as_ref().is_none_or(|t| g.tag.as_ref() == Some(t))
@@ -741,8 +743,8 @@ pub async fn list(
     let keep = filtered.then_some(&keep as &(dyn Fn(&Geofence) -> bool + Sync));
     // Newest first, as Roam lists them.
     let ids = f.range.map(|r| id_range(&r));
-    Ok(list_pages::page_where(store, Table::Main, &fences_pk(&p.project_id), ids, page, keep, Order::NewestFirst)
-        .await?)
+    let pk = fences_pk(&p.project_id);
+    Ok(list_pages::page_where_docs(store, Table::Main, &pk, ids, page, keep, Order::NewestFirst).await?)
 }
 
 /// Fences indexed in one cell (copies from the index).

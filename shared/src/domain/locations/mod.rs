@@ -21,7 +21,7 @@ use crate::error::ApiError;
 use crate::geometry::{LngLat, encode_polyline, encode_time_aware_polyline};
 use crate::ids::{id_at, id_range};
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::store::{Query, SkRange, Store, Table, from_item, from_jsons, to_item};
+use crate::store::{Query, SkRange, Store, Table, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Most locations in one ingest batch.
@@ -274,18 +274,17 @@ fn range_of(range: Option<DateRange>) -> SkRange {
 }
 
 /// One page of a user's history in `recorded_at` order, at a cost independent of the page
-/// number (`history_pages`).
+/// number (`history_pages`), as stored JSON documents (shown through [`view::view_json`]).
 pub async fn list(
     store: &dyn Store,
     p: &Project,
     user_id: &str,
     range: Option<DateRange>,
     page: PageNumber,
-) -> Result<(Vec<Location>, PageInfo), ApiError> {
+) -> Result<(Vec<Vec<u8>>, PageInfo), ApiError> {
     let pk = locations_pk(&p.project_id, user_id);
     let (lo, hi) = bounds(range);
-    let (docs, info) = history_pages::page(store, Table::Locations, &pk, &lo, &hi, page, Order::OldestFirst).await?;
-    Ok((from_jsons(&docs)?, info))
+    Ok(history_pages::page(store, Table::Locations, &pk, &lo, &hi, page, Order::OldestFirst).await?)
 }
 
 /// The whole range as a Google polyline and a time-aware polyline.

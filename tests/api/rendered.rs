@@ -1,0 +1,82 @@
+//! Lists show each stored record through `shared::rendered`, which keeps the JSON it made for a
+//! record's exact bytes: a list read after a change shows the change, a record is shown as the
+//! direct read of it shows it, and what else the shape depends on (a time zone, the API version's
+//! id field) gives its own answer.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::both;
+use crate::geofences::{fence, put};
+use crate::helpers::{Key, TestApp};
+
+async fn ok(app: &TestApp, uri: &str) -> Value {
+    let (status, res) = app.get(uri).await;
+    assert_eq!(status, StatusCode::OK, "{uri}: {res}");
+    res["data"].clone()
+}
+
+/// The entry of `list` (an array) whose `key` is `id`.
+fn entry<'a>(list: &'a Value, key: &str, id: &str) -> &'a Value {
+    list.as_array().expect("a list").iter().find(|e| e[key] == id).unwrap_or_else(|| panic!("{id} not in {list}"))
+}
+
+both!(a_listed_user_is_shown_as_it_is_now, |app| async move {
+    let users = [app.create_user(json!({"n": 1})).await, app.create_user(json!({"n": 2})).await];
+    for round in 0..3 {
+        let listed = ok(&app, "/v1/api/user/").await;
+        for u in &users {
+            // The list's entry equals the read of that user alone (which renders it afresh).
+            let alone = ok(&app, &format!("/v1/api/user/?user_id={u}")).await;
+            assert_eq!(entry(&listed["users"], "id", u), &alone["users"][0], "round {round}");
+        }
+        let want = if round == 0 { Value::Null } else { json!(format!("round {round}")) };
+        assert_eq!(entry(&listed["users"], "id", &users[0])["description"], want, "round {round}");
+        let body = json!({"user_id": users[0], "description": format!("round {}", round + 1), "metadata": {"round": round + 1}});
+        let (status, res) = app.call("PUT", "/v1/api/user/", Key::Publishable, Some(&body)).await;
+        assert_eq!(status, StatusCode::OK, "{res}");
+    }
+    let listed = ok(&app, "/v1/api/user/").await;
+    let changed = entry(&listed["users"], "id", &users[0]);
+    assert_eq!((&changed["description"], &changed["metadata"]), (&json!("round 3"), &json!({"round": 3})));
+
+    // Another time zone: the same records shown in it, each time asked.
+    let tokyo = ok(&app, "/v1/api/user/?timezone_offset=Asia/Tokyo").await;
+    let utc = ok(&app, "/v1/api/user/").await;
+    for u in &users {
+        let (t, z) = (entry(&tokyo["users"], "id", u), entry(&utc["users"], "id", u));
+        // Tokyo is 9 hours ahead all year: another text for the same instant.
+        assert_ne!(t["created_at"], z["created_at"], "{t} / {z}");
+        assert_eq!((&t["id"], &t["device_token"]), (&z["id"], &z["device_token"]));
+    }
+    assert_eq!(ok(&app, "/v1/api/user/?timezone_offset=Asia/Tokyo").await, tokyo);
+    assert_eq!(ok(&app, "/v1/api/user/").await, utc);
+});
+
+both!(a_listed_fence_is_shown_as_it_is_now_under_each_versions_id, |app| async move {
+    let id = fence(
+        &app,
+        json!({"coordinates": [13.4, 52.5], "geometry_type": "circle", "geometry_radius": 100, "description": "one"}),
+    )
+    .await;
+    let range = crate::geofences::today_range();
+    for (desc, round) in [("one", 0), ("two", 1), ("three", 2)] {
+        let v1 = ok(&app, "/v1/api/geofence/").await;
+        let v3 = ok(&app, &format!("/v3/api/geofence/?{range}")).await;
+        let (a, b) = (entry(&v1["geofences"], "geofence_id", &id), entry(&v3["geofences"], "id", &id));
+        // v1 names the id `geofence_id`, v3 `id`: one record, two shapes.
+        assert!(a.get("id").is_none() && b.get("geofence_id").is_none(), "{a} / {b}");
+        assert_eq!((&a["description"], &b["description"]), (&json!(desc), &json!(desc)), "round {round}");
+        // The same as the read of that fence alone.
+        let alone = ok(&app, &format!("/v1/api/geofence/?geofence_id={id}")).await;
+        assert_eq!(a, &alone["geofences"][0]);
+        let next = ["two", "three", "four"][round];
+        let (status, res) = put(&app, "v1", json!({"geofence_id": id, "description": next})).await;
+        assert_eq!(status, StatusCode::OK, "{res}");
+    }
+    // Another project's key lists none of them.
+    let other = app.other_project().await;
+    let (status, res) = app.call("GET", "/v1/api/geofence/", Key::Raw(&other.api_key), None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(res["data"]["geofences"], json!([]));
+});
