@@ -116,9 +116,35 @@ impl Cells {
     }
 
     /// The cells that hold fixes, in order, with their counts.
-    fn held(&self) -> impl Iterator<Item = (String, u64)> + '_ {
-        self.0.iter().enumerate().filter(|(_, n)| **n > 0).map(|(i, n)| (format!("{i:02x}"), *n))
+    fn held(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.0.iter().enumerate().filter(|(_, n)| **n > 0).map(|(i, n)| (cell_name(i), *n))
     }
+}
+
+/// Every cell's name, two lowercase hex digits: a page names each cell of its range, and
+/// formatting them was a twentieth of a warm history page's CPU.
+static CELL_NAMES: [[u8; 2]; 256] = {
+    let hex = b"0123456789abcdef";
+    let mut names = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        names[i] = [hex[i >> 4], hex[i & 15]];
+        i += 1;
+    }
+    names
+};
+
+fn cell_name(i: usize) -> &'static str {
+    CELL_NAMES.get(i).and_then(|n| std::str::from_utf8(n).ok()).unwrap_or_default()
+}
+
+/// The first (`fill` b'0') or last (b'f') possible id of a cell.
+fn cell_end(bucket: &str, cell: &str, fill: char) -> String {
+    let mut id = String::with_capacity(24);
+    id.push_str(bucket);
+    id.push_str(cell);
+    id.extend(std::iter::repeat_n(fill, 24 - CELL_HEX));
+    id
 }
 
 /// A cell's index: its two hex digits as ids write them (lowercase), else none.
@@ -578,7 +604,8 @@ async fn cells(
     lo: &str,
     hi: &str,
 ) -> Result<Vec<(String, String, usize)>, StoreError> {
-    if store.get(table, pk, ROOT_SK).await?.is_none() {
+    // Read on every page and written once: from memory where the store keeps it.
+    if store.get_doc_hot(table, pk, ROOT_SK).await?.is_none() {
         build(store, table, pk).await?;
     }
     let now = now_ms();
@@ -600,14 +627,14 @@ async fn cells(
             (recount(store, table, pk, &bucket, Some(&b), now).await?, BTreeMap::new())
         };
         for (cell, n) in counts.held() {
-            let place = (bucket.as_str(), cell.as_str());
+            let place = (bucket.as_str(), cell);
             if place < first_cell || place > last_cell {
                 continue;
             }
             let (at_first, at_last) = (place == first_cell, place == last_cell);
-            let from = if at_first { lo.to_owned() } else { format!("{bucket}{cell}{}", "0".repeat(16)) };
-            let to = if at_last { hi.to_owned() } else { format!("{bucket}{cell}{}", "f".repeat(16)) };
-            let expired = exp.get(&cell).is_some_and(|e| e.saturating_mul(1000) <= now);
+            let from = if at_first { lo.to_owned() } else { cell_end(&bucket, cell, '0') };
+            let to = if at_last { hi.to_owned() } else { cell_end(&bucket, cell, 'f') };
+            let expired = exp.get(cell).is_some_and(|e| e.saturating_mul(1000) <= now);
             let n = if (at_first && cut_first) || (at_last && cut_last) || expired {
                 store.count(table, pk, &SkRange::Between(from.clone(), to.clone())).await?
             } else {
@@ -685,9 +712,17 @@ mod tests {
         assert_eq!(serde_json::from_value::<Cells>(json).unwrap(), c);
         let old: Cells = serde_json::from_value(serde_json::json!({"00": 1, "03": 2, "ff": 1})).unwrap();
         assert_eq!(old.held().collect::<Vec<_>>(), c.held().collect::<Vec<_>>());
-        assert_eq!(c.held().collect::<Vec<_>>(), [("00".into(), 1), ("03".into(), 2), ("ff".into(), 1)]);
+        assert_eq!(c.held().collect::<Vec<_>>(), [("00", 1), ("03", 2), ("ff", 1)]);
         assert!(serde_json::from_value::<Cells>(serde_json::json!({"zz": 1})).is_err());
         assert_eq!(serde_json::to_string(&Cells::default()).unwrap(), "[]");
+    }
+
+    #[test]
+    fn cells_are_named_and_bounded_as_ids_write_them() {
+        assert_eq!((cell_name(0), cell_name(0x0a), cell_name(0xb4), cell_name(255)), ("00", "0a", "b4", "ff"));
+        assert!((0..256).all(|i| cell_index(cell_name(i)) == Some(i)));
+        assert_eq!(cell_end("0192a3", "b4", '0'), "0192a3b40000000000000000");
+        assert_eq!(cell_end("0192a3", "b4", 'f'), "0192a3b4ffffffffffffffff");
     }
 
     #[test]
