@@ -7,7 +7,7 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use shared::auth::{SdkKey, SecretKey};
 use shared::domain::erasure;
-use shared::domain::users::{self, CreateUser, UpdateUser, UserView, UsersPage, created_json, user_json};
+use shared::domain::users::{self, CreateUser, UpdateUser, UsersPage, created_json, user_json};
 use shared::http::route;
 use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
@@ -38,13 +38,13 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
         if let Some(other) = LIST_FILTERS.iter().find(|f| q.has(f)) {
             return Err(ApiError::field("user_id", format!("use it alone; it cannot be combined with {other}")));
         }
-        let user = users::require(s.store.as_ref(), &p, "user_id", id).await?;
+        let user = users::require_doc(s.store.as_ref(), &p, "user_id", id).await?;
         let page = UsersPage {
             account_id: &p.account_id,
             next_page: None,
             pages: 1,
             prev_page: None,
-            users: vec![UserView::new(&user, None)],
+            users: vec![users::view_json(&user, None)?],
         };
         return Ok(Envelope::ok(shared::envelope::SUCCESS, page).into_response());
     }

@@ -207,16 +207,23 @@ async fn read<T: DeserializeOwned>(store: &dyn Store, p: &Project, user_id: &str
     Ok(get_as(store, Table::Main, &users_pk(&p.project_id), user_id).await?)
 }
 
+/// [`require`] as the stored JSON document (shown through [`view_json`]).
+pub async fn require_doc(store: &dyn Store, p: &Project, field: &str, user_id: &str) -> Result<Vec<u8>, ApiError> {
+    check_user_id(field, user_id)?;
+    let doc = match is_id(user_id) {
+        true => store.get_doc(Table::Main, &users_pk(&p.project_id), user_id).await?,
+        false => None,
+    };
+    doc.ok_or_else(|| ApiError::not_found(format!("{field}: no user '{user_id}' in this project")))
+}
+
 async fn require_as<T: DeserializeOwned>(
     store: &dyn Store,
     p: &Project,
     field: &str,
     user_id: &str,
 ) -> Result<T, ApiError> {
-    check_user_id(field, user_id)?;
-    read(store, p, user_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("{field}: no user '{user_id}' in this project")))
+    Ok(from_json(&require_doc(store, p, field, user_id).await?)?)
 }
 
 /// Write `user` if nobody changed it since it was read (version check), bumping its version.
