@@ -1,24 +1,29 @@
-//! The JSON an answer shows for a stored document, kept from one request to the next and looked
-//! up by the document's exact bytes: a warm list spent about a third of its CPU decoding its
-//! stored records and writing them out again (users, geofences, search), the same records on
-//! every request.
+//! The JSON an answer shows for a stored record, kept from one request to the next and looked up
+//! by the record's exact bytes: a warm list spent about a third of its CPU decoding its stored
+//! records and writing them out again (users, geofences, locations, geofence events), the same
+//! records on every request.
 //!
 //! Never stale, on either store and without being told of writes: what is kept is a function of
-//! the bytes read (and of what else the caller names in `view`, such as a time zone), and a hit
-//! compares them whole. A changed document has other bytes, so it is a miss, rendered afresh.
+//! the bytes read (and of what else the caller names as `context`, such as a time zone), and a
+//! hit compares them whole. A changed record has other bytes, so it is a miss, rendered afresh.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
+use serde::de::DeserializeOwned;
 use serde::{Serialize, Serializer};
-use serde_json::value::RawValue;
+use serde_json::value::{RawValue, to_raw_value};
 
-use crate::store::StoreError;
+use crate::store::{StoreError, from_json};
 
-/// Bytes kept at most (documents and their JSON); past it, all are dropped and the next requests
-/// render again. A list page holds ten documents of about a kilobyte.
-const MAX_BYTES: usize = 16 << 20;
+/// Bytes kept in each of the two generations (records, their JSON, and what an entry costs
+/// besides). When the newer is full it becomes the older and the older is dropped: records read
+/// again meanwhile move to the newer, so a long history read once does not push out the lists
+/// read on every request.
+const GENERATION_BYTES: usize = 8 << 20;
+/// An entry's own cost besides its bytes: the map's slot, the `Arc` and three allocations.
+const ENTRY_OVERHEAD: usize = 160;
 
 struct Entry {
     view: &'static str,
@@ -27,7 +32,13 @@ struct Entry {
     json: Box<RawValue>,
 }
 
-/// A rendered document, written into an answer as it is.
+impl Entry {
+    fn size(&self) -> usize {
+        self.doc.len() + self.json.get().len() + self.context.len() + ENTRY_OVERHEAD
+    }
+}
+
+/// A rendered record, written into an answer as it is.
 #[derive(Clone)]
 pub struct Json(Arc<Entry>);
 
@@ -44,70 +55,93 @@ impl std::fmt::Debug for Json {
 }
 
 #[derive(Default)]
-struct Memo {
+struct Generation {
     entries: HashMap<u64, Arc<Entry>>,
     bytes: usize,
 }
 
+impl Generation {
+    fn insert(&mut self, hash: u64, entry: Arc<Entry>) {
+        self.bytes += entry.size();
+        // A hash shared by two records keeps the later one (the other renders at its next read).
+        if let Some(old) = self.entries.insert(hash, entry) {
+            self.bytes -= old.size();
+        }
+    }
+}
+
+#[derive(Default)]
+struct Memo {
+    newer: Generation,
+    older: Generation,
+}
+
+impl Memo {
+    fn keep(&mut self, hash: u64, entry: Arc<Entry>) {
+        if self.newer.bytes + entry.size() > GENERATION_BYTES {
+            self.older = std::mem::take(&mut self.newer);
+        }
+        self.newer.insert(hash, entry);
+    }
+}
+
 static MEMO: LazyLock<(RandomState, Mutex<Memo>)> = LazyLock::new(Default::default);
 
-/// The JSON that `render` makes of `doc` for `view` (a name for the shape) in `context` (what
-/// else the shape depends on, such as a time zone; empty when nothing): kept from an earlier
-/// call with the same three when there was one, else rendered now and kept.
-pub fn json_of(
+/// The JSON that `render` makes of the record stored as `doc` (decoded as `T`), for `view` (a
+/// name for the shape) in `context` (what else the shape depends on, such as a time zone; empty
+/// when nothing): kept from an earlier call with the same three when there was one, else
+/// rendered now and kept.
+pub fn json_of<T: DeserializeOwned>(
     view: &'static str,
     context: &str,
     doc: &[u8],
-    render: impl FnOnce(&[u8]) -> Result<String, StoreError>,
+    render: impl FnOnce(&T) -> serde_json::Result<Box<RawValue>>,
 ) -> Result<Json, StoreError> {
     let (hasher, memo) = &*MEMO;
     let hash = hasher.hash_one((view, context, doc));
-    let lock = || memo.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(e) = lock().entries.get(&hash)
-        && e.view == view
-        && e.context == context
-        && *e.doc == *doc
+    let same = |e: &Entry| e.view == view && e.context == context && *e.doc == *doc;
     {
-        return Ok(Json(e.clone()));
+        let mut m = memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(e) = m.newer.entries.get(&hash).filter(|e| same(e)) {
+            return Ok(Json(e.clone()));
+        }
+        if let Some(e) = m.older.entries.get(&hash).filter(|e| same(e)).cloned() {
+            m.keep(hash, e.clone());
+            return Ok(Json(e));
+        }
     }
-    let json = RawValue::from_string(render(doc)?).map_err(|e| StoreError::Corrupt(format!("rendered {view}: {e}")))?;
+    // Rendered outside the lock: other requests' lookups do not wait for it.
+    let json = render(&from_json(doc)?).map_err(|e| StoreError::Corrupt(format!("rendering {view}: {e}")))?;
     let entry = Arc::new(Entry { view, context: context.to_owned(), doc: doc.into(), json });
-    let size = doc.len() + entry.json.get().len() + context.len();
-    let mut m = lock();
-    if m.bytes + size > MAX_BYTES {
-        m.entries.clear();
-        m.bytes = 0;
-    }
-    // A hash shared by two documents keeps the later one (the other is rendered at its next read).
-    if let Some(old) = m.entries.insert(hash, entry.clone()) {
-        m.bytes -= old.doc.len() + old.json.get().len() + old.context.len();
-    }
-    m.bytes += size;
+    memo.lock().unwrap_or_else(PoisonError::into_inner).keep(hash, entry.clone());
     Ok(Json(entry))
+}
+
+/// `view` as raw JSON, for [`json_of`]'s `render`.
+pub fn raw<V: Serialize>(view: &V) -> serde_json::Result<Box<RawValue>> {
+    to_raw_value(view)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::from_json;
     use std::cell::Cell;
 
-    fn upper(doc: &[u8], calls: &Cell<usize>) -> Result<String, StoreError> {
+    fn upper(s: &str, calls: &Cell<usize>) -> serde_json::Result<Box<RawValue>> {
         calls.set(calls.get() + 1);
-        let s: String = from_json(doc)?;
-        Ok(format!("{:?}", s.to_uppercase()))
+        raw(&s.to_uppercase())
     }
 
     #[test]
-    fn a_document_is_rendered_once_and_a_changed_one_again() {
+    fn a_record_is_rendered_once_and_a_changed_one_again() {
         let calls = Cell::new(0);
-        let a = json_of("test-upper", "", br#""abc""#, |d| upper(d, &calls)).unwrap();
-        let b = json_of("test-upper", "", br#""abc""#, |d| upper(d, &calls)).unwrap();
+        let a = json_of("test-upper", "", br#""abc""#, |s: &String| upper(s, &calls)).unwrap();
+        let b = json_of("test-upper", "", br#""abc""#, |s: &String| upper(s, &calls)).unwrap();
         assert_eq!((format!("{a:?}"), format!("{b:?}"), calls.get()), (r#""ABC""#.into(), r#""ABC""#.into(), 1));
         // Other bytes, another view or another context: rendered for what they are.
-        let c = json_of("test-upper", "", br#""abd""#, |d| upper(d, &calls)).unwrap();
-        let d = json_of("test-other", "", br#""abc""#, |d| upper(d, &calls)).unwrap();
-        let e = json_of("test-upper", "+02:00", br#""abc""#, |d| upper(d, &calls)).unwrap();
+        let c = json_of("test-upper", "", br#""abd""#, |s: &String| upper(s, &calls)).unwrap();
+        let d = json_of("test-other", "", br#""abc""#, |s: &String| upper(s, &calls)).unwrap();
+        let e = json_of("test-upper", "+02:00", br#""abc""#, |s: &String| upper(s, &calls)).unwrap();
         assert_eq!(format!("{c:?}"), r#""ABD""#);
         assert_eq!((format!("{d:?}"), format!("{e:?}")), (r#""ABC""#.into(), r#""ABC""#.into()));
         assert_eq!(calls.get(), 4);
@@ -116,10 +150,34 @@ mod tests {
     }
 
     #[test]
-    fn a_render_that_fails_keeps_nothing() {
+    fn a_record_that_does_not_decode_keeps_nothing() {
         let calls = Cell::new(0);
-        assert!(json_of("test-fail", "", b"not json", |d| upper(d, &calls)).is_err());
-        assert!(json_of("test-fail", "", b"not json", |d| upper(d, &calls)).is_err());
-        assert_eq!(calls.get(), 2);
+        assert!(json_of("test-fail", "", b"not json", |s: &String| upper(s, &calls)).is_err());
+        assert!(json_of("test-fail", "", b"not json", |s: &String| upper(s, &calls)).is_err());
+        assert_eq!(calls.get(), 0);
+    }
+
+    #[test]
+    fn records_read_again_outlive_a_generation_of_others() {
+        let entry = |n: usize| {
+            let doc = format!("{n:0>1000}").into_bytes().into_boxed_slice();
+            Arc::new(Entry { view: "t", context: String::new(), doc, json: raw(&n).unwrap() })
+        };
+        let mut m = Memo::default();
+        m.keep(0, entry(0));
+        let per = entry(0).size();
+        // Two generations' worth of records read once; record 0 read again after the first.
+        let n = 2 * GENERATION_BYTES / per;
+        for i in 1..=n {
+            if i == n / 2 {
+                let e = m.older.entries.get(&0).or(m.newer.entries.get(&0)).cloned().expect("record 0 kept");
+                m.keep(0, e);
+            }
+            m.keep(i as u64, entry(i));
+        }
+        assert!(m.newer.entries.contains_key(&0) || m.older.entries.contains_key(&0));
+        assert!(!m.newer.entries.contains_key(&1) && !m.older.entries.contains_key(&1));
+        assert!(m.newer.bytes <= GENERATION_BYTES && m.older.bytes <= GENERATION_BYTES);
+        assert_eq!(m.newer.bytes, m.newer.entries.values().map(|e| e.size()).sum::<usize>());
     }
 }

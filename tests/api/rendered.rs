@@ -1,15 +1,22 @@
 //! Lists show each stored record through `shared::rendered`, which keeps the JSON it made for a
-//! record's exact bytes: a list read after a change shows the change, a record is shown as the
-//! direct read of it shows it, and what else the shape depends on (a time zone, the API version's
-//! id field) gives its own answer.
+//! record's exact bytes: a list read after a change shows the change, each record is shown as its
+//! view renders it afresh, and what else the shape depends on (a time zone, the API version's id
+//! field) gives its own answer. Users, geofences, locations and geofence events.
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
+use chrono_tz::Tz;
+use shared::domain::geofences::events::{self, EventView, GeofenceEvent};
+use shared::domain::locations::{self, Location, LocationView};
 use shared::domain::users::{self, user_json};
+use shared::paging::PageNumber;
+use shared::store::from_jsons;
+use shared::time::DateRange;
 
 use crate::both;
-use crate::geofences::{fence, project, put};
+use crate::geofence_events::{DAY, at, fix, send, tracked_user};
+use crate::geofences::{HOME, circle, enabled_fence, fence, project, put, with};
 use crate::helpers::{Key, TestApp};
 
 async fn ok(app: &TestApp, uri: &str) -> Value {
@@ -83,4 +90,33 @@ both!(a_listed_fence_is_shown_as_it_is_now_under_each_versions_id, |app| async m
     let (status, res) = app.call("GET", "/v1/api/geofence/", Key::Raw(&other.api_key), None).await;
     assert_eq!(status, StatusCode::OK, "{res}");
     assert_eq!(res["data"]["geofences"], json!([]));
+});
+
+both!(listed_fixes_and_events_are_shown_as_their_records_are, |app| async move {
+    let fence = enabled_fence(&app, with(circle(HOME, 150), json!({"description": "gate"}))).await;
+    let user = tracked_user(&app).await;
+    let out = at(HOME, 600.0, 0.0);
+    send(&app, &user, &[fix(out, 0), fix(HOME, 60), fix(out, 120), fix(HOME, 180)]).await;
+    let (store, p) = (app.state.store.as_ref(), project(&app));
+    let tokyo: Tz = "Asia/Tokyo".parse().unwrap();
+    let (docs, _) = locations::list(store, &p, &user, None, PageNumber(1)).await.unwrap();
+    let fixes: Vec<Location> = from_jsons(&docs).unwrap();
+    for (query, tz) in [("", None), ("&timezone_offset=Asia/Tokyo", Some(tokyo)), ("", None)] {
+        let listed = ok(&app, &format!("/v1/api/location/?user_id={user}{query}")).await;
+        let fresh: Vec<Value> = fixes.iter().map(|l| serde_json::to_value(LocationView::new(l, tz)).unwrap()).collect();
+        assert_eq!(listed["locations"], json!(fresh), "{query}");
+    }
+    let range = DateRange::parse(Some("2024-05-01"), Some("2024-05-02"), None).unwrap().unwrap();
+    for _ in 0..2 {
+        let (docs, _) = events::list(store, &p, range, Some(&user), None, PageNumber(1)).await.unwrap();
+        let stored: Vec<GeofenceEvent> = from_jsons(&docs).unwrap();
+        assert!(stored.len() >= 2, "an entry and an exit at least: {stored:?}");
+        let listed = ok(&app, &format!("/v1/api/event/?{DAY}&user_id={user}")).await;
+        let fresh: Vec<Value> = stored.iter().map(|e| serde_json::to_value(EventView::from(e)).unwrap()).collect();
+        assert_eq!(listed["events"], json!(fresh));
+        assert!(stored.iter().all(|e| e.geofence_id == fence));
+        // The fence's description changes: events keep the one they were recorded with.
+        let (status, res) = put(&app, "v1", json!({"geofence_id": fence, "description": "renamed"})).await;
+        assert_eq!(status, StatusCode::OK, "{res}");
+    }
 });

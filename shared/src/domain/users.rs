@@ -16,7 +16,7 @@ use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{Order, PageInfo, PageNumber};
 use crate::rendered;
-use crate::store::{Cond, Store, StoreError, Table, from_json, get_as, to_item};
+use crate::store::{Cond, Store, StoreError, Table, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
 use super::locations::view::LastLocation;
@@ -199,22 +199,25 @@ pub async fn require_ref(store: &dyn Store, p: &Project, field: &str, user_id: &
     require_as(store, p, field, user_id).await
 }
 
-/// The user's record decoded as `T` (the whole [`User`] or a [`UserRef`]).
-async fn read<T: DeserializeOwned>(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<T>, ApiError> {
+/// The user's stored JSON document; None when there is none (or `user_id` is not an id).
+async fn read_doc(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
     if !is_id(user_id) {
         return Ok(None);
     }
-    Ok(get_as(store, Table::Main, &users_pk(&p.project_id), user_id).await?)
+    store.get_doc(Table::Main, &users_pk(&p.project_id), user_id).await
+}
+
+/// The user's record decoded as `T` (the whole [`User`] or a [`UserRef`]).
+async fn read<T: DeserializeOwned>(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<T>, ApiError> {
+    Ok(read_doc(store, p, user_id).await?.map(|d| from_json(&d)).transpose()?)
 }
 
 /// [`require`] as the stored JSON document (shown through [`view_json`]).
 pub async fn require_doc(store: &dyn Store, p: &Project, field: &str, user_id: &str) -> Result<Vec<u8>, ApiError> {
     check_user_id(field, user_id)?;
-    let doc = match is_id(user_id) {
-        true => store.get_doc(Table::Main, &users_pk(&p.project_id), user_id).await?,
-        false => None,
-    };
-    doc.ok_or_else(|| ApiError::not_found(format!("{field}: no user '{user_id}' in this project")))
+    read_doc(store, p, user_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("{field}: no user '{user_id}' in this project")))
 }
 
 async fn require_as<T: DeserializeOwned>(
@@ -331,11 +334,8 @@ pub async fn list(
 }
 
 /// A stored user as lists show it ([`UserView`]), rendered once for these bytes and `tz`.
-pub fn view_json(doc: &[u8], tz: Option<Tz>) -> Result<rendered::Json, ApiError> {
-    Ok(rendered::json_of("user", tz.map_or("", |t| t.name()), doc, |d| {
-        let u: User = from_json(d)?;
-        serde_json::to_string(&UserView::new(&u, tz)).map_err(|e| StoreError::Corrupt(e.to_string()))
-    })?)
+pub fn view_json(doc: &[u8], tz: Option<Tz>) -> Result<rendered::Json, StoreError> {
+    rendered::json_of("user", crate::time::tz_name(tz), doc, |u: &User| rendered::raw(&UserView::new(u, tz)))
 }
 
 /// `<project_id>_<1 or 2>`.
@@ -417,13 +417,13 @@ pub fn user_json(u: &User, tz: Option<Tz>) -> Value {
 
 /// A page of users as `GET /v1/api/user/` answers it (fields sorted, as above).
 #[derive(Debug, Serialize)]
-pub struct UsersPage<'a, U> {
+pub struct UsersPage<'a> {
     pub account_id: &'a str,
     pub next_page: Option<usize>,
     pub pages: usize,
     pub prev_page: Option<usize>,
-    /// [`UserView`]s, or the same as [`view_json`] renders them.
-    pub users: Vec<U>,
+    /// As [`view_json`] renders them.
+    pub users: Vec<rendered::Json>,
 }
 
 /// The creation response's `data`, exactly the fields interface.md lists for it.

@@ -35,7 +35,7 @@ use crate::error::ApiError;
 use crate::ids::{id_at, id_range};
 use crate::paging::{Order, PageInfo, PageNumber, list_page_docs_in};
 use crate::rendered;
-use crate::store::{Cond, Item, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item};
+use crate::store::{Cond, Item, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Seconds inside a fence after which a dwell event is recorded (once per visit).
@@ -280,10 +280,7 @@ pub async fn list(
 
 /// A stored event as lists show it ([`EventView`]), rendered once for these bytes.
 pub fn view_json(doc: &[u8]) -> Result<rendered::Json, StoreError> {
-    rendered::json_of("geofence event", "", doc, |d| {
-        let e: GeofenceEvent = from_json(d)?;
-        serde_json::to_string(&EventView::from(&e)).map_err(|e| StoreError::Corrupt(e.to_string()))
-    })
+    rendered::json_of("geofence event", "", doc, |e: &GeofenceEvent| rendered::raw(&EventView::from(e)))
 }
 
 /// An event as lists and webhooks show it, serialised straight from the record; fields in
