@@ -68,25 +68,13 @@ pub async fn list_page<T: serde::de::DeserializeOwned>(
     page: PageNumber,
     filter: Option<&(dyn Fn(&T) -> bool + Sync)>,
 ) -> Result<(Vec<T>, PageInfo), crate::store::StoreError> {
-    list_page_in(store, table, pk, range, page, filter, Order::OldestFirst).await
-}
-
-/// [`list_page`] in the given order.
-pub async fn list_page_in<T: serde::de::DeserializeOwned>(
-    store: &dyn crate::store::Store,
-    table: crate::store::Table,
-    pk: &str,
-    range: crate::store::SkRange,
-    page: PageNumber,
-    filter: Option<&(dyn Fn(&T) -> bool + Sync)>,
-    order: Order,
-) -> Result<(Vec<T>, PageInfo), crate::store::StoreError> {
-    let (docs, info) = list_page_docs_in(store, table, pk, range, page, filter, order).await?;
+    let (docs, info) = list_page_in(store, table, pk, range, page, filter, Order::OldestFirst).await?;
     Ok((crate::store::from_jsons(&docs)?, info))
 }
 
-/// [`list_page_in`] with the page as stored JSON documents (`filter` judges them decoded).
-pub async fn list_page_docs_in<T: serde::de::DeserializeOwned>(
+/// [`list_page`] in the given order, the page as stored JSON documents (`filter` judges them
+/// decoded).
+pub async fn list_page_in<T: serde::de::DeserializeOwned>(
     store: &dyn crate::store::Store,
     table: crate::store::Table,
     pk: &str,

@@ -295,6 +295,7 @@ async fn trip_event_page_cost_does_not_grow_with_the_page_number() {
             )
             .await
             .unwrap();
+            let old: Vec<TripEvent> = shared::store::from_jsons(&old).unwrap();
             let (el0, u_old) = (t.elapsed(), units() - u0);
             assert_eq!(
                 got.iter().map(|e| &e.event.id).collect::<Vec<_>>(),

@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use crate::ids::all_ids;
 use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
-use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, from_jsons, key_of};
+use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, key_of};
 
 /// Prefix lengths (hex digits of the id) with a counter, root first.
 const LEVELS: [usize; 5] = [4, 6, 8, 10, 12];
@@ -252,8 +252,9 @@ async fn count_cell(store: &dyn Store, table: Table, pk: &str, cell: &str) -> Re
     Err(StoreError::ConditionFailed)
 }
 
-/// One page of a counted list, `keep` being the caller's filter if any: without one, by the counts
-/// ([`page`]); a filter cannot be counted ahead, so with one the range is read and filtered.
+/// One page of a counted list as stored JSON documents, `keep` being the caller's filter if any:
+/// without one, by the counts ([`page`]); a filter cannot be counted ahead, so with one the range
+/// is read and filtered.
 pub async fn page_where<T: DeserializeOwned>(
     store: &dyn Store,
     table: Table,
@@ -262,43 +263,17 @@ pub async fn page_where<T: DeserializeOwned>(
     page_number: PageNumber,
     keep: Option<&(dyn Fn(&T) -> bool + Sync)>,
     order: Order,
-) -> Result<(Vec<T>, PageInfo), StoreError> {
-    let (docs, info) = page_where_docs(store, table, pk, range, page_number, keep, order).await?;
-    Ok((from_jsons(&docs)?, info))
-}
-
-/// [`page_where`] with the page as stored JSON documents.
-pub async fn page_where_docs<T: DeserializeOwned>(
-    store: &dyn Store,
-    table: Table,
-    pk: &str,
-    range: Option<(String, String)>,
-    page_number: PageNumber,
-    keep: Option<&(dyn Fn(&T) -> bool + Sync)>,
-    order: Order,
 ) -> Result<(Vec<Vec<u8>>, PageInfo), StoreError> {
-    let Some(keep) = keep else { return page_docs(store, table, pk, range, page_number, order).await };
+    let Some(keep) = keep else { return page(store, table, pk, range, page_number, order).await };
     let sk = range.map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
-    crate::paging::list_page_docs_in(store, table, pk, sk, page_number, Some(keep), order).await
+    crate::paging::list_page_in(store, table, pk, sk, page_number, Some(keep), order).await
 }
 
 /// Page `page` of the list at `pk` (sort keys: ids) within the ids `range` (inclusive bounds;
 /// the whole list when None), in `order`, with its paging fields: the same answer as counting
-/// the range and skipping, at the cost of a walk down the counters and a page.
-pub async fn page<T: DeserializeOwned>(
-    store: &dyn Store,
-    table: Table,
-    pk: &str,
-    range: Option<(String, String)>,
-    page_number: PageNumber,
-    order: Order,
-) -> Result<(Vec<T>, PageInfo), StoreError> {
-    let (docs, info) = page_docs(store, table, pk, range, page_number, order).await?;
-    Ok((from_jsons(&docs)?, info))
-}
-
-/// [`page`] as stored JSON documents.
-pub async fn page_docs(
+/// the range and skipping, at the cost of a walk down the counters and a page; the page as
+/// stored JSON documents (the caller decodes them, or shows them through `crate::rendered`).
+pub async fn page(
     store: &dyn Store,
     table: Table,
     pk: &str,

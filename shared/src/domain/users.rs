@@ -330,7 +330,7 @@ pub async fn list(
     let ids = range.map(|r| id_range(&r));
     let keep = filter.map(|f| move |u: &User| f.matches(u.metadata.as_ref()));
     let keep = keep.as_ref().map(|k| k as &(dyn Fn(&User) -> bool + Sync));
-    Ok(super::list_pages::page_where_docs(store, Table::Main, &pk, ids, page, keep, Order::OldestFirst).await?)
+    Ok(super::list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::OldestFirst).await?)
 }
 
 /// A stored user as lists show it ([`UserView`]), rendered once for these bytes and `tz`.

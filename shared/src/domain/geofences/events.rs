@@ -33,7 +33,7 @@ use crate::domain::users::User;
 use crate::domain::{groups, history_pages};
 use crate::error::ApiError;
 use crate::ids::{id_at, id_range};
-use crate::paging::{Order, PageInfo, PageNumber, list_page_docs_in};
+use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
 use crate::rendered;
 use crate::store::{Cond, Item, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
@@ -272,7 +272,7 @@ pub async fn list(
         // A fence's events of one user: filtered, so its whole range is read.
         let keep = |e: &GeofenceEvent| e.user_id == u;
         let range = SkRange::Between(lo, hi);
-        return Ok(list_page_docs_in(store, Table::Main, &pk, range, page, Some(&keep), Order::OldestFirst).await?);
+        return Ok(list_page_in(store, Table::Main, &pk, range, page, Some(&keep), Order::OldestFirst).await?);
     }
     // Each list keeps its own counts (`history_pages`): page N reads about what page 1 does.
     Ok(history_pages::page(store, Table::Main, &pk, &lo, &hi, page, Order::OldestFirst).await?)

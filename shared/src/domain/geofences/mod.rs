@@ -744,7 +744,7 @@ pub async fn list(
     // Newest first, as Roam lists them.
     let ids = f.range.map(|r| id_range(&r));
     let pk = fences_pk(&p.project_id);
-    Ok(list_pages::page_where_docs(store, Table::Main, &pk, ids, page, keep, Order::NewestFirst).await?)
+    Ok(list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::NewestFirst).await?)
 }
 
 /// Fences indexed in one cell (copies from the index).

@@ -27,7 +27,7 @@ use crate::geometry::LngLat;
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata;
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, get_as, to_item};
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_jsons, get_as, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Most users one moving fence follows.
@@ -215,7 +215,9 @@ pub async fn list(
     page: PageNumber,
 ) -> Result<(Vec<MovingGeofence>, PageInfo), ApiError> {
     let pk = fences_pk(&p.project_id);
-    Ok(list_pages::page(store, Table::Main, &pk, Some(id_range(&range)), page, Order::NewestFirst).await?)
+    let (docs, info) =
+        list_pages::page(store, Table::Main, &pk, Some(id_range(&range)), page, Order::NewestFirst).await?;
+    Ok((from_jsons(&docs)?, info))
 }
 
 pub fn moving_json(g: &MovingGeofence) -> Value {

@@ -21,7 +21,7 @@ use crate::auth::Project;
 use crate::domain::list_pages;
 use crate::error::ApiError;
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json};
+use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, from_jsons};
 
 /// The user's list of trips of `api` (v2 trips are a list apart, as the project's are).
 pub(crate) fn list_pk(project_id: &str, api: Api, user_id: &str) -> String {
@@ -126,7 +126,8 @@ pub(super) async fn page(
         sk: String,
     }
     let pk = list_pk(&p.project_id, Api::V1, user_id);
-    let (entries, info) = list_pages::page::<Entry>(store, Table::Main, &pk, range, page, Order::NewestFirst).await?;
+    let (docs, info) = list_pages::page(store, Table::Main, &pk, range, page, Order::NewestFirst).await?;
+    let entries: Vec<Entry> = from_jsons(&docs)?;
     let ids: Vec<String> = entries.into_iter().map(|e| e.sk).collect();
     Ok(Some((trips_at(store, p, Api::V1, &ids).await?, info)))
 }

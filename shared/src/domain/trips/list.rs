@@ -7,7 +7,7 @@ use crate::error::ApiError;
 use crate::ids::id_range;
 use crate::metadata::MetadataFilter;
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::store::{Query, SkRange, Store, Table, from_item, key_of};
+use crate::store::{Query, SkRange, Store, Table, from_item, from_jsons, key_of};
 use crate::time::DateRange;
 
 /// Filters of the v1/v3 list.
@@ -40,7 +40,8 @@ pub async fn list_v1(
     let filtered = f.user_id.is_some() || f.metadata.is_some();
     let keep = filtered.then_some(&keep as &(dyn Fn(&Trip) -> bool + Sync));
     let pk = trips_pk(&p.project_id, Api::V1);
-    let (mut list, info) = list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::NewestFirst).await?;
+    let (docs, info) = list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::NewestFirst).await?;
+    let mut list = from_jsons(&docs)?;
     load_events_many(store, p, &mut list).await?;
     Ok((list, info))
 }
