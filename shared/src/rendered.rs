@@ -13,7 +13,7 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use serde::de::DeserializeOwned;
 use serde::{Serialize, Serializer};
-use serde_json::value::{RawValue, to_raw_value};
+use serde_json::value::RawValue;
 
 use crate::store::{StoreError, from_json};
 
@@ -77,6 +77,16 @@ struct Memo {
 }
 
 impl Memo {
+    /// The entry at `hash` if it is `same`; one found in the older generation moves to the newer.
+    fn get(&mut self, hash: u64, same: impl Fn(&Entry) -> bool) -> Option<Arc<Entry>> {
+        if let Some(e) = self.newer.entries.get(&hash).filter(|e| same(e)) {
+            return Some(e.clone());
+        }
+        let e = self.older.entries.get(&hash).filter(|e| same(e)).cloned()?;
+        self.keep(hash, e.clone());
+        Some(e)
+    }
+
     fn keep(&mut self, hash: u64, entry: Arc<Entry>) {
         if self.newer.bytes + entry.size() > GENERATION_BYTES {
             self.older = std::mem::take(&mut self.newer);
@@ -90,7 +100,8 @@ static MEMO: LazyLock<(RandomState, Mutex<Memo>)> = LazyLock::new(Default::defau
 /// The JSON that `render` makes of the record stored as `doc` (decoded as `T`), for `view` (a
 /// name for the shape) in `context` (what else the shape depends on, such as a time zone; empty
 /// when nothing): kept from an earlier call with the same three when there was one, else
-/// rendered now and kept.
+/// rendered now and kept. `render` writes the record's view with
+/// [`serde_json::value::to_raw_value`] (a view borrows from its record, so it cannot be returned).
 pub fn json_of<T: DeserializeOwned>(
     view: &'static str,
     context: &str,
@@ -100,15 +111,8 @@ pub fn json_of<T: DeserializeOwned>(
     let (hasher, memo) = &*MEMO;
     let hash = hasher.hash_one((view, context, doc));
     let same = |e: &Entry| e.view == view && e.context == context && *e.doc == *doc;
-    {
-        let mut m = memo.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(e) = m.newer.entries.get(&hash).filter(|e| same(e)) {
-            return Ok(Json(e.clone()));
-        }
-        if let Some(e) = m.older.entries.get(&hash).filter(|e| same(e)).cloned() {
-            m.keep(hash, e.clone());
-            return Ok(Json(e));
-        }
+    if let Some(e) = memo.lock().unwrap_or_else(PoisonError::into_inner).get(hash, same) {
+        return Ok(Json(e));
     }
     // Rendered outside the lock: other requests' lookups do not wait for it.
     let json = render(&from_json(doc)?).map_err(|e| StoreError::Corrupt(format!("rendering {view}: {e}")))?;
@@ -117,19 +121,15 @@ pub fn json_of<T: DeserializeOwned>(
     Ok(Json(entry))
 }
 
-/// `view` as raw JSON, for [`json_of`]'s `render`.
-pub fn raw<V: Serialize>(view: &V) -> serde_json::Result<Box<RawValue>> {
-    to_raw_value(view)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::value::to_raw_value;
     use std::cell::Cell;
 
     fn upper(s: &str, calls: &Cell<usize>) -> serde_json::Result<Box<RawValue>> {
         calls.set(calls.get() + 1);
-        raw(&s.to_uppercase())
+        to_raw_value(&s.to_uppercase())
     }
 
     #[test]
@@ -161,21 +161,23 @@ mod tests {
     fn records_read_again_outlive_a_generation_of_others() {
         let entry = |n: usize| {
             let doc = format!("{n:0>1000}").into_bytes().into_boxed_slice();
-            Arc::new(Entry { view: "t", context: String::new(), doc, json: raw(&n).unwrap() })
+            Arc::new(Entry { view: "t", context: String::new(), doc, json: to_raw_value(&n).unwrap() })
         };
         let mut m = Memo::default();
         m.keep(0, entry(0));
         let per = entry(0).size();
-        // Two generations' worth of records read once; record 0 read again after the first.
+        // Two generations' worth of records read once; record 0 read again once the first
+        // generation has become the older (and moved back to the newer).
         let n = 2 * GENERATION_BYTES / per;
+        let zero = |e: &Entry| *e.doc == *entry(0).doc;
         for i in 1..=n {
-            if i == n / 2 {
-                let e = m.older.entries.get(&0).or(m.newer.entries.get(&0)).cloned().expect("record 0 kept");
-                m.keep(0, e);
+            if i == 3 * n / 4 {
+                assert!(m.older.entries.contains_key(&0), "the first generation is the older");
+                assert!(m.get(0, zero).is_some(), "record 0 kept through the first generation");
             }
             m.keep(i as u64, entry(i));
         }
-        assert!(m.newer.entries.contains_key(&0) || m.older.entries.contains_key(&0));
+        assert!(m.get(0, zero).is_some(), "record 0, read again, outlived two generations of others");
         assert!(!m.newer.entries.contains_key(&1) && !m.older.entries.contains_key(&1));
         assert!(m.newer.bytes <= GENERATION_BYTES && m.older.bytes <= GENERATION_BYTES);
         assert_eq!(m.newer.bytes, m.newer.entries.values().map(|e| e.size()).sum::<usize>());

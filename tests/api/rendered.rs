@@ -15,7 +15,7 @@ use shared::store::from_jsons;
 use shared::time::DateRange;
 
 use crate::both;
-use crate::geofence_events::{DAY, at, fix, send, tracked_user};
+use crate::geofence_events::{DAY, at, fix, send, t0, tracked_user};
 use crate::geofences::{HOME, circle, enabled_fence, fence, project, put, with};
 use crate::helpers::{Key, TestApp};
 
@@ -110,7 +110,10 @@ both!(listed_fixes_and_events_are_shown_as_their_records_are, |app| async move {
     for _ in 0..2 {
         let (docs, _) = events::list(store, &p, range, Some(&user), None, PageNumber(1)).await.unwrap();
         let stored: Vec<GeofenceEvent> = from_jsons(&docs).unwrap();
-        assert!(stored.len() >= 2, "an entry and an exit at least: {stored:?}");
+        // The truth of the drive: in at 60 s, out at 120 s, in again at 180 s.
+        let got: Vec<(&str, i64)> =
+            stored.iter().map(|e| (e.event_type.as_str(), (e.recorded_at.0 - t0()).num_seconds())).collect();
+        assert_eq!(got, [("motion:geofence:entry", 60), ("motion:geofence:exit", 120), ("motion:geofence:entry", 180)]);
         let listed = ok(&app, &format!("/v1/api/event/?{DAY}&user_id={user}")).await;
         let fresh: Vec<Value> = stored.iter().map(|e| serde_json::to_value(EventView::from(e)).unwrap()).collect();
         assert_eq!(listed["events"], json!(fresh));

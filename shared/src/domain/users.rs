@@ -335,7 +335,9 @@ pub async fn list(
 
 /// A stored user as lists show it ([`UserView`]), rendered once for these bytes and `tz`.
 pub fn view_json(doc: &[u8], tz: Option<Tz>) -> Result<rendered::Json, StoreError> {
-    rendered::json_of("user", crate::time::tz_name(tz), doc, |u: &User| rendered::raw(&UserView::new(u, tz)))
+    rendered::json_of("user", crate::time::tz_name(tz), doc, |u: &User| {
+        serde_json::value::to_raw_value(&UserView::new(u, tz))
+    })
 }
 
 /// `<project_id>_<1 or 2>`.

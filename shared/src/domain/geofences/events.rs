@@ -280,7 +280,9 @@ pub async fn list(
 
 /// A stored event as lists show it ([`EventView`]), rendered once for these bytes.
 pub fn view_json(doc: &[u8]) -> Result<rendered::Json, StoreError> {
-    rendered::json_of("geofence event", "", doc, |e: &GeofenceEvent| rendered::raw(&EventView::from(e)))
+    rendered::json_of("geofence event", "", doc, |e: &GeofenceEvent| {
+        serde_json::value::to_raw_value(&EventView::from(e))
+    })
 }
 
 /// An event as lists and webhooks show it, serialised straight from the record; fields in

@@ -136,5 +136,7 @@ impl<'a> GeofenceView<'a> {
 /// A stored fence as lists show it ([`GeofenceView`] without counts or distance), rendered once for
 /// these bytes and `id_key`.
 pub fn view_json(doc: &[u8], id_key: &'static str) -> Result<rendered::Json, StoreError> {
-    rendered::json_of("geofence", id_key, doc, |g: &Geofence| rendered::raw(&GeofenceView::new(g, id_key)))
+    rendered::json_of("geofence", id_key, doc, |g: &Geofence| {
+        serde_json::value::to_raw_value(&GeofenceView::new(g, id_key))
+    })
 }

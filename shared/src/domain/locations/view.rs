@@ -155,7 +155,7 @@ impl<'a> LocationView<'a> {
 /// A stored fix as lists show it ([`LocationView`]), rendered once for these bytes and `tz`.
 pub fn view_json(doc: &[u8], tz: Option<Tz>) -> Result<rendered::Json, StoreError> {
     rendered::json_of("location", crate::time::tz_name(tz), doc, |l: &Location| {
-        rendered::raw(&LocationView::new(l, tz))
+        serde_json::value::to_raw_value(&LocationView::new(l, tz))
     })
 }
 
