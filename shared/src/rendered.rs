@@ -108,17 +108,64 @@ pub fn json_of<T: DeserializeOwned>(
     doc: &[u8],
     render: impl FnOnce(&T) -> serde_json::Result<Box<RawValue>>,
 ) -> Result<Json, StoreError> {
+    match lookup(view, context, doc) {
+        Ok(json) => Ok(json),
+        // Rendered outside the lock: other requests' lookups do not wait for it.
+        Err(missing) => {
+            let json = render(&from_json(doc)?).map_err(|e| missing.failed(e))?;
+            Ok(missing.keep(json))
+        }
+    }
+}
+
+/// A record with nothing kept for it yet ([`lookup`]): render it, then [`Missing::keep`] what
+/// depends only on the record and the context, or [`Missing::once`] what depends on more.
+pub struct Missing {
+    hash: u64,
+    entry: Entry,
+}
+
+/// The JSON kept for the record `doc` in `view` and `context`, or what keeps it once rendered.
+/// For a view of several stored records, `doc` is their [`joined`] bytes.
+pub fn lookup(view: &'static str, context: &str, doc: &[u8]) -> Result<Json, Missing> {
     let (hasher, memo) = &*MEMO;
     let hash = hasher.hash_one((view, context, doc));
     let same = |e: &Entry| e.view == view && e.context == context && *e.doc == *doc;
     if let Some(e) = memo.lock().unwrap_or_else(PoisonError::into_inner).get(hash, same) {
         return Ok(Json(e));
     }
-    // Rendered outside the lock: other requests' lookups do not wait for it.
-    let json = render(&from_json(doc)?).map_err(|e| StoreError::Corrupt(format!("rendering {view}: {e}")))?;
-    let entry = Arc::new(Entry { view, context: context.to_owned(), doc: doc.into(), json });
-    memo.lock().unwrap_or_else(PoisonError::into_inner).keep(hash, entry.clone());
-    Ok(Json(entry))
+    let json = RawValue::NULL.to_owned();
+    Err(Missing { hash, entry: Entry { view, context: context.to_owned(), doc: doc.into(), json } })
+}
+
+impl Missing {
+    /// Keep `json` as what the record renders to from now on.
+    pub fn keep(self, json: Box<RawValue>) -> Json {
+        let entry = Arc::new(Entry { json, ..self.entry });
+        MEMO.1.lock().unwrap_or_else(PoisonError::into_inner).keep(self.hash, entry.clone());
+        Json(entry)
+    }
+
+    /// `json` for this answer only: it depends on more than the record (the time, other records).
+    pub fn once(self, json: Box<RawValue>) -> Json {
+        Json(Arc::new(Entry { json, doc: Box::default(), ..self.entry }))
+    }
+
+    /// The error of a view that could not be written.
+    pub fn failed(&self, e: serde_json::Error) -> StoreError {
+        StoreError::Corrupt(format!("rendering {}: {e}", self.entry.view))
+    }
+}
+
+/// Several stored records as one key for [`lookup`]: each one's length, then its bytes (so no two
+/// lists of records give the same key).
+pub fn joined<'a>(docs: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut key = Vec::new();
+    for d in docs {
+        key.extend_from_slice(&(d.len() as u64).to_le_bytes());
+        key.extend_from_slice(d);
+    }
+    key
 }
 
 #[cfg(test)]
@@ -155,6 +202,20 @@ mod tests {
         assert!(json_of("test-fail", "", b"not json", |s: &String| upper(s, &calls)).is_err());
         assert!(json_of("test-fail", "", b"not json", |s: &String| upper(s, &calls)).is_err());
         assert_eq!(calls.get(), 0);
+    }
+
+    #[test]
+    fn what_is_rendered_once_is_not_kept_and_joined_records_keep_apart() {
+        let key = joined([&b"ab"[..], b"c"]);
+        assert_ne!(key, joined([&b"a"[..], b"bc"]), "lengths keep the records apart");
+        let Err(missing) = lookup("test-once", "", &key) else { panic!("nothing kept yet") };
+        let once = missing.once(to_raw_value(&1).unwrap());
+        assert_eq!(format!("{once:?}"), "1");
+        // Not kept: the next lookup misses, and what it keeps is found after.
+        let Err(missing) = lookup("test-once", "", &key) else { panic!("a view for one answer was kept") };
+        missing.keep(to_raw_value(&2).unwrap());
+        assert!(matches!(lookup("test-once", "", &key), Ok(j) if format!("{j:?}") == "2"));
+        assert!(lookup("test-once", "", &joined([&b"a"[..], b"bc"])).is_err());
     }
 
     #[test]

@@ -70,7 +70,7 @@ impl List {
             List::Trips => {
                 let f = shared::domain::trips::ListFilter { range, ..Default::default() };
                 let (got, info) = shared::domain::trips::list_v1(s, &p, &f, PageNumber(n)).await.expect("trips page");
-                (got.into_iter().map(|t| t.id).collect(), info)
+                (got.iter().map(|t| t.decode().expect("stored trip").id).collect(), info)
             }
             List::Moving => {
                 let r = range.expect("a range");

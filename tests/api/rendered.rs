@@ -123,3 +123,64 @@ both!(listed_fixes_and_events_are_shown_as_their_records_are, |app| async move {
         assert_eq!(status, StatusCode::OK, "{res}");
     }
 });
+
+both!(a_listed_trip_is_shown_as_it_is_now_and_an_eta_as_of_now, |app| async move {
+    use crate::trips::{control, create, get_trip, ingest, ts};
+    use chrono::{Duration, Utc};
+    let user = app.create_user(json!({})).await;
+    let today = Utc::now().date_naive();
+    let v3 = format!("start_date={}&end_date={}", today - chrono::Days::new(1), today + chrono::Days::new(1));
+    let lists = [format!("/v1/api/trips/?user_id={user}"), "/v1/api/trips/".into(), format!("/v3/api/trips/?{v3}")];
+    // A trip without a destination (never an ETA), changed between reads: each list shows it as
+    // the read of that trip alone renders it then (events, metadata, state).
+    let plain = create(&app, "v1", json!({"user_id": user, "origins": [[13.40, 52.50]]})).await;
+    let id = plain["id"].as_str().unwrap().to_owned();
+    let steps = [
+        ("PUT", "/v1/api/trips/", json!({"trip_id": id, "metadata": {"round": 1}})),
+        ("POST", "/v1/api/trips/controls/", json!({"trip_id": id, "action": "start"})),
+        ("POST", "/v1/api/trips/controls/", json!({"trip_id": id, "action": "end"})),
+    ];
+    let mut before = Value::Null;
+    for (round, (method, uri, body)) in steps.iter().enumerate() {
+        let alone = get_trip(&app, "v1", &id).await;
+        assert_ne!(alone, before, "round {round} changed the trip");
+        for uri in &lists {
+            let listed = ok(&app, uri).await;
+            let list = if uri.starts_with("/v3") { &listed } else { &listed["trips"] };
+            assert_eq!(entry(list, "id", &id), &alone, "{uri}, round {round}");
+        }
+        let (status, res) = app.call(method, uri, Key::Secret, Some(body)).await;
+        assert!(status.is_success(), "{method} {uri}: {res}");
+        before = alone;
+    }
+    let (listed, alone) = (ok(&app, &lists[0]).await, get_trip(&app, "v1", &id).await);
+    assert_eq!((entry(&listed["trips"], "id", &id), &alone["is_ended"]), (&alone, &json!(true)));
+
+    // A trip heading to a destination, halted for the last three minutes: its arrival is now plus
+    // the way left, so two reads a moment apart give two times (the list renders it each time).
+    let moving = create(&app, "v1", json!({"user_id": user, "destinations": [[13.45, 52.50]]})).await;
+    let mid = moving["id"].as_str().unwrap().to_owned();
+    let start = json!({"trip_id": mid, "action": "start", "started_at": ts(Utc::now() - Duration::minutes(10))});
+    assert_eq!(control(&app, "v1", start).await.0, StatusCode::OK);
+    let per_deg = 111_320.0 * 52.5_f64.to_radians().cos();
+    let fix = |secs_ago: i64, lng: f64| {
+        json!({"coordinates": [lng, 52.50], "accuracy": 5,
+        "recorded_at": ts(Utc::now() - Duration::seconds(secs_ago))})
+    };
+    let mut fixes: Vec<Value> = (0..12).map(|i| fix(300 - 10 * i, 13.40 + 100.0 * i as f64 / per_deg)).collect();
+    let halt = 13.40 + 1100.0 / per_deg;
+    fixes.extend((0..=18).map(|i| fix(180 - 10 * i, halt)));
+    ingest(&app, &user, fixes).await;
+    let arrival = |listed: &Value| entry(&listed["trips"], "id", &mid)["eta"]["arrival_at"].clone();
+    let first = arrival(&ok(&app, &lists[0]).await);
+    assert!(first.is_string(), "an ETA while under way");
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let second = arrival(&ok(&app, &lists[0]).await);
+    assert!(second.as_str() > first.as_str(), "halted: the arrival slides later ({first} then {second})");
+
+    // Another project's key lists none of them.
+    let other = app.other_project().await;
+    let (status, res) = app.call("GET", "/v1/api/trips/", Key::Raw(&other.api_key), None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert!(res["data"]["trips"].as_array().is_some_and(Vec::is_empty), "{res}");
+});

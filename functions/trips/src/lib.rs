@@ -140,11 +140,11 @@ async fn render<'a>(s: &AppState, p: &Project, t: &'a Trip) -> Result<TripV1View
 
 /// A page of the v1 list, fields sorted.
 #[derive(Serialize)]
-struct TripsPage<'a> {
+struct TripsPage {
     next_page: Option<usize>,
     pages: usize,
     prev_page: Option<usize>,
-    trips: Vec<TripV1View<'a>>,
+    trips: Vec<shared::rendered::Json>,
 }
 
 async fn create(
@@ -175,9 +175,10 @@ async fn list(ver: Ver, SecretKey(p): SecretKey, State(s): State<AppState>, q: P
         metadata: q.metadata_filter()?,
     };
     let (list, info) = trips::list_v1(store, &p, &filter, q.page_number()?).await?;
+    let now = Timestamp::now();
     let mut rendered = Vec::with_capacity(list.len());
     for t in &list {
-        rendered.push(render(&s, &p, t).await?);
+        rendered.push(trips::view::v1_json(store, &p, &s.config.tracking_base_url, t, now).await?);
     }
     Ok(match ver {
         Ver::V3 => Envelope::ok(shared::envelope::SUCCESS, rendered).into_response(),

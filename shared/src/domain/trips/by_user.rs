@@ -109,15 +109,16 @@ pub(super) async fn indexed(store: &dyn Store, project_id: &str, api: Api) -> Re
         || enter_trips(store, project_id, api, BUILD_BUDGET, BUILD_PAGE).await?)
 }
 
-/// The page of `user_id`'s v1/v3 trips (without their events), newest first, within the trip ids
-/// `range`; None while the project's older trips are still being entered.
+/// The page of `user_id`'s v1/v3 trips (without their events) as (id, stored JSON), newest
+/// first, within the trip ids `range`; None while the project's older trips are still being
+/// entered.
 pub(super) async fn page(
     store: &dyn Store,
     p: &Project,
     user_id: &str,
     range: Option<(String, String)>,
     page: PageNumber,
-) -> Result<Option<(Vec<Trip>, PageInfo)>, ApiError> {
+) -> Result<Option<(Vec<(String, Vec<u8>)>, PageInfo)>, ApiError> {
     if !indexed(store, &p.project_id, Api::V1).await? {
         return Ok(None);
     }
@@ -129,14 +130,30 @@ pub(super) async fn page(
     let (docs, info) = list_pages::page(store, Table::Main, &pk, range, page, Order::NewestFirst).await?;
     let entries: Vec<Entry> = from_jsons(&docs)?;
     let ids: Vec<String> = entries.into_iter().map(|e| e.sk).collect();
-    Ok(Some((trips_at(store, p, Api::V1, &ids).await?, info)))
+    Ok(Some((docs_at(store, p, Api::V1, ids).await?, info)))
 }
 
-/// The trips of `api` with these ids, in their order (without their events); an id whose trip
-/// is gone (a user's erasure under way) is passed over.
-pub(super) async fn trips_at(store: &dyn Store, p: &Project, api: Api, ids: &[String]) -> Result<Vec<Trip>, ApiError> {
-    let docs = store.get_docs(Table::Main, &trips_pk(&p.project_id, api), ids).await?;
-    Ok(docs.iter().flatten().map(|d| from_json(d)).collect::<Result<_, _>>()?)
+/// The trips of `api` with these ids as (id, stored JSON), in their order (without their
+/// events); an id whose trip is gone (a user's erasure under way) is passed over.
+async fn docs_at(
+    store: &dyn Store,
+    p: &Project,
+    api: Api,
+    ids: Vec<String>,
+) -> Result<Vec<(String, Vec<u8>)>, ApiError> {
+    let docs = store.get_docs(Table::Main, &trips_pk(&p.project_id, api), &ids).await?;
+    Ok(ids.into_iter().zip(docs).filter_map(|(id, d)| Some((id, d?))).collect())
+}
+
+/// [`docs_at`], decoded.
+pub(super) async fn trips_at(
+    store: &dyn Store,
+    p: &Project,
+    api: Api,
+    ids: Vec<String>,
+) -> Result<Vec<Trip>, ApiError> {
+    let docs = docs_at(store, p, api, ids).await?;
+    Ok(docs.iter().map(|(_, d)| from_json(d)).collect::<Result<_, _>>()?)
 }
 
 /// Enter the project's trips in their users' lists, from where the last call stopped, `batch` at

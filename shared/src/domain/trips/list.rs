@@ -1,13 +1,15 @@
 //! The trip lists: v1/v3 by page number, v2 by cursor.
 
-use super::{Api, Trip, TripState, load_events_many, trips_pk};
+use serde::Deserialize;
+
+use super::{Api, Trip, TripState, events_pk, load_events_many, trips_pk};
 use crate::auth::Project;
 use crate::domain::list_pages;
 use crate::error::ApiError;
 use crate::ids::id_range;
 use crate::metadata::MetadataFilter;
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::store::{Query, SkRange, Store, Table, from_item, from_jsons, key_of};
+use crate::store::{Query, SkRange, Store, StoreError, Table, from_item, from_json, from_jsons, key_of};
 use crate::time::DateRange;
 
 /// Filters of the v1/v3 list.
@@ -18,20 +20,36 @@ pub struct ListFilter {
     pub metadata: Option<MetadataFilter>,
 }
 
-/// v1/v3 trips newest first (as Roam lists them), one page.
+/// A listed trip as stored: its record and its events' (in the order they were recorded).
+#[derive(Debug, Clone)]
+pub struct StoredTrip {
+    pub doc: Vec<u8>,
+    pub events: Vec<Vec<u8>>,
+}
+
+impl StoredTrip {
+    /// The trip with its events.
+    pub fn decode(&self) -> Result<Trip, StoreError> {
+        let mut trip: Trip = from_json(&self.doc)?;
+        trip.events = from_jsons(&self.events)?;
+        Ok(trip)
+    }
+}
+
+/// v1/v3 trips newest first (as Roam lists them), one page, as stored (shown through
+/// [`super::view::v1_json`], or decoded).
 pub async fn list_v1(
     store: &dyn Store,
     p: &Project,
     f: &ListFilter,
     page: PageNumber,
-) -> Result<(Vec<Trip>, PageInfo), ApiError> {
+) -> Result<(Vec<StoredTrip>, PageInfo), ApiError> {
     let ids = f.range.map(|r| id_range(&r));
     if let (Some(user), None) = (&f.user_id, &f.metadata)
-        && let Some((mut list, info)) = super::by_user::page(store, p, user, ids.clone(), page).await?
+        && let Some((docs, info)) = super::by_user::page(store, p, user, ids.clone(), page).await?
     {
         // A page of the user's own list.
-        load_events_many(store, p, &mut list).await?;
-        return Ok((list, info));
+        return Ok((with_events(store, p, docs).await?, info));
     }
     let keep = |t: &Trip| {
         f.user_id.as_ref().is_none_or(|u| t.user_id.as_ref() == Some(u))
@@ -41,9 +59,23 @@ pub async fn list_v1(
     let keep = filtered.then_some(&keep as &(dyn Fn(&Trip) -> bool + Sync));
     let pk = trips_pk(&p.project_id, Api::V1);
     let (docs, info) = list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::NewestFirst).await?;
-    let mut list = from_jsons(&docs)?;
-    load_events_many(store, p, &mut list).await?;
-    Ok((list, info))
+    #[derive(Deserialize)]
+    struct Id {
+        id: String,
+    }
+    let docs = docs.into_iter().map(|d| Ok((from_json::<Id>(&d)?.id, d))).collect::<Result<_, StoreError>>()?;
+    Ok((with_events(store, p, docs).await?, info))
+}
+
+/// The stored events of each trip of a page (id, record), read together.
+async fn with_events(
+    store: &dyn Store,
+    p: &Project,
+    docs: Vec<(String, Vec<u8>)>,
+) -> Result<Vec<StoredTrip>, ApiError> {
+    let qs: Vec<Query> = docs.iter().map(|(id, _)| Query::new(events_pk(&p.project_id, id), SkRange::All)).collect();
+    let events = store.query_docs_many(Table::Main, &qs).await?;
+    Ok(docs.into_iter().zip(events).map(|((_, doc), events)| StoredTrip { doc, events }).collect())
 }
 
 /// Cursor paging of v2 trips, newest first (`starting_after`: older than that trip;
@@ -79,7 +111,7 @@ pub async fn list_v2(
         let trips: Vec<Trip> = match mine {
             Some(_) => {
                 let ids = page.items.iter().map(|i| key_of(i).map(|(_, sk)| sk)).collect::<Result<Vec<_>, _>>()?;
-                super::by_user::trips_at(store, p, Api::V2, &ids).await?
+                super::by_user::trips_at(store, p, Api::V2, ids).await?
             }
             None => page.items.into_iter().map(from_item).collect::<Result<_, _>>()?,
         };
