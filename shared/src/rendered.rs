@@ -42,6 +42,13 @@ impl Entry {
 #[derive(Clone)]
 pub struct Json(Arc<Entry>);
 
+impl Json {
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.0.json.get()
+    }
+}
+
 impl Serialize for Json {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.0.json.serialize(s)

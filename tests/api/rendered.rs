@@ -184,3 +184,37 @@ both!(a_listed_trip_is_shown_as_it_is_now_and_an_eta_as_of_now, |app| async move
     assert_eq!(status, StatusCode::OK, "{res}");
     assert!(res["data"]["trips"].as_array().is_some_and(Vec::is_empty), "{res}");
 });
+
+both!(a_found_fence_is_shown_as_it_is_now_with_the_searchs_own_distance, |app| async move {
+    use shared::domain::geofences::{self, geofence_json};
+    let id = fence(&app, with(circle(HOME, 100), json!({"description": "one"}))).await;
+    let (store, p) = (app.state.store.as_ref(), project(&app));
+    let app = &app;
+    let found = |d: f64| {
+        let from = at(HOME, d, 0.0);
+        let uri = format!("/v1/api/search/geofences/?location={},{}&radius=2000", from.1, from.0);
+        async move { ok(app, &uri).await["geofences"][0].clone() }
+    };
+    for (round, next) in ["two", "three", "four"].iter().enumerate() {
+        let stored = geofences::get(store, &p, &id).await.expect("stored");
+        for d in [500.0, 1000.0, 500.0] {
+            // The fence as v3 renders it afresh, and this search's distance to its edge.
+            let mut got = found(d).await;
+            let distance = got.as_object_mut().and_then(|o| o.remove("distance")).and_then(|v| v.as_f64());
+            assert_eq!(got, geofence_json(&stored, "id"), "round {round}");
+            let true_m = shared::geometry::LngLat { lng: HOME.0, lat: HOME.1 }
+                .distance_m(shared::geometry::LngLat { lng: at(HOME, d, 0.0).0, lat: HOME.1 })
+                - 100.0;
+            assert!(distance.is_some_and(|m| (m - true_m).abs() < 0.006), "{distance:?} vs {true_m} (round {round})");
+        }
+        let (status, res) = put(app, "v1", json!({"geofence_id": id, "description": next})).await;
+        assert_eq!(status, StatusCode::OK, "{res}");
+    }
+    assert_eq!(found(500.0).await["description"], "four");
+    // Another project's key finds nothing there.
+    let other = app.other_project().await;
+    let uri = format!("/v1/api/search/geofences/?location={},{}&radius=2000", HOME.1, HOME.0);
+    let (status, res) = app.call("GET", &uri, Key::Raw(&other.api_key), None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(res["data"]["geofences"], json!([]));
+});

@@ -13,7 +13,7 @@ use axum::routing::get;
 use serde::Serialize;
 use serde_json::{Value, json};
 use shared::auth::SecretKey;
-use shared::domain::geofences::{self, view::GeofenceView};
+use shared::domain::geofences;
 use shared::domain::users;
 use shared::geometry::{LngLat, SearchRadius};
 use shared::http::route;
@@ -101,8 +101,8 @@ async fn search_users(
 
 /// A page of found fences, fields sorted.
 #[derive(Serialize)]
-struct FencesPage<'a> {
-    geofences: Vec<GeofenceView<'a>>,
+struct FencesPage {
+    geofences: Vec<Box<serde_json::value::RawValue>>,
     next_page: Option<usize>,
     pages: usize,
     prev_page: Option<usize>,
@@ -116,11 +116,10 @@ async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
     let limit = page_limit(&q)?;
     let page = q.page_number()?.0;
     let (hits, _) = geofences::search(store, &p, at, radius).await?;
-    // Only the page's fences are decoded whole; the others count for `pages`.
+    // Only the page's fences are shown; the others count for `pages`.
     let shown: Vec<_> = hits.iter().skip((page - 1) * limit).take(limit).collect();
-    let fences = shown.iter().map(|h| h.geofence()).collect::<Result<Vec<_>, _>>()?;
-    let geofences = fences.iter().zip(&shown).map(|(g, h)| GeofenceView::new(g, "id").with_distance(h.distance_m));
+    let geofences = shown.iter().map(|h| h.view_json()).collect::<Result<Vec<_>, _>>()?;
     let (next_page, pages, prev_page) = paging(hits.len(), page, limit);
-    let data = FencesPage { geofences: geofences.collect(), next_page, pages, prev_page };
+    let data = FencesPage { geofences, next_page, pages, prev_page };
     Ok(Envelope::ok(shared::envelope::SUCCESS, data).into_response())
 }

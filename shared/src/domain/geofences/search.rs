@@ -1,15 +1,16 @@
 //! Nearby fence search: the index cells of one precision (chosen for the radius) that cover the
 //! circle, read together; each copy decoded first for its id and shape only, a cheap lower bound
-//! on the sphere ruling out most far fences before the exact distance; the whole fence decoded
-//! only for the hits a caller shows (see [`Hit::geofence`]).
+//! on the sphere ruling out most far fences before the exact distance; the whole fence shown only
+//! for the hits of the page a caller shows (see [`Hit::view_json`]).
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
-use super::{Geofence, cell_pk, index, polygon};
+use super::{cell_pk, index, polygon};
 use crate::auth::Project;
 use crate::error::ApiError;
 use crate::geometry::LngLat;
-use crate::store::{Cond, Query, Store, Table, WriteOp, from_json, to_item};
+use crate::store::{Cond, Query, Store, StoreError, Table, WriteOp, from_json, to_item};
 
 /// A fence found: its id, its distance in meters (0 inside) and its stored copy.
 #[derive(Debug, Clone)]
@@ -20,9 +21,15 @@ pub struct Hit {
 }
 
 impl Hit {
-    /// The whole fence (decoded now: a page of results needs a few of them, not all).
-    pub fn geofence(&self) -> Result<Geofence, ApiError> {
-        Ok(from_json(&self.doc)?)
+    /// The fence as a search shows it: as v3 lists show it (kept between requests, see
+    /// [`crate::rendered`]), then `distance` in meters to the centimetre, the search's own.
+    pub fn view_json(&self) -> Result<Box<RawValue>, StoreError> {
+        let listed = super::view::view_json(&self.doc, "id")?;
+        let meters = serde_json::to_string(&((self.distance_m * 100.0).round() / 100.0));
+        let open = listed.get().strip_suffix('}').filter(|o| o.len() > 1);
+        let json = open.zip(meters.ok()).map(|(o, m)| format!("{o},\"distance\":{m}}}"));
+        json.and_then(|j| RawValue::from_string(j).ok())
+            .ok_or_else(|| StoreError::Corrupt(format!("fence {}: its view is not an object", self.id)))
     }
 }
 

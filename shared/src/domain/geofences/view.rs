@@ -67,9 +67,6 @@ pub struct GeofenceView<'a> {
     counts: Option<Value>,
     created_at: String,
     description: &'a Option<String>,
-    /// Meters from a search's point, rounded to centimetres.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    distance: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     geofence_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -102,7 +99,6 @@ impl<'a> GeofenceView<'a> {
             counts: None,
             created_at: g.created_at.format(None),
             description: &g.description,
-            distance: None,
             geofence_id: v1.then_some(g.id.as_str()),
             geometry: g.ring.as_ref().map(PolygonView::new),
             geometry_center: g.center.into(),
@@ -118,12 +114,6 @@ impl<'a> GeofenceView<'a> {
             updated_at: g.updated_at.format(None),
             user_ids: g.scoped.then_some(&g.user_ids),
         }
-    }
-
-    /// With a search's `distance` (m).
-    pub fn with_distance(mut self, m: f64) -> Self {
-        self.distance = Some((m * 100.0).round() / 100.0);
-        self
     }
 
     /// With `counts: {events, users}`.
