@@ -106,6 +106,23 @@ both!(get_docs_answers_each_key_in_order, |app| async move {
         .collect();
     assert_eq!(got, [Some("\"c\"".into()), None, Some("\"a\"".into()), Some("\"a\"".into())]);
     assert!(s.get_docs(Table::Main, &pk, &[]).await.unwrap().is_empty());
+    // More keys than one DynamoDB BatchGetItem takes (100), every third absent, in a mixed order;
+    // an expired item reads as absent.
+    let many: Vec<String> = (0..250).map(|n| format!("k{:03}", (n * 7) % 250)).collect();
+    for sk in many.iter().filter(|sk| !sk[1..].parse::<u32>().unwrap().is_multiple_of(3)) {
+        s.put(Table::Main, item(&pk, sk, 1), Cond::None).await.unwrap();
+    }
+    let mut gone = item(&pk, "k001", 1);
+    gone.insert(shared::store::TTL_ATTRIBUTE.into(), (chrono::Utc::now().timestamp() - 60).into());
+    s.put(Table::Main, gone, Cond::None).await.unwrap();
+    let docs = s.get_docs(Table::Main, &pk, &many).await.unwrap();
+    assert_eq!(docs.len(), many.len());
+    for (sk, doc) in many.iter().zip(&docs) {
+        let n: u32 = sk[1..].parse().unwrap();
+        let got = doc.as_ref().map(|d| serde_json::from_slice::<serde_json::Value>(d).unwrap()["sk"].clone());
+        let want = (!n.is_multiple_of(3) && n != 1).then(|| serde_json::json!(sk));
+        assert_eq!(got, want, "{sk}");
+    }
 });
 
 both!(items_past_their_ttl_are_gone_for_reads_but_not_for_the_sweeper, |app| async move {

@@ -12,8 +12,8 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, ConditionCheck, ConsumedCapacity, Delete, DeleteRequest,
-    KeySchemaElement, KeyType, Put, ReturnConsumedCapacity, ScalarAttributeType, Select, TransactWriteItem, Update,
-    WriteRequest,
+    KeySchemaElement, KeyType, KeysAndAttributes, Put, ReturnConsumedCapacity, ScalarAttributeType, Select,
+    TransactWriteItem, Update, WriteRequest,
 };
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
@@ -33,6 +33,8 @@ const PUT_CONCURRENCY: usize = 32;
 const BATCH_WRITE: usize = 25;
 /// BatchWriteItem calls of one `delete_many` in flight at once (up to 200 deletes).
 const BATCHES_IN_FLIGHT: usize = 8;
+/// Most keys of one BatchGetItem (DynamoDB's limit).
+const BATCH_GET: usize = 100;
 /// Sends of a transaction cancelled by a conflict with another before giving up.
 const TRANSACT_TRIES: usize = 8;
 
@@ -124,6 +126,38 @@ impl DynamoStore {
             tokio::time::sleep(std::time::Duration::from_millis(25 << attempt)).await;
         }
         Err(StoreError::Backend(format!("BatchWriteItem on {name}: deletes still unprocessed after retries")))
+    }
+
+    /// One BatchGetItem of `keys` (strongly consistent), its items by sort key; what DynamoDB
+    /// leaves unprocessed (throttling, or over 16 MB) is asked again after a growing pause.
+    async fn batch_get(&self, name: &str, keys: Vec<Av>, found: &mut HashMap<String, Item>) -> Result<(), StoreError> {
+        let mut req =
+            KeysAndAttributes::builder().set_keys(Some(keys)).consistent_read(true).build().map_err(backend)?;
+        let now = epoch_now();
+        for attempt in 0..8u32 {
+            let out = self
+                .client()
+                .await
+                .batch_get_item()
+                .request_items(name, req)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(backend)?;
+            self.count_capacity(out.consumed_capacity.iter().flatten());
+            for av in out.responses.and_then(|mut r| r.remove(name)).unwrap_or_default() {
+                let item = from_av(av)?;
+                if let (Some(sk), false) = (item.get(SORT_KEY).and_then(|v| v.as_str()), is_expired(&item, now)) {
+                    found.insert(sk.to_owned(), item);
+                }
+            }
+            match out.unprocessed_keys.and_then(|mut u| u.remove(name)).filter(|k| !k.keys.is_empty()) {
+                None => return Ok(()),
+                Some(left) => req = left,
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25 << attempt)).await;
+        }
+        Err(StoreError::Backend(format!("BatchGetItem on {name}: keys still unprocessed after retries")))
     }
 
     pub fn new(client: Client, names: TableNames) -> Self {
@@ -542,6 +576,21 @@ impl Store for DynamoStore {
             .buffer_unordered(BATCHES_IN_FLIGHT)
             .try_collect::<()>()
             .await
+    }
+
+    async fn get_docs(&self, table: Table, pk: &str, sks: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        // BatchGetItem: a page of records in one call (rather than a Query each), the same
+        // capacity. A request may not name a key twice.
+        let mut distinct: Vec<&String> = sks.iter().collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let name = self.name(table);
+        let mut found = HashMap::with_capacity(distinct.len());
+        for chunk in distinct.chunks(BATCH_GET) {
+            self.batch_get(name, chunk.iter().map(|sk| key_av(pk, sk)).collect(), &mut found).await?;
+        }
+        let doc = |i: &Item| serde_json::to_vec(i).map_err(|e| StoreError::Corrupt(e.to_string()));
+        sks.iter().map(|sk| found.get(sk).map(doc).transpose()).collect()
     }
 
     async fn scan_all(&self, table: Table) -> Result<Vec<Item>, StoreError> {
