@@ -74,14 +74,14 @@ pub enum Cond {
 
 /// Which sort keys of a partition to read. Bounds are inclusive; keys compare as UTF-8 bytes,
 /// as DynamoDB compares them.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SkRange {
     All,
     Prefix(String),
     Between(String, String),
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Query {
     pub pk: String,
     pub range: SkRange,
