@@ -8,9 +8,10 @@
 //! hit compares them whole. A changed record has other bytes, so it is a miss, rendered afresh.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
+use foldhash::fast::RandomState;
 use serde::de::DeserializeOwned;
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;

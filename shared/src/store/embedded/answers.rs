@@ -13,8 +13,10 @@
 //! an answer is served only before its earliest item's expiry.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use foldhash::fast::RandomState;
 
 use crate::store::{Query, Table};
 
@@ -42,7 +44,7 @@ struct Table1 {
     written: HashMap<u64, u64>,
     floor: u64,
     next: u64,
-    answers: HashMap<Query, Answer>,
+    answers: HashMap<Query, Answer, RandomState>,
     bytes: usize,
 }
 
