@@ -253,35 +253,46 @@ async fn a_kept_answer_is_never_older_than_a_committed_write() {
     store.put(Table::Main, item(other, "a", 10), Cond::None).await.unwrap();
     let qs = [Query::new(pk, SkRange::All).limit(10), Query::new(other, SkRange::All)];
     let one = Query::new(pk, SkRange::All).limit(10);
-    assert_eq!(ns(&store, &qs).await, [vec![1], vec![10]]);
-    // Kept: a change behind the store's back (tests only) is not seen, by either read.
-    store_raw(&store, pk, "a", br#"{"sk":"a","n":99}"#);
-    assert_eq!(ns(&store, &qs).await, [vec![1], vec![10]]);
+    let store = &store;
+    let get = |sk: &'static str| async move {
+        let doc = store.get_doc(Table::Main, pk, sk).await.unwrap();
+        doc.map(|d| serde_json::from_slice::<serde_json::Value>(&d).unwrap()["n"].as_i64().unwrap())
+    };
+    assert_eq!(ns(store, &qs).await, [vec![1], vec![10]]);
+    assert_eq!((get("a").await, get("b").await), (Some(1), None));
+    // Kept: a change behind the store's back (tests only) is not seen, by any read.
+    store_raw(store, pk, "a", br#"{"sk":"a","n":99}"#);
+    assert_eq!(ns(store, &qs).await, [vec![1], vec![10]]);
     assert_eq!(store.query_docs(Table::Main, &one).await.unwrap().len(), 1);
+    assert_eq!(get("a").await, Some(1));
     // Every kind of write through the store is, and only its partition's answers go.
     store.put(Table::Main, item(pk, "a", 2), Cond::None).await.unwrap();
-    store_raw(&store, other, "a", br#"{"sk":"a","n":98}"#);
-    assert_eq!(ns(&store, &qs).await, [vec![2], vec![10]]);
+    store_raw(store, other, "a", br#"{"sk":"a","n":98}"#);
+    assert_eq!(ns(store, &qs).await, [vec![2], vec![10]]);
+    assert_eq!(get("a").await, Some(2));
     let add = WriteOp::Add { table: Table::Main, pk: pk.into(), sk: "a".into(), attr: "n", delta: 1 };
     store.transact(vec![add]).await.unwrap();
-    assert_eq!(ns(&store, &qs).await, [vec![3], vec![10]]);
+    assert_eq!(ns(store, &qs).await, [vec![3], vec![10]]);
+    assert_eq!(get("a").await, Some(3));
     store.put_new(Table::Main, vec![item(pk, "b", 4)]).await.unwrap();
-    assert_eq!(ns(&store, &qs).await, [vec![3, 4], vec![10]]);
+    assert_eq!(ns(store, &qs).await, [vec![3, 4], vec![10]]);
+    assert_eq!(get("b").await, Some(4));
     store.delete_many(Table::Main, vec![(pk.into(), "a".into())]).await.unwrap();
-    assert_eq!(ns(&store, &qs).await, [vec![4], vec![10]]);
+    assert_eq!(ns(store, &qs).await, [vec![4], vec![10]]);
+    assert_eq!(get("a").await, None);
     store.delete(Table::Main, pk, "b", Cond::None).await.unwrap();
-    assert_eq!(ns(&store, &qs).await, [vec![], vec![10]]);
+    assert_eq!(ns(store, &qs).await, [vec![], vec![10]]);
     assert!(store.query_docs(Table::Main, &one).await.unwrap().is_empty());
     store.put(Table::Main, item(other, "b", 11), Cond::None).await.unwrap();
-    assert_eq!(ns(&store, &qs).await, [vec![], vec![98, 11]]);
+    assert_eq!(ns(store, &qs).await, [vec![], vec![98, 11]]);
 
     // An item that expires leaves the kept answer when it does, without a write.
     let mut soon = item(pk, "c", 5);
     soon.insert(super::super::TTL_ATTRIBUTE.into(), (epoch_now() + 2).into());
     store.put(Table::Main, soon, Cond::None).await.unwrap();
-    assert_eq!(ns(&store, &qs).await, [vec![5], vec![98, 11]]);
+    assert_eq!(ns(store, &qs).await, [vec![5], vec![98, 11]]);
     tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
-    assert_eq!(ns(&store, &qs).await, [vec![], vec![98, 11]]);
+    assert_eq!(ns(store, &qs).await, [vec![], vec![98, 11]]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
