@@ -319,6 +319,11 @@ fn values_at<'a>(
     keys.into_iter().map(|k| Ok(t.get(k).map_err(backend)?.map(|g| g.value().to_vec()))).collect()
 }
 
+/// The query of one key: what a point read is kept as (see `answers`).
+fn point(pk: &str, sk: &str) -> Query {
+    Query::new(pk, SkRange::Between(sk.to_owned(), sk.to_owned())).limit(1)
+}
+
 /// A stored value as reads answer it: none once expired.
 fn live(doc: Option<Vec<u8>>, now: i64) -> Option<Vec<u8>> {
     doc.filter(|d| !expired_value(d, now))
@@ -543,7 +548,7 @@ impl Store for EmbeddedStore {
         // Kept as the answer of the query of that one key (see `answers`); an absent item is not
         // kept (unknown keys are what a guessing client sends).
         let now = epoch_now();
-        let q = Query::new(pk, SkRange::Between(sk.to_owned(), sk.to_owned())).limit(1);
+        let q = point(pk, sk);
         let stamp = match self.answers.get(table, &q, now) {
             Ok(mut docs) => return Ok(docs.pop()),
             Err(stamp) => stamp,
@@ -570,9 +575,31 @@ impl Store for EmbeddedStore {
     }
 
     async fn get_docs(&self, table: Table, pk: &str, sks: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let keys: Vec<String> = sks.iter().map(|sk| key(pk, sk)).collect();
+        // Each as `get_doc` keeps it; those not kept read in one read transaction.
         let now = epoch_now();
-        Ok(values_at(&self.db, table, keys.iter().map(String::as_str))?.into_iter().map(|d| live(d, now)).collect())
+        let mut out = Vec::with_capacity(sks.len());
+        let mut missing = Vec::new();
+        for (i, sk) in sks.iter().enumerate() {
+            let q = point(pk, sk);
+            match self.answers.get(table, &q, now) {
+                Ok(mut docs) => out.push(docs.pop()),
+                Err(stamp) => {
+                    out.push(None);
+                    missing.push((i, q, stamp));
+                }
+            }
+        }
+        let keys: Vec<String> = missing.iter().map(|(i, ..)| key(pk, &sks[*i])).collect();
+        let docs =
+            if keys.is_empty() { Vec::new() } else { values_at(&self.db, table, keys.iter().map(String::as_str))? };
+        for ((i, q, stamp), doc) in missing.into_iter().zip(docs) {
+            let doc = live(doc, now);
+            if let Some(d) = &doc {
+                self.answers.offer(table, &q, stamp, std::slice::from_ref(d));
+            }
+            out[i] = doc;
+        }
+        Ok(out)
     }
 
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {

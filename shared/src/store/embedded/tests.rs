@@ -265,6 +265,12 @@ async fn a_kept_answer_is_never_older_than_a_committed_write() {
     assert_eq!(ns(store, &qs).await, [vec![1], vec![10]]);
     assert_eq!(store.query_docs(Table::Main, &one).await.unwrap().len(), 1);
     assert_eq!(get("a").await, Some(1));
+    let many = |sks: [&'static str; 3]| async move {
+        let docs = store.get_docs(Table::Main, pk, &sks.map(String::from)).await.unwrap();
+        let n = |d: &Vec<u8>| serde_json::from_slice::<serde_json::Value>(d).unwrap()["n"].as_i64().unwrap();
+        docs.iter().map(|d| d.as_ref().map(n)).collect::<Vec<_>>()
+    };
+    assert_eq!(many(["b", "a", "a"]).await, [None, Some(1), Some(1)]);
     // Every kind of write through the store is, and only its partition's answers go.
     store.put(Table::Main, item(pk, "a", 2), Cond::None).await.unwrap();
     store_raw(store, other, "a", br#"{"sk":"a","n":98}"#);
@@ -277,6 +283,7 @@ async fn a_kept_answer_is_never_older_than_a_committed_write() {
     store.put_new(Table::Main, vec![item(pk, "b", 4)]).await.unwrap();
     assert_eq!(ns(store, &qs).await, [vec![3, 4], vec![10]]);
     assert_eq!(get("b").await, Some(4));
+    assert_eq!(many(["b", "a", "x"]).await, [Some(4), Some(3), None]);
     store.delete_many(Table::Main, vec![(pk.into(), "a".into())]).await.unwrap();
     assert_eq!(ns(store, &qs).await, [vec![4], vec![10]]);
     assert_eq!(get("a").await, None);
