@@ -604,8 +604,7 @@ async fn cells(
     lo: &str,
     hi: &str,
 ) -> Result<Vec<(String, String, usize)>, StoreError> {
-    // Read on every page and written once: from memory where the store keeps it.
-    if store.get_doc_hot(table, pk, ROOT_SK).await?.is_none() {
+    if store.get_doc(table, pk, ROOT_SK).await?.is_none() {
         build(store, table, pk).await?;
     }
     let now = now_ms();

@@ -139,8 +139,7 @@ pub fn register_ops(
 pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Project>, ApiError> {
     let hash = hash_secret(secret);
     let pk = key_pk(&hash);
-    // From memory where the store keeps it (waymark serve): read on every request, written hourly.
-    let Some(doc) = store.get_doc_hot(Table::Main, &pk, KEY_SK).await? else { return Ok(None) };
+    let Some(doc) = store.get_doc(Table::Main, &pk, KEY_SK).await? else { return Ok(None) };
     let mut record: KeyRecord = from_json(&doc)?;
     if record.revoked_at.is_some() {
         return Ok(None);

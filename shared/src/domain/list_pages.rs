@@ -282,8 +282,7 @@ pub async fn page(
     order: Order,
 ) -> Result<(Vec<Vec<u8>>, PageInfo), StoreError> {
     let cpk = counts_pk(pk);
-    // Read on every page and written once: from memory where the store keeps it.
-    if store.get_doc_hot(table, &cpk, BUILT_SK).await?.is_none() {
+    if store.get_doc(table, &cpk, BUILT_SK).await?.is_none() {
         build(store, table, pk).await?;
     }
     let (lo, hi) = range.unwrap_or_else(all_ids);

@@ -192,13 +192,6 @@ pub trait Store: Send + Sync + 'static {
         let item = self.get(table, pk, sk).await?;
         item.map(|i| serde_json::to_vec(&i).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
     }
-    /// [`Store::get_doc`] for an item read on nearly every request and seldom written (a key's
-    /// item, a list's marker that its counts are built): a store may answer it from memory,
-    /// provided no read answers what a completed write replaced. The embedded store does (its
-    /// process is the file's only writer); DynamoDB reads it each time (other instances write it).
-    async fn get_doc_hot(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.get_doc(table, pk, sk).await
-    }
     /// The items of a query (its limit and cursor honoured; without a limit, all of the range) as
     /// JSON documents, each decoded straight into its record ([`from_json`]) without building the
     /// item's tree first: long reads, and lists that decode only the page they return. By default

@@ -105,7 +105,7 @@ pub(super) async fn move_ops(
 /// Whether the project's trips of `api` are all in their users' lists, entering them for up to
 /// [`BUILD_BUDGET`] when not.
 pub(super) async fn indexed(store: &dyn Store, project_id: &str, api: Api) -> Result<bool, StoreError> {
-    Ok(store.get_doc_hot(Table::Main, &indexed_pk(project_id, api), INDEXED_SK).await?.is_some()
+    Ok(store.get_doc(Table::Main, &indexed_pk(project_id, api), INDEXED_SK).await?.is_some()
         || enter_trips(store, project_id, api, BUILD_BUDGET, BUILD_PAGE).await?)
 }
 

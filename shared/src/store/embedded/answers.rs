@@ -3,7 +3,10 @@
 //! trips' events, a search's index cells), each a read transaction and a B-tree walk (about a
 //! fifth of such a list's CPU once its records' JSON is kept, see `crate::rendered`).
 //!
-//! Never stale, for the reason [`super::hot`] gives: this process is the file's only writer, and
+//! Point reads are kept the same way, as the query of their one key: every request's key check,
+//! the markers lists read on every page, the records a page of trips names.
+//!
+//! Never stale: this process is the file's only writer (redb locks it against others), and
 //! every write, once its group has committed and before it returns, marks the partitions it wrote
 //! as written at the next position of a counter ([`Answers::forget`]). An answer is kept with the
 //! position its partition had when the read began, and served only while the partition still has

@@ -9,7 +9,6 @@
 //! durable, unless it is one of the unsynced kinds ([`Store::put_unsynced`]).
 
 mod answers;
-mod hot;
 mod writer;
 
 use std::ops::Bound;
@@ -18,7 +17,6 @@ use std::sync::Arc;
 
 use answers::Answers;
 use async_trait::async_trait;
-use hot::{Found, Hot};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use writer::{Db, Failed};
 
@@ -52,7 +50,6 @@ fn key(pk: &str, sk: &str) -> String {
 #[derive(Clone)]
 pub struct EmbeddedStore {
     db: Arc<Db>,
-    hot: Arc<Hot>,
     answers: Arc<Answers>,
 }
 
@@ -82,18 +79,15 @@ impl EmbeddedStore {
             txn.open_table(redb_table(d.table)).map_err(backend)?;
         }
         txn.commit().map_err(backend)?;
-        Ok(Self { db: Arc::new(Db::new(db)), hot: Arc::default(), answers: Arc::default() })
+        Ok(Self { db: Arc::new(Db::new(db)), answers: Arc::default() })
     }
 
     /// Put each item unless its key holds one, in one transaction; durable on return or not.
     async fn put_new_as(&self, table: Table, items: Vec<Item>, durable: bool) -> Result<Vec<bool>, StoreError> {
         // Keys and bytes here, so the writer, which applies every request's writes, only writes.
         let entries = Arc::new(items.iter().map(keyed).collect::<Result<Vec<_>, StoreError>>()?);
-        let (hot, answers, written) = (self.hot.clone(), self.answers.clone(), entries.clone());
-        let forget = move || {
-            hot.forget(table, written.iter().map(|(k, _)| k.as_str()));
-            answers.forget(table, written.iter().map(|(k, _)| k.as_str()));
-        };
+        let (answers, written) = (self.answers.clone(), entries.clone());
+        let forget = move || answers.forget(table, written.iter().map(|(k, _)| k.as_str()));
         self.db
             .write_then(
                 durable,
@@ -118,12 +112,10 @@ impl EmbeddedStore {
     /// condition holds.
     async fn write_all(&self, ops: Vec<WriteOp>, durable: bool) -> Result<(), StoreError> {
         let ops = Arc::new(ops.into_iter().map(Ready::of).collect::<Result<Vec<_>, _>>()?);
-        let (hot, answers, written) = (self.hot.clone(), self.answers.clone(), ops.clone());
+        let (answers, written) = (self.answers.clone(), ops.clone());
         let forget = move || {
             for table in TABLES.iter().map(|d| d.table) {
-                let keys = written.iter().filter(|op| op.table() == table).map(Ready::key);
-                hot.forget(table, keys.clone());
-                answers.forget(table, keys);
+                answers.forget(table, written.iter().filter(|op| op.table() == table).map(Ready::key));
             }
         };
         self.db.write_then(durable, move |txn| apply_all(txn, &ops), forget).await
@@ -545,37 +537,13 @@ impl Store for EmbeddedStore {
     }
 
     async fn get_doc(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        // Kept as the answer of the query of that one key (see `answers`); an absent item is not
-        // kept (unknown keys are what a guessing client sends).
-        let now = epoch_now();
-        let q = point(pk, sk);
-        let stamp = match self.answers.get(table, &q, now) {
-            Ok(mut docs) => return Ok(docs.pop()),
-            Err(stamp) => stamp,
-        };
-        let doc = live(values_at(&self.db, table, [key(pk, sk).as_str()])?.pop().flatten(), now);
-        if let Some(d) = &doc {
-            self.answers.offer(table, &q, stamp, std::slice::from_ref(d));
-        }
-        Ok(doc)
-    }
-
-    async fn get_doc_hot(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let k = key(pk, sk);
-        let doc = match self.hot.get_or_mark(table, &k) {
-            Found::Held(doc) => Some(doc),
-            Found::Read(ticket) => {
-                let doc = values_at(&self.db, table, [k.as_str()])?.pop().flatten();
-                self.hot.offer(table, &k, ticket, doc.as_deref());
-                doc
-            }
-        };
-        // Expiry is checked at every read, held or not.
-        Ok(live(doc, epoch_now()))
+        Ok(self.get_docs(table, pk, &[sk.to_owned()]).await?.pop().flatten())
     }
 
     async fn get_docs(&self, table: Table, pk: &str, sks: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        // Each as `get_doc` keeps it; those not kept read in one read transaction.
+        // Each kept as the answer of the query of its one key (see `answers`; an absent item is
+        // not kept: unknown keys are what a guessing client sends); those not kept read in one
+        // read transaction.
         let now = epoch_now();
         let mut out = Vec::with_capacity(sks.len());
         let mut missing = Vec::new();
@@ -629,18 +597,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn query_docs(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
-        // Kept from an earlier read while its partition is unwritten (see `answers`).
-        let stamp = match self.answers.get(table, q, epoch_now()) {
-            Ok(docs) => return Ok(docs),
-            Err(stamp) => stamp,
-        };
-        // As `query`: here when short.
-        if let Some(docs) = docs_of(&self.db, table, q, Some(INLINE_ITEMS))? {
-            self.answers.offer(table, q, stamp, &docs);
-            return Ok(docs);
-        }
-        let q = q.clone();
-        self.run(move |db| Ok(docs_of(db, table, &q, None)?.unwrap_or_default())).await
+        Ok(self.query_docs_many(table, std::slice::from_ref(q)).await?.pop().unwrap_or_default())
     }
 
     async fn query_docs_each(&self, table: Table, q: &Query, each: &mut EachChunk) -> Result<(), StoreError> {
@@ -752,11 +709,8 @@ impl Store for EmbeddedStore {
     async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
         // One transaction for the lot.
         let keys: Arc<Vec<String>> = Arc::new(keys.iter().map(|(pk, sk)| key(pk, sk)).collect());
-        let (hot, answers, written) = (self.hot.clone(), self.answers.clone(), keys.clone());
-        let forget = move || {
-            hot.forget(table, written.iter().map(String::as_str));
-            answers.forget(table, written.iter().map(String::as_str));
-        };
+        let (answers, written) = (self.answers.clone(), keys.clone());
+        let forget = move || answers.forget(table, written.iter().map(String::as_str));
         self.db
             .write_then(
                 true,

@@ -194,31 +194,31 @@ async fn group_commit_answers_writes_durable_and_conditions_read_only_what_they_
 }
 
 #[tokio::test]
-async fn a_hot_read_is_held_and_never_older_than_a_committed_write() {
+async fn a_point_read_is_kept_and_never_older_than_a_committed_write() {
     let store = EmbeddedStore::memory().unwrap();
     let (pk, sk) = ("KEY#h", "KEY");
     let item = |n: i64| Item::from_iter([("pk".into(), pk.into()), ("sk".into(), sk.into()), ("n".into(), n.into())]);
-    let hot = || async {
-        let doc = store.get_doc_hot(Table::Main, pk, sk).await.unwrap();
+    let read = || async {
+        let doc = store.get_doc(Table::Main, pk, sk).await.unwrap();
         doc.map(|d| serde_json::from_slice::<serde_json::Value>(&d).unwrap()["n"].as_i64().unwrap())
     };
-    assert_eq!(hot().await, None);
+    assert_eq!(read().await, None);
     store.put(Table::Main, item(1), Cond::None).await.unwrap();
-    assert_eq!(hot().await, Some(1));
+    assert_eq!(read().await, Some(1));
     // Held: a change behind the store's back (tests only; nothing else writes the file) is
     // not seen.
     store_raw(&store, pk, sk, br#"{"sk":"KEY","n":99}"#);
-    assert_eq!(hot().await, Some(1));
+    assert_eq!(read().await, Some(1));
     // Every kind of write through the store is.
     store.put(Table::Main, item(2), Cond::None).await.unwrap();
-    assert_eq!(hot().await, Some(2));
+    assert_eq!(read().await, Some(2));
     let add = WriteOp::Add { table: Table::Main, pk: pk.into(), sk: sk.into(), attr: "n", delta: 1 };
     store.transact(vec![add]).await.unwrap();
-    assert_eq!(hot().await, Some(3));
+    assert_eq!(read().await, Some(3));
     store.delete_many(Table::Main, vec![(pk.into(), sk.into())]).await.unwrap();
-    assert_eq!(hot().await, None);
+    assert_eq!(read().await, None);
     store.put_new(Table::Main, vec![item(4)]).await.unwrap();
-    assert_eq!(hot().await, Some(4));
+    assert_eq!(read().await, Some(4));
     // A writer that stops waiting (a request dropped) once its write is queued: the write
     // still commits, and what was held goes with it.
     {
@@ -230,9 +230,9 @@ async fn a_hot_read_is_held_and_never_older_than_a_committed_write() {
     // Groups commit in order: once a later write returns, the left one has committed.
     let other = Item::from_iter([("pk".into(), pk.into()), ("sk".into(), "other".into())]);
     store.put(Table::Main, other, Cond::None).await.unwrap();
-    assert_eq!(hot().await, Some(5));
+    assert_eq!(read().await, Some(5));
     store.delete(Table::Main, pk, sk, Cond::None).await.unwrap();
-    assert_eq!(hot().await, None);
+    assert_eq!(read().await, None);
 }
 
 /// The `n` of each document a query answers.
