@@ -6,6 +6,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
 
+/// The WGS 84 ellipsoid: equatorial radius in meters and first eccentricity squared.
+const WGS84_A: f64 = 6_378_137.0;
+const WGS84_E2: f64 = (2.0 - 1.0 / 298.257_223_563) / 298.257_223_563;
+/// How far [`LngLat::distance_m`] measures by the chord (its error grows with the distance, to
+/// about 1 µm at 50 km); beyond, by Karney's algorithm.
+pub const CHORD_UP_TO_M: f64 = 50_000.0;
+
 /// A validated WGS 84 position: longitude −180..=180, latitude −90..=90, both finite.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(into = "[f64; 2]")]
@@ -76,9 +83,48 @@ impl LngLat {
         Point::new(self.lng, self.lat)
     }
 
-    /// Geodesic distance in meters on the WGS 84 ellipsoid (Karney's algorithm, via `geo`).
+    /// Geodesic distance in meters on the WGS 84 ellipsoid: within 0.1 mm of Karney's algorithm
+    /// (via `geo`), which answers beyond [`CHORD_UP_TO_M`]; nearer, [`LngLat::chord_arc_m`] does
+    /// at about a sixth of its cost (fixes, fences and searches are nearly all that near).
     pub fn distance_m(self, other: LngLat) -> f64 {
-        Geodesic.distance(self.point(), other.point())
+        match self.chord_arc_m(other) {
+            Some(d) => d,
+            None => Geodesic.distance(self.point(), other.point()),
+        }
+    }
+
+    /// The distance along the ellipsoid for positions within [`CHORD_UP_TO_M`]: the straight chord
+    /// between them in earth-centred coordinates, lengthened to the arc of the ellipsoid's normal
+    /// section in their direction, whose radius of curvature R is Euler's for that azimuth:
+    /// arc = c (1 + c² / 24 R²). The normal section and the geodesic differ by far less than the
+    /// 0.1 mm the tests hold it to (against geographiclib, at every latitude and azimuth).
+    fn chord_arc_m(self, other: LngLat) -> Option<f64> {
+        let (a, b) = (self.earth_centred(), other.earth_centred());
+        let c = ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2)).sqrt();
+        if c > CHORD_UP_TO_M {
+            return None;
+        }
+        // The azimuth from the meridian (M) and prime vertical (N) radii at the mean latitude.
+        let mean = ((self.lat + other.lat) / 2.0).to_radians();
+        let w = 1.0 - WGS84_E2 * mean.sin().powi(2);
+        let n = WGS84_A / w.sqrt();
+        let m = n * (1.0 - WGS84_E2) / w;
+        let east = (other.lng - self.lng).to_radians() * n * mean.cos();
+        let north = (other.lat - self.lat).to_radians() * m;
+        let h2 = east * east + north * north;
+        if h2 == 0.0 {
+            return Some(c);
+        }
+        let r = m * n / (n * north * north / h2 + m * east * east / h2);
+        Some(c * (1.0 + c * c / (24.0 * r * r)))
+    }
+
+    /// Earth-centred, earth-fixed coordinates in meters, on the ellipsoid's surface.
+    fn earth_centred(self) -> [f64; 3] {
+        let ((sin_lat, cos_lat), (sin_lng, cos_lng)) =
+            (self.lat.to_radians().sin_cos(), self.lng.to_radians().sin_cos());
+        let n = WGS84_A / (1.0 - WGS84_E2 * sin_lat * sin_lat).sqrt();
+        [n * cos_lat * cos_lng, n * cos_lat * sin_lng, n * (1.0 - WGS84_E2) * sin_lat]
     }
 
     /// Geodesic distance in meters from this position to the geodesic segment `a`–`b` on the
@@ -332,6 +378,41 @@ mod tests {
         assert!(LngLat::parse("c", &[0.0]).is_err());
         assert!(LngLat::parse("c", &[f64::NAN, 0.0]).is_err());
         assert!(LngLat::parse("c", &[-180.0, 90.0]).is_ok());
+    }
+
+    #[test]
+    fn distances_are_karneys_geodesic_to_a_tenth_of_a_millimetre() {
+        use geo::{Destination, Distance, Geodesic};
+        // A fixed sequence of pseudo-random pairs: every latitude to the poles, every azimuth,
+        // across the antimeridian, from a centimetre to twice the chord's reach.
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut worst: f64 = 0.0;
+        for k in 0..20_000 {
+            let from = geo::Point::new(360.0 * next() - 180.0, 179.8 * next() - 89.9);
+            let length = 0.01 * (2.0 * CHORD_UP_TO_M / 0.01).powf(next());
+            let to = Geodesic.destination(from, 360.0 * next(), length);
+            let (a, b) = (LngLat { lng: from.x(), lat: from.y() }, LngLat { lng: to.x(), lat: to.y() });
+            let exact = Geodesic.distance(from, to);
+            let err = (a.distance_m(b) - exact).abs();
+            assert!(err < 1e-4, "pair {k}: {a:?} to {b:?}, {exact} m, off by {err} m");
+            worst = worst.max(err);
+        }
+        // The pairs from the poles' own points, and a point to itself.
+        let pole = LngLat { lng: 0.0, lat: 90.0 };
+        assert!(
+            (pole.distance_m(LngLat { lng: 123.0, lat: 89.99 })
+                - Geodesic.distance(pole.point(), geo::Point::new(123.0, 89.99)))
+            .abs()
+                < 1e-4
+        );
+        assert_eq!(pole.distance_m(pole), 0.0);
+        assert!(worst > 0.0, "measured against Karney's, not against itself");
     }
 
     #[test]
