@@ -7,6 +7,7 @@
 //! the bytes read (and of what else the caller names as `context`, such as a time zone), and a
 //! hit compares them whole. A changed record has other bytes, so it is a miss, rendered afresh.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
@@ -31,11 +32,15 @@ struct Entry {
     context: String,
     doc: Box<[u8]>,
     json: Box<RawValue>,
+    /// What else the record gives that its readers need again ([`Missing::keep_with`]), and the
+    /// bytes it holds.
+    with: Option<(Box<dyn Any + Send + Sync>, usize)>,
 }
 
 impl Entry {
     fn size(&self) -> usize {
-        self.doc.len() + self.json.get().len() + self.context.len() + ENTRY_OVERHEAD
+        let with = self.with.as_ref().map_or(0, |(_, bytes)| *bytes);
+        self.doc.len() + self.json.get().len() + self.context.len() + with + ENTRY_OVERHEAD
     }
 }
 
@@ -47,6 +52,11 @@ impl Json {
     /// The JSON text.
     pub fn get(&self) -> &str {
         self.0.json.get()
+    }
+
+    /// What was kept beside the JSON ([`Missing::keep_with`]), if it is a `T`.
+    pub fn with<T: Any>(&self) -> Option<&T> {
+        self.0.with.as_ref().and_then(|(w, _)| w.downcast_ref())
     }
 }
 
@@ -143,7 +153,7 @@ pub fn lookup(view: &'static str, context: &str, doc: &[u8]) -> Result<Json, Mis
         return Ok(Json(e));
     }
     let json = RawValue::NULL.to_owned();
-    Err(Missing { hash, entry: Entry { view, context: context.to_owned(), doc: doc.into(), json } })
+    Err(Missing { hash, entry: Entry { view, context: context.to_owned(), doc: doc.into(), json, with: None } })
 }
 
 impl Missing {
@@ -152,6 +162,13 @@ impl Missing {
         let entry = Arc::new(Entry { json, ..self.entry });
         MEMO.1.lock().unwrap_or_else(PoisonError::into_inner).keep(self.hash, entry.clone());
         Json(entry)
+    }
+
+    /// `json`, and beside it `with` (`bytes` of heap): what else readers of the record need again
+    /// (say the fields a search measures), decoded once with the JSON rather than on each read.
+    pub fn keep_with<T: Any + Send + Sync>(mut self, json: Box<RawValue>, with: T, bytes: usize) -> Json {
+        self.entry.with = Some((Box::new(with), bytes));
+        self.keep(json)
     }
 
     /// `json` for this answer only: it depends on more than the record (the time, other records).
@@ -227,10 +244,22 @@ mod tests {
     }
 
     #[test]
+    fn what_is_kept_beside_the_json_is_found_with_it() {
+        let Err(missing) = lookup("test-with", "", b"[1,2]") else { panic!("nothing kept yet") };
+        let kept = missing.keep_with(to_raw_value(&3).unwrap(), vec![1u8, 2], 2);
+        assert_eq!(kept.with::<Vec<u8>>(), Some(&vec![1, 2]));
+        let Ok(found) = lookup("test-with", "", b"[1,2]") else { panic!("kept") };
+        assert_eq!((found.get(), found.with::<Vec<u8>>()), ("3", Some(&vec![1, 2])));
+        assert!(found.with::<String>().is_none(), "only as the type it was kept as");
+        let plain = json_of("test-upper", "", br#""x""#, |s: &String| to_raw_value(s)).unwrap();
+        assert!(plain.with::<Vec<u8>>().is_none());
+    }
+
+    #[test]
     fn records_read_again_outlive_a_generation_of_others() {
         let entry = |n: usize| {
             let doc = format!("{n:0>1000}").into_bytes().into_boxed_slice();
-            Arc::new(Entry { view: "t", context: String::new(), doc, json: to_raw_value(&n).unwrap() })
+            Arc::new(Entry { view: "t", context: String::new(), doc, json: to_raw_value(&n).unwrap(), with: None })
         };
         let mut m = Memo::default();
         m.keep(0, entry(0));

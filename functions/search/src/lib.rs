@@ -101,8 +101,8 @@ async fn search_users(
 
 /// A page of found fences, fields sorted.
 #[derive(Serialize)]
-struct FencesPage {
-    geofences: Vec<Box<serde_json::value::RawValue>>,
+struct FencesPage<'a> {
+    geofences: Vec<geofences::FoundView<'a>>,
     next_page: Option<usize>,
     pages: usize,
     prev_page: Option<usize>,
@@ -118,7 +118,7 @@ async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
     let (hits, _) = geofences::search(store, &p, at, radius).await?;
     // Only the page's fences are shown; the others count for `pages`.
     let shown: Vec<_> = hits.iter().skip((page - 1) * limit).take(limit).collect();
-    let geofences = shown.iter().map(|h| h.view_json()).collect::<Result<Vec<_>, _>>()?;
+    let geofences = shown.iter().map(|h| h.view()).collect::<Result<Vec<_>, _>>()?;
     let (next_page, pages, prev_page) = paging(hits.len(), page, limit);
     let data = FencesPage { geofences, next_page, pages, prev_page };
     Ok(Envelope::ok(shared::envelope::SUCCESS, data).into_response())

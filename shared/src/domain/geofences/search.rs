@@ -1,76 +1,117 @@
 //! Nearby fence search: the index cells of one precision (chosen for the radius) that cover the
-//! circle, read together; each copy decoded first for its id and shape only, a cheap lower bound
-//! on the sphere ruling out most far fences before the exact distance; the whole fence shown only
-//! for the hits of the page a caller shows (see [`Hit::view_json`]).
+//! circle, read together; each copy taken for its id and shape, with a cheap lower bound on the
+//! sphere ruling out most far fences before the exact distance. What a search needs of a fence,
+//! and the fence as it shows it, are decoded once for the stored copy's bytes and kept with them
+//! (see [`crate::rendered`]): decoding the copies was a fifth of a warm search's CPU.
 
-use serde::Deserialize;
+use std::collections::BTreeMap;
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::value::RawValue;
 
-use super::{cell_pk, index, polygon};
+use super::view::GeofenceView;
+use super::{Geofence, cell_pk, index};
 use crate::auth::Project;
 use crate::error::ApiError;
 use crate::geometry::LngLat;
+use crate::rendered;
 use crate::store::{Cond, Query, Store, StoreError, Table, WriteOp, from_json, to_item};
 
-/// A fence found: its id, its distance in meters (0 inside) and its stored copy.
+/// A fence found: its id, its distance in meters (0 inside) and what is kept for its copy.
 #[derive(Debug, Clone)]
 pub struct Hit {
     pub id: String,
     pub distance_m: f64,
-    doc: Vec<u8>,
+    kept: rendered::Json,
 }
 
 impl Hit {
-    /// The fence as a search shows it: as v3 lists show it (kept between requests, see
-    /// [`crate::rendered`]), then `distance` in meters to the centimetre, the search's own.
-    pub fn view_json(&self) -> Result<Box<RawValue>, StoreError> {
-        let listed = super::view::view_json(&self.doc, "id")?;
-        let meters = serde_json::to_string(&((self.distance_m * 100.0).round() / 100.0));
-        let open = listed.get().strip_suffix('}').filter(|o| o.len() > 1);
-        let json = open.zip(meters.ok()).map(|(o, m)| format!("{o},\"distance\":{m}}}"));
-        json.and_then(|j| RawValue::from_string(j).ok())
-            .ok_or_else(|| StoreError::Corrupt(format!("fence {}: its view is not an object", self.id)))
+    /// The fence as a search shows it: its fields as v3 lists show them, then `distance` in
+    /// meters to the centimetre, the search's own.
+    pub fn view(&self) -> Result<FoundView<'_>, StoreError> {
+        let m: &Measured = self
+            .kept
+            .with()
+            .ok_or_else(|| StoreError::Corrupt(format!("fence {}: kept without its fields", self.id)))?;
+        Ok(FoundView { fields: &m.fields, distance: (self.distance_m * 100.0).round() / 100.0 })
     }
 }
 
-/// The fields of a stored fence that search needs; serde skips the rest unparsed.
-#[derive(Deserialize)]
-struct Indexed {
+/// A found fence as a search writes it ([`Hit::view`]): the kept fields as they are (written,
+/// never parsed again), then its distance.
+pub struct FoundView<'a> {
+    fields: &'a [(String, Box<RawValue>)],
+    distance: f64,
+}
+
+impl Serialize for FoundView<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.fields.len() + 1))?;
+        for (key, value) in self.fields {
+            map.serialize_entry(key, value)?;
+        }
+        map.serialize_entry("distance", &self.distance)?;
+        map.end()
+    }
+}
+
+/// What search measures of a fence, kept beside its view.
+#[derive(Debug)]
+struct Measured {
     id: String,
+    /// Its fields as v3 lists show them, in their order (sorted), each value's JSON as written.
+    fields: Vec<(String, Box<RawValue>)>,
     center: LngLat,
-    radius_m: Option<u32>,
-    ring: Option<Vec<LngLat>>,
+    shape: index::Shape,
+    /// Meters from the center to the farthest vertex (0 for a circle).
+    reach_m: f64,
 }
 
 /// How far the sphere may be from the ellipsoid, as a factor (haversine is within 0.5 % of the
 /// geodesic; 1 % leaves room).
 const SPHERE: f64 = 1.01;
 
-impl Indexed {
+impl Measured {
+    fn of(g: &Geofence, view: &RawValue) -> serde_json::Result<Self> {
+        let fields: BTreeMap<String, Box<RawValue>> = serde_json::from_str(view.get())?;
+        let reach_m = g.ring.iter().flatten().map(|v| g.center.haversine_m(*v)).fold(0.0, f64::max);
+        Ok(Self { id: g.id.clone(), fields: fields.into_iter().collect(), center: g.center, shape: g.shape(), reach_m })
+    }
+
+    /// Heap bytes it holds, for the memo's bound.
+    fn bytes(&self) -> usize {
+        let vertices = match &self.shape {
+            index::Shape::Polygon(p) => p.exterior().0.len(),
+            index::Shape::Circle { .. } => 0,
+        };
+        let fields: usize = self.fields.iter().map(|(k, v)| k.len() + v.get().len() + 48).sum();
+        self.id.len() + fields + vertices * std::mem::size_of::<geo::Coord<f64>>()
+    }
+
     /// Meters that the fence is at least from `at`, from haversine distances alone. A polygon lies
     /// within the cap around its center that reaches its farthest vertex (caps are convex, so
     /// edges between vertices stay inside), widened for the sphere, for edges drawn straight in
     /// longitude/latitude (the in/out rule) and for a few meters of rounding.
     fn distance_at_least(&self, at: LngLat) -> f64 {
         let h = self.center.haversine_m(at) / SPHERE;
-        match (&self.ring, self.radius_m) {
-            (Some(ring), _) => {
-                let reach = ring.iter().map(|v| self.center.haversine_m(*v)).fold(0.0, f64::max);
-                h - reach * 1.05 - 10.0
-            }
-            (None, r) => h - f64::from(r.unwrap_or(0)),
+        match self.shape {
+            index::Shape::Polygon(_) => h - self.reach_m * 1.05 - 10.0,
+            index::Shape::Circle { radius_m, .. } => h - radius_m,
         }
     }
+}
 
-    /// The exact distance (geodesic on WGS 84; 0 inside), as [`Geofence::shape`] measures it.
-    fn distance_m(self, at: LngLat) -> f64 {
-        match (self.ring, self.radius_m) {
-            (Some(ring), _) => index::Shape::Polygon(polygon(&ring)).distance_m(at),
-            (None, r) => {
-                index::Shape::Circle { center: self.center, radius_m: f64::from(r.unwrap_or(0)) }.distance_m(at)
-            }
-        }
-    }
+/// The stored copy `doc`'s view (v3, as lists show it), with what search measures kept beside it.
+fn kept(doc: &[u8]) -> Result<rendered::Json, StoreError> {
+    let missing = match rendered::lookup("geofence found", "", doc) {
+        Ok(kept) => return Ok(kept),
+        Err(missing) => missing,
+    };
+    let g: Geofence = from_json(doc)?;
+    let json = serde_json::value::to_raw_value(&GeofenceView::new(&g, "id")).map_err(|e| missing.failed(e))?;
+    let measured = Measured::of(&g, &json).map_err(|e| missing.failed(e))?;
+    let bytes = measured.bytes();
+    Ok(missing.keep_with(json, measured, bytes))
 }
 
 /// Fences whose shape comes within `radius_m` of `at`, nearest first (ties by id), and how many
@@ -83,17 +124,18 @@ pub async fn search(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -
         cover.iter().map(|c| Query::new(cell_pk(&p.project_id, c), index::copy_range(c, &set))).collect();
     let cells = store.query_docs_many(Table::Main, &queries).await?;
     let read = cells.iter().map(Vec::len).sum();
+    let copies = cells.iter().flatten().map(|doc| kept(doc)).collect::<Result<Vec<_>, _>>()?;
     let mut seen = std::collections::HashSet::with_capacity(read);
     let mut hits = Vec::new();
-    for doc in cells.into_iter().flatten() {
-        let f: Indexed = from_json(&doc)?;
-        if f.distance_at_least(at) > radius_m || !seen.insert(f.id.clone()) {
+    for kept in &copies {
+        let f: &Measured =
+            kept.with().ok_or_else(|| StoreError::Corrupt("a found fence kept without its shape".into()))?;
+        if f.distance_at_least(at) > radius_m || !seen.insert(f.id.as_str()) {
             continue;
         }
-        let id = f.id.clone();
-        let d = f.distance_m(at);
+        let d = f.shape.distance_m(at);
         if d <= radius_m {
-            hits.push(Hit { id, distance_m: d, doc });
+            hits.push(Hit { id: f.id.clone(), distance_m: d, kept: kept.clone() });
         }
     }
     hits.sort_by(|a, b| a.distance_m.total_cmp(&b.distance_m).then_with(|| a.id.cmp(&b.id)));
