@@ -152,11 +152,31 @@ pub fn lookup(view: &'static str, context: &str, doc: &[u8]) -> Result<Json, Mis
     if let Some(e) = memo.lock().unwrap_or_else(PoisonError::into_inner).get(hash, same) {
         return Ok(Json(e));
     }
-    let json = RawValue::NULL.to_owned();
-    Err(Missing { hash, entry: Entry { view, context: context.to_owned(), doc: doc.into(), json, with: None } })
+    Err(Missing::new(hash, view, context, doc))
+}
+
+/// [`lookup`] of each of `docs`, under one taking of the memo's lock (a search looks up dozens).
+pub fn lookup_each<'a>(
+    view: &'static str,
+    context: &str,
+    docs: impl IntoIterator<Item = &'a [u8]>,
+) -> Vec<Result<Json, Missing>> {
+    let (hasher, memo) = &*MEMO;
+    let mut memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
+    let found = docs.into_iter().map(|doc| {
+        let hash = hasher.hash_one((view, context, doc));
+        let same = |e: &Entry| e.view == view && e.context == context && *e.doc == *doc;
+        memo.get(hash, same).map(Json).ok_or_else(|| Missing::new(hash, view, context, doc))
+    });
+    found.collect()
 }
 
 impl Missing {
+    fn new(hash: u64, view: &'static str, context: &str, doc: &[u8]) -> Self {
+        let json = RawValue::NULL.to_owned();
+        Missing { hash, entry: Entry { view, context: context.to_owned(), doc: doc.into(), json, with: None } }
+    }
+
     /// Keep `json` as what the record renders to from now on.
     pub fn keep(self, json: Box<RawValue>) -> Json {
         let entry = Arc::new(Entry { json, ..self.entry });
@@ -253,6 +273,19 @@ mod tests {
         assert!(found.with::<String>().is_none(), "only as the type it was kept as");
         let plain = json_of("test-upper", "", br#""x""#, |s: &String| to_raw_value(s)).unwrap();
         assert!(plain.with::<Vec<u8>>().is_none());
+    }
+
+    #[test]
+    fn looking_up_each_finds_what_lookup_finds() {
+        let Err(missing) = lookup("test-each", "", b"1") else { panic!("nothing kept yet") };
+        missing.keep(to_raw_value(&"one").unwrap());
+        let found = lookup_each("test-each", "", [&b"1"[..], b"2", b"1"]);
+        let shown: Vec<Option<String>> = found.iter().map(|f| f.as_ref().ok().map(|j| j.get().to_owned())).collect();
+        assert_eq!(shown, [Some(r#""one""#.to_owned()), None, Some(r#""one""#.to_owned())]);
+        let Some(Err(missing)) = found.into_iter().nth(1) else { panic!("2 is not kept") };
+        missing.keep(to_raw_value(&"two").unwrap());
+        assert!(matches!(lookup("test-each", "", b"2"), Ok(j) if j.get() == r#""two""#));
+        assert!(lookup_each("test-each", "x", [&b"1"[..]])[0].is_err(), "another context");
     }
 
     #[test]

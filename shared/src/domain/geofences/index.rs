@@ -173,6 +173,33 @@ fn cells_in(
     precision: usize,
     keep: impl Fn(&Rect<f64>) -> bool,
 ) -> Result<Vec<String>, ApiError> {
+    grid_in(field, bbox, precision, keep)?.into_iter().map(|g| g.geohash(precision)).collect()
+}
+
+/// A cell of a precision by its column (from longitude −180) and row (from latitude −90).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Grid(i64, i64);
+
+impl Grid {
+    fn rect(self, precision: usize) -> Rect<f64> {
+        let (cell_lng, cell_lat) = cell_size(precision);
+        let min = geo::Coord { x: -180.0 + self.0 as f64 * cell_lng, y: -90.0 + self.1 as f64 * cell_lat };
+        Rect::new(min, geo::Coord { x: min.x + cell_lng, y: min.y + cell_lat })
+    }
+
+    fn geohash(self, precision: usize) -> Result<String, ApiError> {
+        geohash::encode(self.rect(precision).center(), precision).map_err(ApiError::internal)
+    }
+}
+
+/// The cells of `precision` (as [`Grid`]s) whose rectangles meet `bbox` and pass `keep`, row by
+/// row from the south.
+fn grid_in(
+    field: &str,
+    bbox: &Rect<f64>,
+    precision: usize,
+    keep: impl Fn(&Rect<f64>) -> bool,
+) -> Result<Vec<Grid>, ApiError> {
     let (cell_lng, cell_lat) = cell_size(precision);
     let i0 = ((bbox.min().x + 180.0) / cell_lng).floor() as i64;
     let i1 = ((bbox.max().x + 180.0) / cell_lng).floor() as i64;
@@ -184,18 +211,7 @@ fn cells_in(
             "the area is too large for the index (a geofence may span a few kilometers)",
         ));
     }
-    let mut out = Vec::new();
-    for j in j0..=j1 {
-        for i in i0..=i1 {
-            let min = geo::Coord { x: -180.0 + i as f64 * cell_lng, y: -90.0 + j as f64 * cell_lat };
-            let cell = Rect::new(min, geo::Coord { x: min.x + cell_lng, y: min.y + cell_lat });
-            if keep(&cell) {
-                let centre = geo::Coord { x: min.x + cell_lng / 2.0, y: min.y + cell_lat / 2.0 };
-                out.push(geohash::encode(centre, precision).map_err(ApiError::internal)?);
-            }
-        }
-    }
-    Ok(out)
+    Ok((j0..=j1).flat_map(|j| (i0..=i1).map(move |i| Grid(i, j))).filter(|g| keep(&g.rect(precision))).collect())
 }
 
 /// The cells of the row below a cell that touch it.
@@ -246,8 +262,14 @@ pub fn copy_fence_id(sk: &str) -> &str {
 /// where its cells step out westwards row by row), not once per cell of the cover it is in.
 pub fn copy_range(cell: &str, cover: &std::collections::HashSet<String>) -> SkRange {
     let has = |d| geohash::neighbor(cell, d).is_ok_and(|n| cover.contains(&n));
+    range_for(has(geohash::Direction::W), BELOW.iter().all(|d| has(*d)))
+}
+
+/// The range of [`copy_range`] for a cell whose cover holds the cell to its west (`west`) and all
+/// three below it (`below`).
+fn range_for(west: bool, below: bool) -> SkRange {
     let upto = |prefix: &str| format!("{prefix}{ID_END}");
-    match (has(geohash::Direction::W), BELOW.iter().all(|d| has(*d))) {
+    match (west, below) {
         (false, false) => SkRange::All,
         (true, false) => SkRange::Between("0".into(), upto(BELOW_ONLY)),
         (false, true) => SkRange::Between(WEST_ONLY.into(), upto("f")),
@@ -275,6 +297,27 @@ pub fn search_precision(radius_m: f64, coarse_indexed: bool) -> usize {
 /// The cells a fence search reads: those of [`search_precision`] covering its circle.
 pub fn fence_search_cells(center: LngLat, radius_m: f64, coarse_indexed: bool) -> Result<Vec<String>, ApiError> {
     cover(center, radius_m, search_precision(radius_m, coarse_indexed))
+}
+
+/// The cells of [`fence_search_cells`], each with the range of copies read there
+/// ([`copy_range`]), told from the cells' places in the grid rather than from their names.
+pub fn fence_search_reads(
+    center: LngLat,
+    radius_m: f64,
+    coarse_indexed: bool,
+) -> Result<Vec<(String, SkRange)>, ApiError> {
+    let precision = search_precision(radius_m, coarse_indexed);
+    let circle = Shape::Circle { center, radius_m };
+    let cover = grid_in("radius", &circle.bbox("radius")?, precision, |cell| circle.overlaps(cell))?;
+    let set: std::collections::HashSet<Grid, foldhash::fast::FixedState> = cover.iter().copied().collect();
+    let has = |i, j| set.contains(&Grid(i, j));
+    cover
+        .iter()
+        .map(|&Grid(i, j)| {
+            let range = range_for(has(i - 1, j), (-1..=1).all(|d| has(i + d, j - 1)));
+            Ok((Grid(i, j).geohash(precision)?, range))
+        })
+        .collect()
 }
 
 /// The cells of `precision` covering a circle.
@@ -351,6 +394,25 @@ mod tests {
                 .count();
             let in_cover = cells.iter().filter(|c| set.contains(*c)).count();
             assert!((1..=4).contains(&read) && read < in_cover, "radius {radius}: read {read} of {in_cover}");
+        }
+    }
+
+    #[test]
+    fn a_searchs_reads_are_its_cells_with_their_copy_ranges() {
+        for (lng, lat) in [(10.5, 51.0), (-73.98, 40.75), (151.2, -33.87), (0.0, 0.0), (-0.001, 84.9)] {
+            for radius in [50.0, 1000.0, 2500.0, 5000.0, 10_000.0] {
+                for coarse in [false, true] {
+                    let at = LngLat { lng, lat };
+                    let Ok(cells) = fence_search_cells(at, radius, coarse) else {
+                        assert!(fence_search_reads(at, radius, coarse).is_err());
+                        continue;
+                    };
+                    let set: std::collections::HashSet<String> = cells.iter().cloned().collect();
+                    let by_name: Vec<(String, SkRange)> =
+                        cells.iter().map(|c| (c.clone(), copy_range(c, &set))).collect();
+                    assert_eq!(fence_search_reads(at, radius, coarse).unwrap(), by_name, "{lng},{lat} {radius} m");
+                }
+            }
         }
     }
 

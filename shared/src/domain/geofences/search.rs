@@ -101,30 +101,34 @@ impl Measured {
     }
 }
 
-/// The stored copy `doc`'s view (v3, as lists show it), with what search measures kept beside it.
-fn kept(doc: &[u8]) -> Result<rendered::Json, StoreError> {
-    let missing = match rendered::lookup("geofence found", "", doc) {
-        Ok(kept) => return Ok(kept),
-        Err(missing) => missing,
+/// Each stored copy's view (v3, as lists show it), with what search measures kept beside it.
+fn kept<'a>(docs: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<rendered::Json>, StoreError> {
+    let kept = |missing: rendered::Missing, doc: &[u8]| {
+        let g: Geofence = from_json(doc)?;
+        let json = serde_json::value::to_raw_value(&GeofenceView::new(&g, "id")).map_err(|e| missing.failed(e))?;
+        let measured = Measured::of(&g, &json).map_err(|e| missing.failed(e))?;
+        let bytes = measured.bytes();
+        Ok(missing.keep_with(json, measured, bytes))
     };
-    let g: Geofence = from_json(doc)?;
-    let json = serde_json::value::to_raw_value(&GeofenceView::new(&g, "id")).map_err(|e| missing.failed(e))?;
-    let measured = Measured::of(&g, &json).map_err(|e| missing.failed(e))?;
-    let bytes = measured.bytes();
-    Ok(missing.keep_with(json, measured, bytes))
+    let docs: Vec<&[u8]> = docs.into_iter().collect();
+    // Those not kept are decoded after the memo's lock is let go.
+    let found = rendered::lookup_each(FOUND_VIEW, "", docs.iter().copied());
+    found.into_iter().zip(docs).map(|(found, doc)| found.or_else(|missing| kept(missing, doc))).collect()
 }
+
+/// The name [`kept`] keeps a fence's copy under in [`rendered`].
+const FOUND_VIEW: &str = "geofence found";
 
 /// Fences whose shape comes within `radius_m` of `at`, nearest first (ties by id), and how many
 /// index items were read.
 pub async fn search(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -> Result<(Vec<Hit>, usize), ApiError> {
     let coarse = radius_m >= index::COARSE_FROM_M && coarse_indexed(store, &p.project_id).await?;
-    let cover = index::fence_search_cells(at, radius_m, coarse)?;
-    let set: std::collections::HashSet<String> = cover.iter().cloned().collect();
+    let reads = index::fence_search_reads(at, radius_m, coarse)?;
     let queries: Vec<Query> =
-        cover.iter().map(|c| Query::new(cell_pk(&p.project_id, c), index::copy_range(c, &set))).collect();
+        reads.into_iter().map(|(c, range)| Query::new(cell_pk(&p.project_id, &c), range)).collect();
     let cells = store.query_docs_many(Table::Main, &queries).await?;
     let read = cells.iter().map(Vec::len).sum();
-    let copies = cells.iter().flatten().map(|doc| kept(doc)).collect::<Result<Vec<_>, _>>()?;
+    let copies = kept(cells.iter().flatten().map(Vec::as_slice))?;
     let mut seen = std::collections::HashSet::with_capacity(read);
     let mut hits = Vec::new();
     for kept in &copies {
