@@ -81,16 +81,20 @@ impl Answers {
         self.hasher.hash_one(pk)
     }
 
-    /// The documents kept for `q` at `now` (epoch seconds), or the stamp to offer them with once
-    /// read.
-    pub fn get(&self, table: Table, q: &Query, now: i64) -> Result<Vec<Vec<u8>>, Stamp> {
-        let part = self.part(&q.pk);
+    /// For each query, the documents kept for it at `now` (epoch seconds), or the stamp to offer
+    /// them with once read; under one taking of the table's lock (a page of trips asks for a few
+    /// dozen).
+    pub fn get_each(&self, table: Table, qs: &[Query], now: i64) -> Vec<Result<Vec<Vec<u8>>, Stamp>> {
+        let parts: Vec<u64> = qs.iter().map(|q| self.part(&q.pk)).collect();
         let t = self.table(table);
-        let at = t.position(part);
-        match t.answers.get(q) {
-            Some(a) if a.at == at && a.expires.is_none_or(|e| (now as f64) < e) => Ok(a.docs.to_vec()),
-            _ => Err(Stamp(at)),
-        }
+        let answer = |(q, part): (&Query, u64)| {
+            let at = t.position(part);
+            match t.answers.get(q) {
+                Some(a) if a.at == at && a.expires.is_none_or(|e| (now as f64) < e) => Ok(a.docs.to_vec()),
+                _ => Err(Stamp(at)),
+            }
+        };
+        qs.iter().zip(parts).map(answer).collect()
     }
 
     /// What the read of `q` begun at `stamp` found: kept unless a write of its partition came
@@ -146,6 +150,12 @@ impl Answers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Answers {
+        fn get(&self, table: Table, q: &Query, now: i64) -> Result<Vec<Vec<u8>>, Stamp> {
+            self.get_each(table, std::slice::from_ref(q), now).pop().expect("one answer")
+        }
+    }
     use crate::store::SkRange;
 
     fn q(pk: &str) -> Query {

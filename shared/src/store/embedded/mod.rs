@@ -545,11 +545,12 @@ impl Store for EmbeddedStore {
         // not kept: unknown keys are what a guessing client sends); those not kept read in one
         // read transaction.
         let now = epoch_now();
+        let qs: Vec<Query> = sks.iter().map(|sk| point(pk, sk)).collect();
         let mut out = Vec::with_capacity(sks.len());
         let mut missing = Vec::new();
-        for (i, sk) in sks.iter().enumerate() {
-            let q = point(pk, sk);
-            match self.answers.get(table, &q, now) {
+        let kept = self.answers.get_each(table, &qs, now);
+        for (i, (q, kept)) in qs.into_iter().zip(kept).enumerate() {
+            match kept {
                 Ok(mut docs) => out.push(docs.pop()),
                 Err(stamp) => {
                     out.push(None);
@@ -650,8 +651,8 @@ impl Store for EmbeddedStore {
         let now = epoch_now();
         let mut out = Vec::with_capacity(qs.len());
         let mut missing = Vec::new();
-        for (i, q) in qs.iter().enumerate() {
-            match self.answers.get(table, q, now) {
+        for (i, kept) in self.answers.get_each(table, qs, now).into_iter().enumerate() {
+            match kept {
                 Ok(docs) => out.push(docs),
                 Err(stamp) => {
                     out.push(Vec::new());
