@@ -11,7 +11,7 @@ const WGS84_A: f64 = 6_378_137.0;
 const WGS84_E2: f64 = (2.0 - 1.0 / 298.257_223_563) / 298.257_223_563;
 /// How far [`LngLat::distance_m`] measures by the chord (its error grows with the distance, to
 /// about 1 µm at 50 km); beyond, by Karney's algorithm.
-pub const CHORD_UP_TO_M: f64 = 50_000.0;
+const CHORD_UP_TO_M: f64 = 50_000.0;
 
 /// A validated WGS 84 position: longitude −180..=180, latitude −90..=90, both finite.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

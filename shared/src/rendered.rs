@@ -146,13 +146,7 @@ pub struct Missing {
 /// The JSON kept for the record `doc` in `view` and `context`, or what keeps it once rendered.
 /// For a view of several stored records, `doc` is their [`joined`] bytes.
 pub fn lookup(view: &'static str, context: &str, doc: &[u8]) -> Result<Json, Missing> {
-    let (hasher, memo) = &*MEMO;
-    let hash = hasher.hash_one((view, context, doc));
-    let same = |e: &Entry| e.view == view && e.context == context && *e.doc == *doc;
-    if let Some(e) = memo.lock().unwrap_or_else(PoisonError::into_inner).get(hash, same) {
-        return Ok(Json(e));
-    }
-    Err(Missing::new(hash, view, context, doc))
+    lookup_each(view, context, [doc]).pop().expect("one lookup a record")
 }
 
 /// [`lookup`] of each of `docs`, under one taking of the memo's lock (a search looks up dozens).
@@ -166,17 +160,15 @@ pub fn lookup_each<'a>(
     let found = docs.into_iter().map(|doc| {
         let hash = hasher.hash_one((view, context, doc));
         let same = |e: &Entry| e.view == view && e.context == context && *e.doc == *doc;
-        memo.get(hash, same).map(Json).ok_or_else(|| Missing::new(hash, view, context, doc))
+        memo.get(hash, same).map(Json).ok_or_else(|| {
+            let (json, with) = (RawValue::NULL.to_owned(), None);
+            Missing { hash, entry: Entry { view, context: context.to_owned(), doc: doc.into(), json, with } }
+        })
     });
     found.collect()
 }
 
 impl Missing {
-    fn new(hash: u64, view: &'static str, context: &str, doc: &[u8]) -> Self {
-        let json = RawValue::NULL.to_owned();
-        Missing { hash, entry: Entry { view, context: context.to_owned(), doc: doc.into(), json, with: None } }
-    }
-
     /// Keep `json` as what the record renders to from now on.
     pub fn keep(self, json: Box<RawValue>) -> Json {
         let entry = Arc::new(Entry { json, ..self.entry });

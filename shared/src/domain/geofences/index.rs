@@ -253,20 +253,14 @@ pub fn copy_fence_id(sk: &str) -> &str {
     sk.strip_prefix([WEST_ONLY, BELOW_ONLY, BOTH].map(|p| p.as_bytes()[0] as char)).unwrap_or(sk)
 }
 
-/// The copies a search reads in `cell` of its `cover` (cells of one precision). A copy that says
+/// The copies a search reads in a cell of its cover (cells of one precision), given whether the
+/// cover holds the cell to its west (`west`) and all three below it (`below`). A copy that says
 /// the fence is also in the cell to its west is skipped when the cover holds that cell, and one
 /// that says the fence is in a cell below when the cover holds all three: the fence is in the
 /// cover there too. Every fence meeting the cover is still read once at least: its cell within
 /// the cover in the lowest row, westernmost, has no cell of the fence within the cover to its
 /// west or below, so that copy is in the range read. A fence is then read about once (more
 /// where its cells step out westwards row by row), not once per cell of the cover it is in.
-pub fn copy_range(cell: &str, cover: &std::collections::HashSet<String>) -> SkRange {
-    let has = |d| geohash::neighbor(cell, d).is_ok_and(|n| cover.contains(&n));
-    range_for(has(geohash::Direction::W), BELOW.iter().all(|d| has(*d)))
-}
-
-/// The range of [`copy_range`] for a cell whose cover holds the cell to its west (`west`) and all
-/// three below it (`below`).
 fn range_for(west: bool, below: bool) -> SkRange {
     let upto = |prefix: &str| format!("{prefix}{ID_END}");
     match (west, below) {
@@ -300,15 +294,14 @@ pub fn fence_search_cells(center: LngLat, radius_m: f64, coarse_indexed: bool) -
 }
 
 /// The cells of [`fence_search_cells`], each with the range of copies read there
-/// ([`copy_range`]), told from the cells' places in the grid rather than from their names.
+/// ([`range_for`]), told from the cells' places in the grid.
 pub fn fence_search_reads(
     center: LngLat,
     radius_m: f64,
     coarse_indexed: bool,
 ) -> Result<Vec<(String, SkRange)>, ApiError> {
     let precision = search_precision(radius_m, coarse_indexed);
-    let circle = Shape::Circle { center, radius_m };
-    let cover = grid_in("radius", &circle.bbox("radius")?, precision, |cell| circle.overlaps(cell))?;
+    let cover = cover_grid(center, radius_m, precision)?;
     let set: std::collections::HashSet<Grid, foldhash::fast::FixedState> = cover.iter().copied().collect();
     let has = |i, j| set.contains(&Grid(i, j));
     cover
@@ -322,13 +315,25 @@ pub fn fence_search_reads(
 
 /// The cells of `precision` covering a circle.
 fn cover(center: LngLat, radius_m: f64, precision: usize) -> Result<Vec<String>, ApiError> {
+    cover_grid(center, radius_m, precision)?.into_iter().map(|g| g.geohash(precision)).collect()
+}
+
+/// [`cover`] as places in the grid.
+fn cover_grid(center: LngLat, radius_m: f64, precision: usize) -> Result<Vec<Grid>, ApiError> {
     let circle = Shape::Circle { center, radius_m };
-    cells_in("radius", &circle.bbox("radius")?, precision, |cell| circle.overlaps(cell))
+    grid_in("radius", &circle.bbox("radius")?, precision, |cell| circle.overlaps(cell))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The copies a search reads in `cell` of its `cover`, told from the cells' names and their
+    /// geohash neighbours: what [`fence_search_reads`] tells from the grid.
+    fn copy_range(cell: &str, cover: &std::collections::HashSet<String>) -> SkRange {
+        let has = |d| geohash::neighbor(cell, d).is_ok_and(|n| cover.contains(&n));
+        range_for(has(geohash::Direction::W), BELOW.iter().all(|d| has(*d)))
+    }
 
     #[test]
     fn a_circle_is_indexed_in_every_cell_it_touches_and_only_those() {

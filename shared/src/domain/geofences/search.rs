@@ -29,10 +29,7 @@ impl Hit {
     /// The fence as a search shows it: its fields as v3 lists show them, then `distance` in
     /// meters to the centimetre, the search's own.
     pub fn view(&self) -> Result<FoundView<'_>, StoreError> {
-        let m: &Measured = self
-            .kept
-            .with()
-            .ok_or_else(|| StoreError::Corrupt(format!("fence {}: kept without its fields", self.id)))?;
+        let m = Measured::kept_in(&self.kept)?;
         Ok(FoundView { fields: &m.fields, distance: (self.distance_m * 100.0).round() / 100.0 })
     }
 }
@@ -76,6 +73,11 @@ impl Measured {
         let fields: BTreeMap<String, Box<RawValue>> = serde_json::from_str(view.get())?;
         let reach_m = g.ring.iter().flatten().map(|v| g.center.haversine_m(*v)).fold(0.0, f64::max);
         Ok(Self { id: g.id.clone(), fields: fields.into_iter().collect(), center: g.center, shape: g.shape(), reach_m })
+    }
+
+    /// What [`kept`] kept beside a copy's view.
+    fn kept_in(kept: &rendered::Json) -> Result<&Self, StoreError> {
+        kept.with().ok_or_else(|| StoreError::Corrupt(format!("{FOUND_VIEW}: kept without what search measures")))
     }
 
     /// Heap bytes it holds, for the memo's bound.
@@ -132,8 +134,7 @@ pub async fn search(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -
     let mut seen = std::collections::HashSet::with_capacity(read);
     let mut hits = Vec::new();
     for kept in &copies {
-        let f: &Measured =
-            kept.with().ok_or_else(|| StoreError::Corrupt("a found fence kept without its shape".into()))?;
+        let f = Measured::kept_in(kept)?;
         if f.distance_at_least(at) > radius_m || !seen.insert(f.id.as_str()) {
             continue;
         }

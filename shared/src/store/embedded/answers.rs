@@ -150,13 +150,13 @@ impl Answers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::SkRange;
 
     impl Answers {
         fn get(&self, table: Table, q: &Query, now: i64) -> Result<Vec<Vec<u8>>, Stamp> {
             self.get_each(table, std::slice::from_ref(q), now).pop().expect("one answer")
         }
     }
-    use crate::store::SkRange;
 
     fn q(pk: &str) -> Query {
         Query::new(pk, SkRange::All).limit(10)
