@@ -1,15 +1,16 @@
 //! What keeps `waymark serve` answering while some clients misbehave: a header-read timeout that
 //! is also the idle timeout of kept-alive connections (hyper starts it whenever a connection
-//! waits for a request), a whole-request timeout (a body sent slowly), a bound on open
-//! connections, and per-key rate limits (429 with `Retry-After`). Body sizes are capped for every
-//! route by `shared::http::service`. On AWS, API Gateway's throttling does this (template.yaml).
-
+//! waits for a request), a whole-request timeout for requests with a body (sent slowly), a bound
+//! on open connections, and per-key rate limits (429 with `Retry-After`). Body sizes are capped
+//! for every route by `shared::http::service`. On AWS, API Gateway's throttling does this
+//! (template.yaml).
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::body::HttpBody;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -74,11 +75,14 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), String> {
-    let buckets = Arc::new(Buckets::new(limits.rate, limits.burst));
     let timeout = limits.request_timeout;
-    let app = app
-        .layer(middleware::from_fn_with_state(buckets, rate_limit))
-        .layer(middleware::from_fn(move |req: Request, next: Next| within(timeout, req, next)));
+    // Each layer is paid on every request: none for a limit switched off.
+    let app = if limits.rate > 0.0 {
+        app.layer(middleware::from_fn_with_state(Arc::new(Buckets::new(limits.rate, limits.burst)), rate_limit))
+    } else {
+        app
+    };
+    let app = app.layer(middleware::from_fn(move |req: Request, next: Next| within(timeout, req, next)));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
     loop {
@@ -113,8 +117,14 @@ pub async fn serve(
     }
 }
 
-/// A request not completed within `limit` (typically a body sent slowly) gets a 408.
+/// A request with a body not completed within `limit` (typically the body sent slowly) gets a
+/// 408. One without a body has been received whole with its headers, which the header timeout
+/// bounds: a 408 would blame the client for the server's time, and the timer cost every GET a
+/// registration in the runtime's timer wheel.
 async fn within(limit: Duration, req: Request, next: Next) -> Response {
+    if req.body().is_end_stream() {
+        return next.run(req).await;
+    }
     let uri = req.uri().clone();
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(r) => r,
