@@ -162,7 +162,11 @@ impl Buckets {
             let (rate, burst) = (self.rate, self.burst);
             map.retain(|_, (tokens, at)| *tokens + rate * now.duration_since(*at).as_secs_f64() < burst);
         }
-        let (tokens, at) = map.entry(key.to_owned()).or_insert((self.burst, now));
+        // The key is copied only the first time it is seen, not on every request.
+        if !map.contains_key(key) {
+            map.insert(key.to_owned(), (self.burst, now));
+        }
+        let (tokens, at) = map.get_mut(key).expect("inserted above");
         *tokens = (*tokens + self.rate * now.duration_since(*at).as_secs_f64()).min(self.burst);
         *at = now;
         if *tokens >= 1.0 {
