@@ -5,7 +5,7 @@
 #   - GET /v1/api/user/ on `waymark serve` (file store, 25 users; the first page of 10, and one
 #     user by user_id) against a hello-world axum server: wrk -t2 -c32, requests/s and p99;
 #   - the other read endpoints (locations, geofences, trips, one trip, events, search, insights,
-#     settings; scripts/bench/seed_reads.py) against the same axum figure;
+#     settings; scripts/bench/seed_reads.py), each against the axum server measured right before it;
 #   - POST /v1/api/location/ (100 new locations a request, wrk -t2 -c8) against the issue's target;
 #   - start to ready of every Lambda function binary against a hello-world lambda_http binary
 #     (coldstart.py, runs interleaved);
@@ -67,12 +67,13 @@ for p in json.load(sys.stdin)["packages"]:
 echo "measuring: wrk ${dur} per server, ${runs} cold starts per binary" >&2
 export WM_KEY="wm_sk_bench_key_000000000000000000"
 
-# Hello-world axum, then waymark serve, same wrk arguments.
-port=$(free_port)
-"$bin/hello-axum" "$port" & pids+=($!)
-wait_port "$port"
-run_wrk hello_get -t2 -c32 "http://127.0.0.1:$port/v1/api/user/"
-kill "${pids[-1]}"
+# Hello-world axum, then waymark serve, same wrk arguments. The peer stays up (idle between its
+# runs) and is measured again right before each other read: on a shared machine its figure
+# drifts by a sixth between runs minutes apart, so each read is set against its own neighbour.
+hport=$(free_port)
+"$bin/hello-axum" "$hport" & pids+=($!)
+wait_port "$hport"
+run_wrk hello_get -t2 -c32 "http://127.0.0.1:$hport/v1/api/user/"
 
 port=$(free_port)
 env -u AWS_ENDPOINT_URL_DYNAMODB WAYMARK_API_KEY="$WM_KEY" WAYMARK_RATE_LIMIT=0 RUST_LOG=warn \
@@ -91,11 +92,12 @@ run_wrk waymark_get_one -t2 -c32 -s scripts/bench/get.lua "$url/v1/api/user/?use
 # Every other kind of read, on seeded data, for the same time each (READ_DURATION).
 python3 scripts/bench/seed_reads.py "$url" >"$out/reads"
 while read -r name path; do
+  wrk -d"$read_dur" --latency -t2 -c32 "http://127.0.0.1:$hport/v1/api/user/" >"$out/peer_$name"
   wrk -d1s -t2 -c32 -s scripts/bench/get.lua "$url$path" >/dev/null
   wrk -d"$read_dur" --latency -t2 -c32 -s scripts/bench/get.lua "$url$path" >"$out/read_$name"
 done <"$out/reads"
 run_wrk waymark_ingest -t2 -c8 -s scripts/bench/ingest.lua "$url/v1/api/location/"
-kill "${pids[-1]}"
+kill "${pids[@]}"
 
 # shellcheck disable=SC2086
 python3 scripts/bench/coldstart.py --json --runs "$runs" "$bin/hello-lambda" $(for f in $functions; do echo "$bin/$f"; done) \
