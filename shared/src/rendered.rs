@@ -155,25 +155,13 @@ pub struct Missing {
 /// The JSON kept for the record `doc` in `view` and `context`, or what keeps it once rendered.
 /// For a view of several stored records, `doc` is their [`joined`] bytes.
 pub fn lookup(view: &'static str, context: &str, doc: &[u8]) -> Result<Json, Missing> {
-    lookup_each(view, context, [doc]).pop().expect("one lookup a record")
-}
-
-/// [`lookup`] of each of `docs` (a search looks up dozens).
-pub fn lookup_each<'a>(
-    view: &'static str,
-    context: &str,
-    docs: impl IntoIterator<Item = &'a [u8]>,
-) -> Vec<Result<Json, Missing>> {
-    let found = docs.into_iter().map(|doc| {
-        let hash = MEMO.0.hash_one((view, context, doc));
-        let same = |e: &Entry| e.view == view && e.context == context && *e.doc == *doc;
-        let kept = shard(hash).lock().unwrap_or_else(PoisonError::into_inner).get(hash, same);
-        kept.map(Json).ok_or_else(|| {
-            let (json, with) = (RawValue::NULL.to_owned(), None);
-            Missing { hash, entry: Entry { view, context: context.to_owned(), doc: doc.into(), json, with } }
-        })
-    });
-    found.collect()
+    let hash = MEMO.0.hash_one((view, context, doc));
+    let same = |e: &Entry| e.view == view && e.context == context && *e.doc == *doc;
+    let kept = shard(hash).lock().unwrap_or_else(PoisonError::into_inner).get(hash, same);
+    kept.map(Json).ok_or_else(|| {
+        let (json, with) = (RawValue::NULL.to_owned(), None);
+        Missing { hash, entry: Entry { view, context: context.to_owned(), doc: doc.into(), json, with } }
+    })
 }
 
 impl Missing {
@@ -273,19 +261,6 @@ mod tests {
         assert!(found.with::<String>().is_none(), "only as the type it was kept as");
         let plain = json_of("test-upper", "", br#""x""#, |s: &String| to_raw_value(s)).unwrap();
         assert!(plain.with::<Vec<u8>>().is_none());
-    }
-
-    #[test]
-    fn looking_up_each_finds_what_lookup_finds() {
-        let Err(missing) = lookup("test-each", "", b"1") else { panic!("nothing kept yet") };
-        missing.keep(to_raw_value(&"one").unwrap());
-        let found = lookup_each("test-each", "", [&b"1"[..], b"2", b"1"]);
-        let shown: Vec<Option<String>> = found.iter().map(|f| f.as_ref().ok().map(|j| j.get().to_owned())).collect();
-        assert_eq!(shown, [Some(r#""one""#.to_owned()), None, Some(r#""one""#.to_owned())]);
-        let Some(Err(missing)) = found.into_iter().nth(1) else { panic!("2 is not kept") };
-        missing.keep(to_raw_value(&"two").unwrap());
-        assert!(matches!(lookup("test-each", "", b"2"), Ok(j) if j.get() == r#""two""#));
-        assert!(lookup_each("test-each", "x", [&b"1"[..]])[0].is_err(), "another context");
     }
 
     #[test]

@@ -112,10 +112,8 @@ fn kept<'a>(docs: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<rendered::Js
         let bytes = measured.bytes();
         Ok(missing.keep_with(json, measured, bytes))
     };
-    let docs: Vec<&[u8]> = docs.into_iter().collect();
     // Those not kept are decoded after the memo's lock is let go.
-    let found = rendered::lookup_each(FOUND_VIEW, "", docs.iter().copied());
-    found.into_iter().zip(docs).map(|(found, doc)| found.or_else(|missing| kept(missing, doc))).collect()
+    docs.into_iter().map(|doc| rendered::lookup(FOUND_VIEW, "", doc).or_else(|missing| kept(missing, doc))).collect()
 }
 
 /// The name [`kept`] keeps a fence's copy under in [`rendered`].
