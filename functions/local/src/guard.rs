@@ -4,6 +4,7 @@
 //! on open connections, and per-key rate limits (429 with `Retry-After`). Body sizes are capped
 //! for every route by `shared::http::service`. On AWS, API Gateway's throttling does this
 //! (template.yaml).
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -163,10 +164,14 @@ impl Buckets {
             map.retain(|_, (tokens, at)| *tokens + rate * now.duration_since(*at).as_secs_f64() < burst);
         }
         // The key is copied only the first time it is seen, not on every request.
-        if !map.contains_key(key) {
-            map.insert(key.to_owned(), (self.burst, now));
+        if let Some(bucket) = map.get_mut(key) {
+            return self.spend(bucket, now);
         }
-        let (tokens, at) = map.get_mut(key).expect("inserted above");
+        self.spend(map.entry(key.to_owned()).or_insert((self.burst, now)), now)
+    }
+
+    /// Refill `bucket` (tokens, last refill) up to `now` and take a token from it.
+    fn spend(&self, (tokens, at): &mut (f64, Instant), now: Instant) -> Result<(), Duration> {
         *tokens = (*tokens + self.rate * now.duration_since(*at).as_secs_f64()).min(self.burst);
         *at = now;
         if *tokens >= 1.0 {
