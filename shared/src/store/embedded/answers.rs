@@ -3,8 +3,10 @@
 //! trips' events, a search's index cells), each a read transaction and a B-tree walk (about a
 //! fifth of such a list's CPU once its records' JSON is kept, see `crate::rendered`).
 //!
-//! Point reads are kept the same way, as the query of their one key: every request's key check,
-//! the markers lists read on every page, the records a page of trips names.
+//! Point reads are kept the same way, by their item's key ([`Answers::get_points`]): every
+//! request's key check, the markers lists read on every page, the records a page of trips names.
+//! Looked up without building anything per key (the query of one key cost three strings, and
+//! hashing and comparing them, for each of a page's records).
 //!
 //! Never stale: this process is the file's only writer (redb locks it against others), and
 //! every write, once its group has committed and before it returns, marks the partitions it wrote
@@ -41,6 +43,13 @@ struct Answer {
     bytes: usize,
 }
 
+/// A point read's answer: the item's document.
+struct Point {
+    at: u64,
+    expires: Option<f64>,
+    doc: Vec<u8>,
+}
+
 #[derive(Default)]
 struct Table1 {
     /// Position of the last write of each partition (by hash); absent: `floor`.
@@ -48,6 +57,8 @@ struct Table1 {
     floor: u64,
     next: u64,
     answers: HashMap<Query, Answer, RandomState>,
+    /// By the item's redb key (`pk \0 sk`).
+    points: HashMap<String, Point, RandomState>,
     bytes: usize,
 }
 
@@ -55,7 +66,19 @@ impl Table1 {
     fn position(&self, part: u64) -> u64 {
         self.written.get(&part).copied().unwrap_or(self.floor)
     }
+
+    /// Room for `bytes` more: when they would pass [`MAX_BYTES`], everything goes.
+    fn make_room(&mut self, bytes: usize) {
+        if self.bytes + bytes > MAX_BYTES {
+            self.answers.clear();
+            self.points.clear();
+            self.bytes = 0;
+        }
+    }
 }
+
+/// Bytes a kept point costs besides its key and document.
+const POINT_OVERHEAD: usize = 96;
 
 /// One map per table (the tables have distinct key spaces).
 #[derive(Default)]
@@ -110,14 +133,54 @@ impl Answers {
         if t.position(part) != stamp.0 {
             return;
         }
-        if t.bytes + bytes > MAX_BYTES {
-            t.answers.clear();
-            t.bytes = 0;
-        }
+        t.make_room(bytes);
         let answer = Answer { at: stamp.0, expires, docs: docs.into(), bytes };
         t.bytes += bytes;
         if let Some(old) = t.answers.insert(q.clone(), answer) {
             t.bytes -= old.bytes;
+        }
+    }
+
+    /// For each of the items of partition `pk` at sort keys `sks`, its document kept at `now`
+    /// (epoch seconds), or the stamp to offer it with once read ([`Answers::offer_point`]).
+    pub fn get_points(&self, table: Table, pk: &str, sks: &[impl AsRef<str>], now: i64) -> Vec<Result<Vec<u8>, Stamp>> {
+        let part = self.part(pk);
+        // One key buffer for all: the partition, then each sort key in turn.
+        let mut key = String::with_capacity(pk.len() + 1 + sks.first().map_or(0, |s| s.as_ref().len()));
+        key.push_str(pk);
+        key.push(super::SEP);
+        let prefix = key.len();
+        let t = self.table(table);
+        let at = t.position(part);
+        let mut answer = |sk: &str| {
+            key.truncate(prefix);
+            key.push_str(sk);
+            match t.points.get(key.as_str()) {
+                Some(p) if p.at == at && p.expires.is_none_or(|e| (now as f64) < e) => Ok(p.doc.clone()),
+                _ => Err(Stamp(at)),
+            }
+        };
+        sks.iter().map(|sk| answer(sk.as_ref())).collect()
+    }
+
+    /// What the point read of `pk`/`sk` begun at `stamp` found (an item: an absent one is not
+    /// kept), under [`Answers::offer`]'s rules.
+    pub fn offer_point(&self, table: Table, pk: &str, sk: &str, stamp: Stamp, doc: &[u8]) {
+        let bytes = pk.len() + 1 + sk.len() + doc.len() + POINT_OVERHEAD;
+        if bytes > MAX_ANSWER_BYTES {
+            return;
+        }
+        let expires = super::ttl_of(doc);
+        let part = self.part(pk);
+        let mut t = self.table(table);
+        if t.position(part) != stamp.0 {
+            return;
+        }
+        t.make_room(bytes);
+        t.bytes += bytes;
+        let point = Point { at: stamp.0, expires, doc: doc.to_vec() };
+        if let Some(old) = t.points.insert(super::key(pk, sk), point) {
+            t.bytes -= pk.len() + 1 + sk.len() + old.doc.len() + POINT_OVERHEAD;
         }
     }
 
@@ -142,6 +205,7 @@ impl Answers {
             t.written.clear();
             t.floor = at;
             t.answers.clear();
+            t.points.clear();
             t.bytes = 0;
         }
     }
@@ -209,6 +273,48 @@ mod tests {
         a.offer(Table::Main, &q("p"), stamp, &docs("old"));
         assert!(a.get(Table::Main, &q("p"), 0).is_err());
         assert!(a.table(Table::Main).written.is_empty());
+    }
+
+    #[test]
+    fn a_point_is_kept_until_a_write_of_its_partition_or_its_expiry() {
+        let a = Answers::default();
+        let get = |sks: &[&str], now| a.get_points(Table::Main, "p", sks, now);
+        let [Err(s1), Err(s2)] = <[_; 2]>::try_from(get(&["a", "b"], 0)).ok().unwrap() else {
+            panic!("nothing kept yet")
+        };
+        a.offer_point(Table::Main, "p", "a", s1, b"1");
+        a.offer_point(Table::Main, "p", "b", s2, br#"{"expires_at":150}"#);
+        let found = get(&["a", "b", "c"], 149);
+        assert_eq!(found[0].as_ref().ok(), Some(&b"1".to_vec()));
+        assert_eq!(found[1].as_ref().ok(), Some(&br#"{"expires_at":150}"#.to_vec()));
+        assert!(found[2].is_err(), "a key never offered");
+        assert!(get(&["b"], 150)[0].is_err(), "expired");
+        // Another partition's key with the same sort key, the other table: not these.
+        assert!(a.get_points(Table::Main, "q", &["a"], 0)[0].is_err());
+        assert!(a.get_points(Table::Locations, "p", &["a"], 0)[0].is_err());
+        // A partition written since the read began keeps nothing; one written after retires it.
+        let Err(stamp) = a.get_points(Table::Main, "r", &["x"], 0).pop().unwrap() else { panic!("nothing kept") };
+        a.forget(Table::Main, ["r\0y"]);
+        a.offer_point(Table::Main, "r", "x", stamp, b"old");
+        assert!(a.get_points(Table::Main, "r", &["x"], 0)[0].is_err());
+        a.forget(Table::Main, ["p\0z"]);
+        assert!(get(&["a"], 0)[0].is_err());
+    }
+
+    #[test]
+    fn points_count_against_the_bound() {
+        let a = Answers::default();
+        let doc = vec![b'x'; 1 << 16];
+        for n in 0..(2 * MAX_BYTES / doc.len()) {
+            let sk = n.to_string();
+            if let Err(stamp) = a.get_points(Table::Main, "p", &[&sk], 0).pop().unwrap() {
+                a.offer_point(Table::Main, "p", &sk, stamp, &doc);
+            }
+        }
+        let t = a.table(Table::Main);
+        assert!(t.bytes <= MAX_BYTES && !t.points.is_empty());
+        let held = t.points.iter().map(|(k, p)| k.len() + p.doc.len() + POINT_OVERHEAD).sum::<usize>();
+        assert_eq!(t.bytes, held);
     }
 
     #[test]

@@ -82,6 +82,37 @@ impl EmbeddedStore {
         Ok(Self { db: Arc::new(Db::new(db)), answers: Arc::default() })
     }
 
+    /// The documents at these keys of partition `pk` (None where there is none): each kept from
+    /// an earlier read (see `answers`; an absent item is not kept: unknown keys are what a
+    /// guessing client sends), the others read in one read transaction.
+    fn points(&self, table: Table, pk: &str, sks: &[impl AsRef<str>]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let now = epoch_now();
+        let mut out = Vec::with_capacity(sks.len());
+        let mut missing = Vec::new();
+        for (i, kept) in self.answers.get_points(table, pk, sks, now).into_iter().enumerate() {
+            match kept {
+                Ok(doc) => out.push(Some(doc)),
+                Err(stamp) => {
+                    out.push(None);
+                    missing.push((i, stamp));
+                }
+            }
+        }
+        if missing.is_empty() {
+            return Ok(out);
+        }
+        let keys: Vec<String> = missing.iter().map(|(i, _)| key(pk, sks[*i].as_ref())).collect();
+        let docs = values_at(&self.db, table, keys.iter().map(String::as_str))?;
+        for ((i, stamp), doc) in missing.into_iter().zip(docs) {
+            let doc = live(doc, now);
+            if let Some(d) = &doc {
+                self.answers.offer_point(table, pk, sks[i].as_ref(), stamp, d);
+            }
+            out[i] = doc;
+        }
+        Ok(out)
+    }
+
     /// Put each item unless its key holds one, in one transaction; durable on return or not.
     async fn put_new_as(&self, table: Table, items: Vec<Item>, durable: bool) -> Result<Vec<bool>, StoreError> {
         // Keys and bytes here, so the writer, which applies every request's writes, only writes.
@@ -311,11 +342,6 @@ fn values_at<'a>(
     keys.into_iter().map(|k| Ok(t.get(k).map_err(backend)?.map(|g| g.value().to_vec()))).collect()
 }
 
-/// The query of one key: what a point read is kept as (see `answers`).
-fn point(pk: &str, sk: &str) -> Query {
-    Query::new(pk, SkRange::Between(sk.to_owned(), sk.to_owned())).limit(1)
-}
-
 /// A stored value as reads answer it: none once expired.
 fn live(doc: Option<Vec<u8>>, now: i64) -> Option<Vec<u8>> {
     doc.filter(|d| !expired_value(d, now))
@@ -537,38 +563,11 @@ impl Store for EmbeddedStore {
     }
 
     async fn get_doc(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.get_docs(table, pk, &[sk.to_owned()]).await?.pop().flatten())
+        Ok(self.points(table, pk, &[sk])?.pop().flatten())
     }
 
     async fn get_docs(&self, table: Table, pk: &str, sks: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        // Each kept as the answer of the query of its one key (see `answers`; an absent item is
-        // not kept: unknown keys are what a guessing client sends); those not kept read in one
-        // read transaction.
-        let now = epoch_now();
-        let qs: Vec<Query> = sks.iter().map(|sk| point(pk, sk)).collect();
-        let mut out = Vec::with_capacity(sks.len());
-        let mut missing = Vec::new();
-        let kept = self.answers.get_each(table, &qs, now);
-        for (i, (q, kept)) in qs.into_iter().zip(kept).enumerate() {
-            match kept {
-                Ok(mut docs) => out.push(docs.pop()),
-                Err(stamp) => {
-                    out.push(None);
-                    missing.push((i, q, stamp));
-                }
-            }
-        }
-        let keys: Vec<String> = missing.iter().map(|(i, ..)| key(pk, &sks[*i])).collect();
-        let docs =
-            if keys.is_empty() { Vec::new() } else { values_at(&self.db, table, keys.iter().map(String::as_str))? };
-        for ((i, q, stamp), doc) in missing.into_iter().zip(docs) {
-            let doc = live(doc, now);
-            if let Some(d) = &doc {
-                self.answers.offer(table, &q, stamp, std::slice::from_ref(d));
-            }
-            out[i] = doc;
-        }
-        Ok(out)
+        self.points(table, pk, sks)
     }
 
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
