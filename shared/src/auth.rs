@@ -43,7 +43,7 @@ pub fn hash_secret(secret: &str) -> String {
 }
 
 pub fn key_pk(hash: &str) -> String {
-    format!("KEY#{hash}")
+    ["KEY#", hash].concat()
 }
 pub const KEY_SK: &str = "KEY";
 

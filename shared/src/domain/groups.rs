@@ -33,10 +33,10 @@ struct Membership {
 }
 
 pub(crate) fn members_pk(project_id: &str, group_id: &str) -> String {
-    format!("{project_id}#G#{group_id}")
+    [project_id, "#G#", group_id].concat()
 }
 pub(crate) fn groups_of_pk(project_id: &str, user_id: &str) -> String {
-    format!("{project_id}#UG#{user_id}")
+    [project_id, "#UG#", user_id].concat()
 }
 
 /// Group ids are the customer's own names: 1 to 128 of letters, digits and `-_.:`.
@@ -66,7 +66,7 @@ pub struct Group {
 }
 
 fn groups_pk(project_id: &str) -> String {
-    format!("{project_id}#GR")
+    [project_id, "#GR"].concat()
 }
 
 /// Create a group with a new id, and its first members when given (all must be users of this

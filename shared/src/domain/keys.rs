@@ -59,7 +59,7 @@ pub struct KeyEntry {
 }
 
 fn index_pk(project_id: &str) -> String {
-    format!("{project_id}#KEYS")
+    [project_id, "#KEYS"].concat()
 }
 fn entry_sk(key_id: &str) -> String {
     format!("K#{key_id}")

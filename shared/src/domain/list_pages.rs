@@ -23,6 +23,7 @@
 //! conditional on the leaf counter it read, so both can run at once.
 
 use std::collections::BTreeSet;
+use std::fmt::Write;
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -51,13 +52,18 @@ struct Counter {
 
 /// The partition of a list's counters.
 pub fn counts_pk(list_pk: &str) -> String {
-    format!("{list_pk}#N")
+    [list_pk, "#N"].concat()
 }
 
 /// A counter's sort key: its prefix length as one hex digit, then the prefix (so one level's
 /// counters are one key range, and a node's children the range under its prefix).
 fn counter_sk(prefix: &str) -> String {
-    format!("{:x}{prefix}", prefix.len())
+    // Built in a string of its size: `format!` starts short and grows (every list page builds a
+    // few of these).
+    let mut sk = String::with_capacity(prefix.len() + 2);
+    let _ = write!(sk, "{:x}", prefix.len());
+    sk.push_str(prefix);
+    sk
 }
 
 /// The operations that count `id` in (`delta` 1) or out of (`delta` -1) the list at `pk`: part of
@@ -109,7 +115,7 @@ async fn children(
     upto: Option<&str>,
 ) -> Result<Vec<(String, i64)>, StoreError> {
     let len = LEVELS[level];
-    let pad = |c: char| format!("{parent}{}", c.to_string().repeat(len - parent.len()));
+    let pad = |c: char| parent.chars().chain(std::iter::repeat_n(c, len - parent.len())).collect::<String>();
     let hi = upto.map(str::to_owned).unwrap_or_else(|| pad('f'));
     let q = Query::new(cpk, SkRange::Between(counter_sk(&pad('0')), counter_sk(&hi)));
     let mut out = Vec::new();

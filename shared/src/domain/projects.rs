@@ -38,7 +38,7 @@ pub struct ChosenKeys {
 }
 
 fn project_pk(id: &str) -> String {
-    format!("PROJECT#{id}")
+    ["PROJECT#", id].concat()
 }
 const DEFAULT_PK: &str = "DEFAULT_PROJECT";
 

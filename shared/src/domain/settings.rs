@@ -99,7 +99,7 @@ pub async fn cached(store: &dyn Store, project_id: &str) -> Result<ProjectSettin
 }
 
 fn settings_pk(project_id: &str) -> String {
-    format!("{project_id}#SETTINGS")
+    [project_id, "#SETTINGS"].concat()
 }
 const SETTINGS_SK: &str = "-";
 

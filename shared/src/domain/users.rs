@@ -101,11 +101,11 @@ pub struct UpdateUser {
 }
 
 pub fn users_pk(project_id: &str) -> String {
-    format!("{project_id}#U")
+    [project_id, "#U"].concat()
 }
 /// Users soft-deleted by versions before erasure (nothing is written here any more).
 pub(crate) fn deleted_pk(project_id: &str) -> String {
-    format!("{project_id}#UD")
+    [project_id, "#UD"].concat()
 }
 
 fn text(field: &str, v: Option<String>) -> Result<Option<String>, ApiError> {

@@ -66,19 +66,19 @@ struct Inside {
 }
 
 pub(crate) fn state_pk(pid: &str, uid: &str) -> String {
-    format!("{pid}#GS#{uid}")
+    [pid, "#GS#", uid].concat()
 }
 pub fn events_pk(pid: &str) -> String {
-    format!("{pid}#E")
+    [pid, "#E"].concat()
 }
 pub fn fence_events_pk(pid: &str, fid: &str) -> String {
-    format!("{pid}#FE#{fid}")
+    [pid, "#FE#", fid].concat()
 }
 pub fn user_events_pk(pid: &str, uid: &str) -> String {
-    format!("{pid}#UE#{uid}")
+    [pid, "#UE#", uid].concat()
 }
 pub(crate) fn fence_users_pk(pid: &str, fid: &str) -> String {
-    format!("{pid}#FU#{fid}")
+    [pid, "#FU#", fid].concat()
 }
 
 /// What a range of new fixes does to one user's fences: the inside/outside states to write (in

@@ -131,13 +131,13 @@ fn polygon(ring: &[LngLat]) -> geo::Polygon<f64> {
 }
 
 pub(crate) fn fences_pk(project_id: &str) -> String {
-    format!("{project_id}#F")
+    [project_id, "#F"].concat()
 }
 pub(crate) fn deleted_pk(project_id: &str) -> String {
-    format!("{project_id}#FD")
+    [project_id, "#FD"].concat()
 }
 pub fn cell_pk(project_id: &str, cell: &str) -> String {
-    format!("{project_id}#C#{cell}")
+    [project_id, "#C#", cell].concat()
 }
 
 /// `is_enabled` as given: a boolean, or `[boolean, start_time, end_time]` (the scoped form).

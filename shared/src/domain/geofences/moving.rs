@@ -53,16 +53,16 @@ pub struct MovingGeofence {
 }
 
 pub(crate) fn fences_pk(pid: &str) -> String {
-    format!("{pid}#MF")
+    [pid, "#MF"].concat()
 }
 pub(crate) fn deleted_pk(pid: &str) -> String {
-    format!("{pid}#MFD")
+    [pid, "#MFD"].concat()
 }
 pub(crate) fn pair_pk(pid: &str, fid: &str) -> String {
-    format!("{pid}#MS#{fid}")
+    [pid, "#MS#", fid].concat()
 }
 pub(crate) fn user_cell_pk(pid: &str, cell: &str) -> String {
-    format!("{pid}#UC#{cell}")
+    [pid, "#UC#", cell].concat()
 }
 
 #[derive(Debug, Deserialize)]

@@ -149,7 +149,7 @@ pub async fn search(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -
 /// the project, since fences created before those copies existed have only fine ones. Without it,
 /// wide searches read the fine cells: slower, never a fence missed.
 fn coarse_marker_pk(project_id: &str) -> String {
-    format!("{project_id}#C5")
+    [project_id, "#C5"].concat()
 }
 
 /// The marker's write, for a new project's creation.

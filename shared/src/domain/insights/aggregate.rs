@@ -47,7 +47,7 @@ pub const ANCHOR_M: f64 = 10.0;
 const SETTLE_DAYS: i64 = 2;
 
 pub fn aggregate_pk(pid: &str, uid: &str) -> String {
-    format!("{pid}#IA#{uid}")
+    [pid, "#IA#", uid].concat()
 }
 
 /// An anchor: `[lng, lat (the mean of its stays' centres), weighted dwell (s), stays, sum of

@@ -174,10 +174,10 @@ impl Run {
 }
 
 pub(crate) fn stays_pk(pid: &str, uid: &str) -> String {
-    format!("{pid}#ST#{uid}")
+    [pid, "#ST#", uid].concat()
 }
 pub(crate) fn run_pk(pid: &str, uid: &str) -> String {
-    format!("{pid}#SS#{uid}")
+    [pid, "#SS#", uid].concat()
 }
 
 /// What a range of new fixes changes: the run in progress and the places aggregate (states,

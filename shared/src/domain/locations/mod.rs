@@ -141,7 +141,7 @@ fn batch_of_locations<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Loca
 }
 
 pub fn locations_pk(project_id: &str, user_id: &str) -> String {
-    format!("{project_id}#{user_id}")
+    [project_id, "#", user_id].concat()
 }
 
 /// The content-derived id: `recorded_at` (ms) then 48 bits of a hash of who, when and where.

@@ -26,16 +26,16 @@ use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp
 /// The user's list of trips of `api` (v2 trips are a list apart, as the project's are).
 pub(crate) fn list_pk(project_id: &str, api: Api, user_id: &str) -> String {
     match api {
-        Api::V1 => format!("{project_id}#TU#{user_id}"),
-        Api::V2 => format!("{project_id}#TU2#{user_id}"),
+        Api::V1 => [project_id, "#TU#", user_id].concat(),
+        Api::V2 => [project_id, "#TU2#", user_id].concat(),
     }
 }
 
 /// The marker that every trip of `api` of the project is entered in its user's list.
 fn indexed_pk(project_id: &str, api: Api) -> String {
     match api {
-        Api::V1 => format!("{project_id}#TU"),
-        Api::V2 => format!("{project_id}#TU2"),
+        Api::V1 => [project_id, "#TU"].concat(),
+        Api::V2 => [project_id, "#TU2"].concat(),
     }
 }
 const INDEXED_SK: &str = "~";

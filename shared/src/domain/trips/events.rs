@@ -24,7 +24,7 @@ use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from
 use crate::time::DateRange;
 
 pub(crate) fn user_events_pk(project_id: &str, user_id: &str) -> String {
-    format!("{project_id}#UTE#{user_id}")
+    [project_id, "#UTE#", user_id].concat()
 }
 
 /// The user-index copy of an event (none for an event of a trip without a user), expiring with

@@ -284,15 +284,15 @@ impl Trip {
 
 pub(crate) fn trips_pk(project_id: &str, api: Api) -> String {
     match api {
-        Api::V1 => format!("{project_id}#T1"),
-        Api::V2 => format!("{project_id}#T2"),
+        Api::V1 => [project_id, "#T1"].concat(),
+        Api::V2 => [project_id, "#T2"].concat(),
     }
 }
 pub(crate) fn deleted_pk(project_id: &str) -> String {
-    format!("{project_id}#TD")
+    [project_id, "#TD"].concat()
 }
 pub(crate) fn events_pk(project_id: &str, trip_id: &str) -> String {
-    format!("{project_id}#TE#{trip_id}")
+    [project_id, "#TE#", trip_id].concat()
 }
 
 /// Writes of the events pushed onto `trip` since `before` of them were stored, at the positions
@@ -340,7 +340,7 @@ async fn load_events_many(store: &dyn Store, p: &Project, trips: &mut [Trip]) ->
     Ok(())
 }
 pub(crate) fn user_trips_pk(project_id: &str, user_id: &str) -> String {
-    format!("{project_id}#UT#{user_id}")
+    [project_id, "#UT#", user_id].concat()
 }
 pub fn tracking_pk(token: &str) -> String {
     format!("TRACK#{}", hash_secret(token))

@@ -101,7 +101,7 @@ impl Endpoint {
 }
 
 pub(crate) fn endpoints_pk(pid: &str) -> String {
-    format!("{pid}#WH")
+    [pid, "#WH"].concat()
 }
 
 /// `whsec_` and the base64 of 32 random bytes (the spec asks for 24 to 64).

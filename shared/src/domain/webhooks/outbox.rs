@@ -120,13 +120,13 @@ pub struct WorkMark {
 }
 
 pub(crate) fn messages_pk(pid: &str) -> String {
-    format!("{pid}#WM")
+    [pid, "#WM"].concat()
 }
 pub(crate) fn log_pk(pid: &str, wh: &str) -> String {
-    format!("{pid}#WL#{wh}")
+    [pid, "#WL#", wh].concat()
 }
 pub(crate) fn pending_pk(pid: &str, wh: &str) -> String {
-    format!("{pid}#WP#{wh}")
+    [pid, "#WP#", wh].concat()
 }
 pub(crate) fn pending_sk(user_id: Option<&str>, event_id: &str) -> String {
     format!("{}#{event_id}", user_id.unwrap_or("-"))

@@ -44,7 +44,11 @@ const CHUNKS_AHEAD: usize = 4;
 const SEP: char = '\0';
 
 fn key(pk: &str, sk: &str) -> String {
-    format!("{pk}{SEP}{sk}")
+    let mut k = String::with_capacity(pk.len() + 1 + sk.len());
+    k.push_str(pk);
+    k.push(SEP);
+    k.push_str(sk);
+    k
 }
 
 #[derive(Clone)]
