@@ -52,8 +52,12 @@ pub fn is_hex(s: &str) -> bool {
 /// The first and last possible ids: every id, and no other sort key of a partition of ids (the
 /// lists' count items sort after them).
 pub fn all_ids() -> (String, String) {
-    ("0".repeat(24), "f".repeat(24))
+    (FIRST_ID.to_owned(), LAST_ID.to_owned())
 }
+
+/// The first and the last possible id.
+pub const FIRST_ID: &str = "000000000000000000000000";
+pub const LAST_ID: &str = "ffffffffffffffffffffffff";
 
 /// The inclusive sort-key range of ids created inside `r`.
 pub fn id_range(r: &DateRange) -> (String, String) {
@@ -86,5 +90,7 @@ mod tests {
         let ids: Vec<String> = (0..1000).map(|_| new_id()).collect();
         assert!(ids.iter().all(|i| is_id(i)));
         assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        assert!(is_id(FIRST_ID) && is_id(LAST_ID));
+        assert!(ids.iter().all(|i| FIRST_ID < i.as_str() && i.as_str() < LAST_ID));
     }
 }

@@ -192,8 +192,9 @@ impl Missing {
 
 /// Several stored records as one key for [`lookup`]: each one's length, then its bytes (so no two
 /// lists of records give the same key).
-pub fn joined<'a>(docs: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
-    let mut key = Vec::new();
+pub fn joined<'a>(docs: impl IntoIterator<Item = &'a [u8]> + Clone) -> Vec<u8> {
+    // Sized first: grown as it was written, a trip's key was copied a few times over.
+    let mut key = Vec::with_capacity(docs.clone().into_iter().map(|d| d.len() + 8).sum());
     for d in docs {
         key.extend_from_slice(&(d.len() as u64).to_le_bytes());
         key.extend_from_slice(d);

@@ -29,7 +29,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::ids::all_ids;
+use crate::ids::{FIRST_ID, LAST_ID, all_ids};
 use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
 use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, key_of};
 
@@ -294,7 +294,7 @@ pub async fn page(
     let (lo, hi) = range.unwrap_or_else(all_ids);
     // Positions [a, b) of the whole list hold the range.
     let mut root = None;
-    let b = if hi == all_ids().1 {
+    let b = if hi == LAST_ID {
         let r = children(store, table, &cpk, "", 0, None).await?;
         let total = r.iter().map(|(_, c)| *c).sum::<i64>().max(0) as usize;
         root = Some(r);
@@ -303,7 +303,7 @@ pub async fn page(
         rank_le(store, table, pk, &hi).await?
     };
     let a = match before(&lo) {
-        Some(k) if lo != all_ids().0 => rank_le(store, table, pk, &k).await?,
+        Some(k) if lo != FIRST_ID => rank_le(store, table, pk, &k).await?,
         _ => 0,
     };
     let total = b.saturating_sub(a);
