@@ -115,7 +115,12 @@ async fn children(
     upto: Option<&str>,
 ) -> Result<Vec<(String, i64)>, StoreError> {
     let len = LEVELS[level];
-    let pad = |c: char| parent.chars().chain(std::iter::repeat_n(c, len - parent.len())).collect::<String>();
+    let pad = |c: char| {
+        let mut s = String::with_capacity(len);
+        s.push_str(parent);
+        s.extend(std::iter::repeat_n(c, len - parent.len()));
+        s
+    };
     let hi = upto.map(str::to_owned).unwrap_or_else(|| pad('f'));
     let q = Query::new(cpk, SkRange::Between(counter_sk(&pad('0')), counter_sk(&hi)));
     let mut out = Vec::new();
