@@ -10,7 +10,10 @@
 //!
 //! Never stale: this process is the file's only writer (redb locks it against others), and
 //! every write, once its group has committed and before it returns, marks the partitions it wrote
-//! as written at the next position of a counter ([`Answers::forget`]). An answer is kept with the
+//! as written at the next position of a counter ([`Answers::mark`]). It marks them before the
+//! commit too, as committing: reads begun then may see the write or not, so none of them is kept
+//! (kept, a read from before the commit could replace one from after it, and a reader who had
+//! seen the new value would then be shown the old one). An answer is kept with the
 //! position its partition had when the read began, and served only while the partition still has
 //! it: a read overtaken by a write keeps nothing useful (its position is old), and a write after
 //! an answer was kept retires it. Positions are kept per partition hash (two partitions sharing
@@ -77,6 +80,9 @@ impl Table1 {
     }
 }
 
+/// Set in a partition's position while a write of it commits: nothing read then is kept.
+const COMMITTING: u64 = 1 << 63;
+
 /// Bytes a kept point costs besides its key and document.
 const POINT_OVERHEAD: usize = 96;
 
@@ -130,7 +136,7 @@ impl Answers {
         let expires = docs.iter().filter_map(|d| super::ttl_of(d)).min_by(f64::total_cmp);
         let part = self.part(&q.pk);
         let mut t = self.table(table);
-        if t.position(part) != stamp.0 {
+        if stamp.0 & COMMITTING != 0 || t.position(part) != stamp.0 {
             return;
         }
         t.make_room(bytes);
@@ -173,7 +179,7 @@ impl Answers {
         let expires = super::ttl_of(doc);
         let part = self.part(pk);
         let mut t = self.table(table);
-        if t.position(part) != stamp.0 {
+        if stamp.0 & COMMITTING != 0 || t.position(part) != stamp.0 {
             return;
         }
         t.make_room(bytes);
@@ -184,11 +190,12 @@ impl Answers {
         }
     }
 
-    /// The partitions of these redb keys (`pk \0 sk`) were just written.
-    pub fn forget<'a>(&self, table: Table, keys: impl IntoIterator<Item = &'a str>) {
+    /// The partitions of these redb keys (`pk \0 sk`) are about to be written (`committing`:
+    /// their group commits next) or were just written (the group's outcome is known).
+    pub fn mark<'a>(&self, table: Table, keys: impl IntoIterator<Item = &'a str>, committing: bool) {
         let mut t = self.table(table);
         t.next += 1;
-        let at = t.next;
+        let at = t.next | if committing { COMMITTING } else { 0 };
         let mut last = None;
         for k in keys {
             let pk = k.split_once(super::SEP).map_or(k, |(pk, _)| pk);
@@ -203,7 +210,8 @@ impl Answers {
         if t.written.len() > MAX_WRITTEN {
             // Every partition counts as written now: what was read before is retired.
             t.written.clear();
-            t.floor = at;
+            // Not committing: every partition would stay so until written again.
+            t.floor = at & !COMMITTING;
             t.answers.clear();
             t.points.clear();
             t.bytes = 0;
@@ -238,10 +246,10 @@ mod tests {
         assert_eq!(a.get(Table::Main, &q("p"), 0).ok(), Some(docs("v1")));
         // Another query of the partition, another partition, the other table: not this answer.
         assert!(a.get(Table::Main, &Query::new("p", SkRange::All), 0).is_err());
-        a.forget(Table::Main, ["q\0x"]);
-        a.forget(Table::Locations, ["p\0x"]);
+        a.mark(Table::Main, ["q\0x"], false);
+        a.mark(Table::Locations, ["p\0x"], false);
         assert_eq!(a.get(Table::Main, &q("p"), 0).ok(), Some(docs("v1")));
-        a.forget(Table::Main, ["q\0y", "p\0x"]);
+        a.mark(Table::Main, ["q\0y", "p\0x"], false);
         assert!(a.get(Table::Main, &q("p"), 0).is_err());
     }
 
@@ -250,9 +258,31 @@ mod tests {
         let a = Answers::default();
         let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
         // A write commits while the read is under way: what the read found may be the old value.
-        a.forget(Table::Main, ["p\0k"]);
+        a.mark(Table::Main, ["p\0k"], false);
         a.offer(Table::Main, &q("p"), stamp, &docs("old"));
         assert!(a.get(Table::Main, &q("p"), 0).is_err());
+    }
+
+    #[test]
+    fn nothing_read_while_a_write_of_the_partition_commits_is_kept() {
+        let a = Answers::default();
+        a.mark(Table::Main, ["p\0k"], true);
+        // Begun before the commit or after it: either value, so neither is kept.
+        let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
+        a.offer(Table::Main, &q("p"), stamp, &docs("either"));
+        assert!(a.get(Table::Main, &q("p"), 0).is_err());
+        let Err(stamp) = a.get_points(Table::Main, "p", &["k"], 0).pop().unwrap() else { panic!("nothing kept yet") };
+        a.offer_point(Table::Main, "p", "k", stamp, b"either");
+        assert!(a.get_points(Table::Main, "p", &["k"], 0)[0].is_err());
+        // Another partition is kept meanwhile.
+        let Err(stamp) = a.get(Table::Main, &q("o"), 0) else { panic!("nothing kept yet") };
+        a.offer(Table::Main, &q("o"), stamp, &docs("other"));
+        assert_eq!(a.get(Table::Main, &q("o"), 0).ok(), Some(docs("other")));
+        // Once the commit's outcome is known, what is read is kept again.
+        a.mark(Table::Main, ["p\0k"], false);
+        let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
+        a.offer(Table::Main, &q("p"), stamp, &docs("new"));
+        assert_eq!(a.get(Table::Main, &q("p"), 0).ok(), Some(docs("new")));
     }
 
     #[test]
@@ -269,7 +299,7 @@ mod tests {
         let a = Answers::default();
         let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
         let keys: Vec<String> = (0..=MAX_WRITTEN).map(|n| format!("w{n}\0x")).collect();
-        a.forget(Table::Main, keys.iter().map(String::as_str));
+        a.mark(Table::Main, keys.iter().map(String::as_str), false);
         a.offer(Table::Main, &q("p"), stamp, &docs("old"));
         assert!(a.get(Table::Main, &q("p"), 0).is_err());
         assert!(a.table(Table::Main).written.is_empty());
@@ -294,10 +324,10 @@ mod tests {
         assert!(a.get_points(Table::Locations, "p", &["a"], 0)[0].is_err());
         // A partition written since the read began keeps nothing; one written after retires it.
         let Err(stamp) = a.get_points(Table::Main, "r", &["x"], 0).pop().unwrap() else { panic!("nothing kept") };
-        a.forget(Table::Main, ["r\0y"]);
+        a.mark(Table::Main, ["r\0y"], false);
         a.offer_point(Table::Main, "r", "x", stamp, b"old");
         assert!(a.get_points(Table::Main, "r", &["x"], 0)[0].is_err());
-        a.forget(Table::Main, ["p\0z"]);
+        a.mark(Table::Main, ["p\0z"], false);
         assert!(get(&["a"], 0)[0].is_err());
     }
 

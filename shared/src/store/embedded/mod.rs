@@ -122,7 +122,7 @@ impl EmbeddedStore {
         // Keys and bytes here, so the writer, which applies every request's writes, only writes.
         let entries = Arc::new(items.iter().map(keyed).collect::<Result<Vec<_>, StoreError>>()?);
         let (answers, written) = (self.answers.clone(), entries.clone());
-        let forget = move || answers.forget(table, written.iter().map(|(k, _)| k.as_str()));
+        let mark = move |committing| answers.mark(table, written.iter().map(|(k, _)| k.as_str()), committing);
         self.db
             .write_then(
                 durable,
@@ -138,7 +138,7 @@ impl EmbeddedStore {
                     }
                     Ok(stored)
                 },
-                forget,
+                mark,
             )
             .await
     }
@@ -148,12 +148,12 @@ impl EmbeddedStore {
     async fn write_all(&self, ops: Vec<WriteOp>, durable: bool) -> Result<(), StoreError> {
         let ops = Arc::new(ops.into_iter().map(Ready::of).collect::<Result<Vec<_>, _>>()?);
         let (answers, written) = (self.answers.clone(), ops.clone());
-        let forget = move || {
+        let mark = move |committing| {
             for table in TABLES.iter().map(|d| d.table) {
-                answers.forget(table, written.iter().filter(|op| op.table() == table).map(Ready::key));
+                answers.mark(table, written.iter().filter(|op| op.table() == table).map(Ready::key), committing);
             }
         };
-        self.db.write_then(durable, move |txn| apply_all(txn, &ops), forget).await
+        self.db.write_then(durable, move |txn| apply_all(txn, &ops), mark).await
     }
 
     async fn run<T: Send + 'static>(
@@ -714,7 +714,7 @@ impl Store for EmbeddedStore {
         // One transaction for the lot.
         let keys: Arc<Vec<String>> = Arc::new(keys.iter().map(|(pk, sk)| key(pk, sk)).collect());
         let (answers, written) = (self.answers.clone(), keys.clone());
-        let forget = move || answers.forget(table, written.iter().map(String::as_str));
+        let mark = move |committing| answers.mark(table, written.iter().map(String::as_str), committing);
         self.db
             .write_then(
                 true,
@@ -725,7 +725,7 @@ impl Store for EmbeddedStore {
                     }
                     Ok(())
                 },
-                forget,
+                mark,
             )
             .await
     }

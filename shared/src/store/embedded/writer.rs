@@ -98,23 +98,25 @@ impl Db {
         durable: bool,
         f: impl FnOnce(&WriteTransaction) -> Result<T, Failed> + Send + 'static,
     ) -> Result<T, StoreError> {
-        self.write_then(durable, f, || {}).await
+        self.write_then(durable, f, |_| {}).await
     }
 
-    /// [`Db::write`], and `then` on the leader once the group's outcome is known (after its
-    /// commit), before the write returns: even when the writer stopped waiting for it (a request
-    /// dropped), which code after the `await` would miss.
+    /// [`Db::write`], with `mark` called on the leader around the group's commit: `mark(true)`
+    /// when the group applies this write (before the commit), `mark(false)` once the group's
+    /// outcome is known (after it), before the write returns: even when the writer stopped
+    /// waiting for it (a request dropped), which code after the `await` would miss.
     pub(super) async fn write_then<T: Send + 'static>(
         self: &Arc<Self>,
         durable: bool,
         f: impl FnOnce(&WriteTransaction) -> Result<T, Failed> + Send + 'static,
-        then: impl FnOnce() + Send + 'static,
+        mark: impl Fn(bool) + Send + 'static,
     ) -> Result<T, StoreError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let apply: Apply = Box::new(move |txn| {
+            mark(true);
             let answered = |r: Result<T, StoreError>| -> Answer {
                 Box::new(move |group: Result<(), StoreError>| {
-                    then();
+                    mark(false);
                     let _ = tx.send(group.and(r));
                 })
             };
