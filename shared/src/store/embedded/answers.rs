@@ -51,6 +51,7 @@ struct Point {
     at: u64,
     expires: Option<f64>,
     doc: Vec<u8>,
+    bytes: usize,
 }
 
 #[derive(Default)]
@@ -68,6 +69,12 @@ struct Table1 {
 impl Table1 {
     fn position(&self, part: u64) -> u64 {
         self.written.get(&part).copied().unwrap_or(self.floor)
+    }
+
+    /// Whether a read of partition `part` begun at `stamp` may be kept: no write of the partition
+    /// has begun committing since.
+    fn admits(&self, part: u64, stamp: &Stamp) -> bool {
+        stamp.0 & COMMITTING == 0 && self.position(part) == stamp.0
     }
 
     /// Room for `bytes` more: when they would pass [`MAX_BYTES`], everything goes.
@@ -136,7 +143,7 @@ impl Answers {
         let expires = docs.iter().filter_map(|d| super::ttl_of(d)).min_by(f64::total_cmp);
         let part = self.part(&q.pk);
         let mut t = self.table(table);
-        if stamp.0 & COMMITTING != 0 || t.position(part) != stamp.0 {
+        if !t.admits(part, &stamp) {
             return;
         }
         t.make_room(bytes);
@@ -154,7 +161,7 @@ impl Answers {
         // One key buffer for all: the partition, then each sort key in turn.
         let mut key = String::with_capacity(pk.len() + 1 + sks.first().map_or(0, |s| s.as_ref().len()));
         key.push_str(pk);
-        key.push(super::SEP);
+        key.push_str(super::SEP);
         let prefix = key.len();
         let t = self.table(table);
         let at = t.position(part);
@@ -179,14 +186,14 @@ impl Answers {
         let expires = super::ttl_of(doc);
         let part = self.part(pk);
         let mut t = self.table(table);
-        if stamp.0 & COMMITTING != 0 || t.position(part) != stamp.0 {
+        if !t.admits(part, &stamp) {
             return;
         }
         t.make_room(bytes);
         t.bytes += bytes;
-        let point = Point { at: stamp.0, expires, doc: doc.to_vec() };
+        let point = Point { at: stamp.0, expires, doc: doc.to_vec(), bytes };
         if let Some(old) = t.points.insert(super::key(pk, sk), point) {
-            t.bytes -= pk.len() + 1 + sk.len() + old.doc.len() + POINT_OVERHEAD;
+            t.bytes -= old.bytes;
         }
     }
 

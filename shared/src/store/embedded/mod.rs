@@ -41,14 +41,10 @@ const INLINE_ITEMS: usize = 1_000;
 const CHUNKS_AHEAD: usize = 4;
 
 /// Separates partition and sort key; below every character our keys use.
-const SEP: char = '\0';
+const SEP: &str = "\0";
 
 fn key(pk: &str, sk: &str) -> String {
-    let mut k = String::with_capacity(pk.len() + 1 + sk.len());
-    k.push_str(pk);
-    k.push(SEP);
-    k.push_str(sk);
-    k
+    [pk, SEP, sk].concat()
 }
 
 #[derive(Clone)]
