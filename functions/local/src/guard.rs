@@ -1,23 +1,25 @@
 //! What keeps `waymark serve` answering while some clients misbehave: a header-read timeout that
-//! is also the idle timeout of kept-alive connections (hyper starts it whenever a connection
-//! waits for a request), a whole-request timeout for requests with a body (sent slowly), a bound
+//! is also the idle timeout of kept-alive connections (a connection on which no request began and
+//! no answer was sent for it is closed), a whole-request timeout for requests with a body (sent slowly), a bound
 //! on open connections, and per-key rate limits (429 with `Retry-After`). Body sizes are capped
 //! for every route by `shared::http::service`. On AWS, API Gateway's throttling does this
 //! (template.yaml).
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::HttpBody;
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::body::{Body, Bytes, HttpBody};
+use axum::http::{HeaderValue, Request, StatusCode, header};
 use axum::response::Response;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper_util::rt::TokioIo;
 use shared::ApiError;
 use shared::http::in_envelope;
 use tokio::net::TcpListener;
@@ -76,14 +78,7 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), String> {
-    let timeout = limits.request_timeout;
-    // Each layer is paid on every request: none for a limit switched off.
-    let app = if limits.rate > 0.0 {
-        app.layer(middleware::from_fn_with_state(Arc::new(Buckets::new(limits.rate, limits.burst)), rate_limit))
-    } else {
-        app
-    };
-    let app = app.layer(middleware::from_fn(move |req: Request, next: Next| within(timeout, req, next)));
+    let buckets = (limits.rate > 0.0).then(|| Arc::new(Buckets::new(limits.rate, limits.burst)));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
     loop {
@@ -103,18 +98,131 @@ pub async fn serve(
             },
             () = &mut shutdown => return Ok(()),
         };
-        let svc = TowerToHyperService::new(app.clone());
+        let activity = Arc::new(Activity::default());
+        let svc = Guarded {
+            app: app.clone(),
+            request_timeout: limits.request_timeout,
+            buckets: buckets.clone(),
+            activity: activity.clone(),
+        };
         let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
+            // The header timeout is the watchdog's (Activity), not hyper's.
             let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout)
+                .header_read_timeout(None)
                 .serve_connection(TokioIo::new(stream), svc);
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "connection ended");
+            tokio::select! {
+                r = conn => if let Err(e) = r {
+                    tracing::debug!(error = %e, "connection ended");
+                },
+                () = activity.idle_for(header_timeout) => tracing::debug!("idle connection closed"),
             }
             drop(permit);
         });
+    }
+}
+
+/// What moved on a connection: requests begun and answers sent (`moves`), and answers not yet
+/// sent whole (`busy`). The header timeout is kept by a watchdog reading these rather than by
+/// hyper's header-read timer, which registered and removed a timer in the runtime's wheel for
+/// every request (a tenth of a warm GET's throughput).
+#[derive(Default)]
+struct Activity {
+    moves: AtomicU64,
+    busy: AtomicUsize,
+}
+
+impl Activity {
+    /// Completes once no request began and no answer was being sent for `limit`: a client that
+    /// sends nothing, or its headers a byte at a time, or leaves a kept-alive connection idle.
+    /// Checked each quarter of `limit`, so the connection closes between `limit` and 1.25 times
+    /// it after it went quiet.
+    async fn idle_for(&self, limit: Duration) {
+        let (mut seen, mut quiet) = (0, 0);
+        loop {
+            tokio::time::sleep(limit / 4).await;
+            let moves = self.moves.load(Ordering::Relaxed);
+            if moves != seen || self.busy.load(Ordering::Relaxed) > 0 {
+                (seen, quiet) = (moves, 0);
+            } else {
+                quiet += 1;
+                if quiet == 4 {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A request in progress on a connection, until its answer is sent whole (or dropped).
+struct Busy(Arc<Activity>);
+
+impl Busy {
+    fn new(activity: &Arc<Activity>) -> Self {
+        activity.busy.fetch_add(1, Ordering::Relaxed);
+        activity.moves.fetch_add(1, Ordering::Relaxed);
+        Self(activity.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
+        self.0.moves.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// An answer's body, holding its request's [`Busy`] until hyper has sent it (or given up).
+struct Sending {
+    body: Body,
+    _busy: Busy,
+}
+
+impl HttpBody for Sending {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The app as a connection serves it: per-key rate limits and, for requests with a body, the
+/// whole-request timeout. Written as the connection's service rather than as `from_fn` layers,
+/// each of which cloned and boxed the router's service for every request.
+#[derive(Clone)]
+struct Guarded {
+    app: Router,
+    request_timeout: Duration,
+    buckets: Option<Arc<Buckets>>,
+    activity: Arc<Activity>,
+}
+
+impl hyper::service::Service<Request<Incoming>> for Guarded {
+    type Response = Response<Sending>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Sending>, Infallible>> + Send>>;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let busy = Busy::new(&self.activity);
+        let limited = self.buckets.as_ref().and_then(|b| rate_limited(b, &req));
+        let app = self.app.clone();
+        let limit = self.request_timeout;
+        Box::pin(async move {
+            let answer = match limited {
+                Some(r) => r,
+                None => within(limit, req.map(Body::new), app).await,
+            };
+            Ok(answer.map(|body| Sending { body, _busy: busy }))
+        })
     }
 }
 
@@ -122,12 +230,12 @@ pub async fn serve(
 /// 408. One without a body has been received whole with its headers, which the header timeout
 /// bounds: a 408 would blame the client for the server's time, and the timer cost every GET a
 /// registration in the runtime's timer wheel.
-async fn within(limit: Duration, req: Request, next: Next) -> Response {
+async fn within(limit: Duration, req: Request<Body>, app: Router) -> Response {
     if req.body().is_end_stream() {
-        return next.run(req).await;
+        return answer(app, req).await;
     }
     let uri = req.uri().clone();
-    match tokio::time::timeout(limit, next.run(req)).await {
+    match tokio::time::timeout(limit, answer(app, req)).await {
         Ok(r) => r,
         Err(_) => in_envelope(
             &uri,
@@ -136,6 +244,15 @@ async fn within(limit: Duration, req: Request, next: Next) -> Response {
                 format!("request: not received and answered within {} s; send the body at once", limit.as_secs_f64()),
             ),
         ),
+    }
+}
+
+/// The router's answer. It is always ready (its `poll_ready` does nothing), so it is called
+/// straight away.
+async fn answer(mut app: Router, req: Request<Body>) -> Response {
+    match tower::Service::call(&mut app, req).await {
+        Ok(r) => r,
+        Err(never) => match never {},
     }
 }
 
@@ -183,31 +300,48 @@ impl Buckets {
     }
 }
 
-async fn rate_limit(State(buckets): State<Arc<Buckets>>, req: Request, next: Next) -> Response {
-    if buckets.rate > 0.0 {
-        let key = [header::AUTHORIZATION.as_str(), "api-key"]
-            .iter()
-            .find_map(|h| req.headers().get(*h))
-            .and_then(|v| v.to_str().ok());
-        if let Some(key) = key
-            && let Err(wait) = buckets.take(key)
-        {
-            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-            let e = ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!("api_key: more than {} requests per second with this key; retry after {secs} s", buckets.rate),
-            );
-            let mut r = in_envelope(req.uri(), e);
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
-            return r;
-        }
-    }
-    next.run(req).await
+/// The 429 for a request over its key's rate, if it is.
+fn rate_limited<B>(buckets: &Buckets, req: &Request<B>) -> Option<Response> {
+    let key = [header::AUTHORIZATION.as_str(), "api-key"]
+        .iter()
+        .find_map(|h| req.headers().get(*h))
+        .and_then(|v| v.to_str().ok())?;
+    let wait = buckets.take(key).err()?;
+    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+    let e = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        format!("api_key: more than {} requests per second with this key; retry after {secs} s", buckets.rate),
+    );
+    let mut r = in_envelope(req.uri(), e);
+    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    Some(r)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Buckets;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::{Activity, Buckets, Busy};
+
+    #[tokio::test]
+    async fn a_connection_is_idle_only_after_the_limit_with_nothing_in_progress() {
+        let limit = Duration::from_millis(200);
+        let activity = Arc::new(Activity::default());
+        let t = Instant::now();
+        activity.idle_for(limit).await;
+        let quiet = t.elapsed();
+        assert!(quiet >= limit && quiet < limit * 2, "idle after {quiet:?}");
+
+        // An answer still being sent (a large one to a slow reader) keeps the connection.
+        let busy = Busy::new(&activity);
+        let held = tokio::time::timeout(limit * 3, activity.idle_for(limit)).await;
+        assert!(held.is_err(), "closed while an answer was in progress");
+        drop(busy);
+        let t = Instant::now();
+        activity.idle_for(limit).await;
+        assert!(t.elapsed() >= limit, "idle after {:?}", t.elapsed());
+    }
 
     #[test]
     fn a_bucket_allows_its_burst_then_the_rate() {
