@@ -76,6 +76,10 @@ pub struct TestApp {
     pub state: AppState,
     pub router: Router,
     pub project: IssuedProject,
+    /// Whole answers kept as `waymark serve` keeps them (`local::memo`; on the embedded store
+    /// only): every request of the suite goes through it, so a kept answer served after what it
+    /// was made from changed fails the test that reads it.
+    pub memo: std::sync::Arc<local::memo::Memo>,
 }
 
 impl TestApp {
@@ -88,7 +92,7 @@ impl TestApp {
         let project =
             projects::create(state.store.as_ref(), "test", &ChosenKeys::default()).await.expect("project created");
         let router = local::app(state.clone());
-        Self { state, router, project }
+        Self { state, router, project, memo: Default::default() }
     }
 
     /// An app on DynamoDB Local tables of its own, named after `tag` (see [`both_alone!`]).
@@ -116,7 +120,13 @@ impl TestApp {
     }
 
     pub async fn send(&self, req: Request<Body>) -> (StatusCode, Value) {
-        let res = self.router.clone().oneshot(req).await.expect("router is infallible");
+        let router = self.router.clone();
+        let app = |req| async move { router.oneshot(req).await.expect("router is infallible") };
+        let res = if self.state.store.follows_writes() {
+            self.memo.answer(self.state.store.as_ref(), req, app).await
+        } else {
+            app(req).await
+        };
         let status = res.status();
         let bytes = res.into_body().collect().await.expect("body").to_bytes();
         let body = serde_json::from_slice(&bytes)

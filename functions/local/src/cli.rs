@@ -227,5 +227,6 @@ async fn serve(port: u16, args: StoreArgs) -> Result<(), String> {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    crate::guard::serve(listener, crate::app(state), limits, shutdown).await
+    let store = state.store.clone();
+    crate::guard::serve(listener, crate::app(state), store, limits, shutdown).await
 }

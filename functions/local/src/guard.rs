@@ -21,6 +21,9 @@ use axum::response::Response;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::TokioIo;
 use shared::ApiError;
+use shared::store::Store;
+
+use crate::memo::{self, Memo};
 use shared::http::in_envelope;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -37,6 +40,8 @@ pub struct Limits {
     /// Requests per second per key (0: no limit), with bursts of up to `burst`.
     pub rate: f64,
     pub burst: f64,
+    /// Whether repeated GETs are answered from `crate::memo` (`WAYMARK_MEMO=0` switches it off).
+    pub memo: bool,
 }
 
 impl Limits {
@@ -67,6 +72,7 @@ impl Limits {
             max_connections: conns as usize,
             rate,
             burst: num("WAYMARK_RATE_BURST", 2.0 * rate)?.max(1.0),
+            memo: std::env::var("WAYMARK_MEMO").map_or(true, |v| v != "0"),
         })
     }
 }
@@ -75,9 +81,11 @@ impl Limits {
 pub async fn serve(
     listener: TcpListener,
     app: Router,
+    store: Arc<dyn Store>,
     limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), String> {
+    let memo = (limits.memo && store.follows_writes()).then(|| Arc::new(Memo::default()));
     let buckets = (limits.rate > 0.0).then(|| Arc::new(Buckets::new(limits.rate, limits.burst)));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
@@ -104,6 +112,8 @@ pub async fn serve(
             request_timeout: limits.request_timeout,
             buckets: buckets.clone(),
             activity: activity.clone(),
+            memo: memo.clone(),
+            store: store.clone(),
         };
         let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
@@ -204,6 +214,8 @@ struct Guarded {
     request_timeout: Duration,
     buckets: Option<Arc<Buckets>>,
     activity: Arc<Activity>,
+    memo: Option<Arc<Memo>>,
+    store: Arc<dyn Store>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for Guarded {
@@ -213,15 +225,25 @@ impl hyper::service::Service<Request<Incoming>> for Guarded {
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
         let busy = Busy::new(&self.activity);
-        let limited = self.buckets.as_ref().and_then(|b| rate_limited(b, &req));
+        let sent = |answer: Response| Ok(answer.map(|body| Sending { body, _busy: busy }));
+        if let Some(r) = self.buckets.as_ref().and_then(|b| rate_limited(b, &req)) {
+            return Box::pin(std::future::ready(sent(r)));
+        }
+        let memo = self.memo.as_ref().and_then(|m| Some((m.clone(), memo::key(&req)?)));
+        if let Some((m, key)) = &memo
+            && let Some(r) = m.get(self.store.as_ref(), key)
+        {
+            return Box::pin(std::future::ready(sent(r)));
+        }
         let app = self.app.clone();
         let limit = self.request_timeout;
         Box::pin(async move {
-            let answer = match limited {
-                Some(r) => r,
-                None => within(limit, req.map(Body::new), app).await,
+            let req = req.map(Body::new);
+            let answer = match memo {
+                None => within(limit, req, app).await,
+                Some((m, key)) => m.made(key, within(limit, req, app)).await,
             };
-            Ok(answer.map(|body| Sending { body, _busy: busy }))
+            sent(answer)
         })
     }
 }

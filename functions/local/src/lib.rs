@@ -3,6 +3,7 @@
 pub mod allocator;
 pub mod cli;
 pub mod guard;
+pub mod memo;
 
 use axum::Router;
 use shared::AppState;

@@ -161,6 +161,9 @@ async fn create(
 async fn list(ver: Ver, SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
     let store = s.store.as_ref();
     q.only(&["trip_id", "user_id", "start_date", "end_date", "page_number", "metadata"])?;
+    // The key's project, the trips and their events; an ETA under way says it depends on the
+    // time (crate `local`'s memo).
+    shared::store::reads::pure();
     if let Some(id) = q.opt("trip_id") {
         let trip = trips::get(store, &p, Api::V1, id).await?;
         return Ok(Envelope::ok(shared::envelope::SUCCESS, [render(&s, &p, &trip).await?]).into_response());

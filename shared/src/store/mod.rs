@@ -14,6 +14,7 @@
 
 mod dynamo;
 mod embedded;
+pub mod reads;
 pub mod tables;
 
 use async_trait::async_trait;
@@ -264,6 +265,18 @@ pub trait Store: Send + Sync + 'static {
     async fn scan_all(&self, table: Table) -> Result<Vec<Item>, StoreError>;
     /// Create any missing table.
     async fn ensure_tables(&self) -> Result<(), StoreError>;
+
+    /// Whether no partition among `deps` (as the running request noted them, see [`reads`]) was
+    /// written since. Only a store that sees every write of its data can say yes: the embedded
+    /// store; DynamoDB is written by other processes too.
+    fn unchanged(&self, _deps: &[reads::Dep]) -> bool {
+        false
+    }
+
+    /// Whether [`Store::unchanged`] can ever say yes.
+    fn follows_writes(&self) -> bool {
+        false
+    }
 }
 
 /// A typed record as an item at `pk`/`sk`.

@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use foldhash::fast::RandomState;
 
+use crate::store::reads::{self, Dep};
 use crate::store::{Query, Table};
 
 /// Bytes of documents kept per table at most; past it, all answers are dropped (those in use
@@ -122,11 +123,20 @@ impl Answers {
     /// dozen).
     pub fn get_each(&self, table: Table, qs: &[Query], now: i64) -> Vec<Result<Vec<Vec<u8>>, Stamp>> {
         let parts: Vec<u64> = qs.iter().map(|q| self.part(&q.pk)).collect();
+        let recording = reads::recording();
         let t = self.table(table);
         let answer = |(q, part): (&Query, u64)| {
             let at = t.position(part);
+            if recording {
+                reads::note(table, part, at);
+            }
             match t.answers.get(q) {
-                Some(a) if a.at == at && a.expires.is_none_or(|e| (now as f64) < e) => Ok(a.docs.to_vec()),
+                Some(a) if a.at == at && a.expires.is_none_or(|e| (now as f64) < e) => {
+                    if recording {
+                        reads::note_expiry(a.expires);
+                    }
+                    Ok(a.docs.to_vec())
+                }
                 _ => Err(Stamp(at)),
             }
         };
@@ -163,13 +173,22 @@ impl Answers {
         key.push_str(pk);
         key.push_str(super::SEP);
         let prefix = key.len();
+        let recording = reads::recording();
         let t = self.table(table);
         let at = t.position(part);
+        if recording {
+            reads::note(table, part, at);
+        }
         let mut answer = |sk: &str| {
             key.truncate(prefix);
             key.push_str(sk);
             match t.points.get(key.as_str()) {
-                Some(p) if p.at == at && p.expires.is_none_or(|e| (now as f64) < e) => Ok(p.doc.clone()),
+                Some(p) if p.at == at && p.expires.is_none_or(|e| (now as f64) < e) => {
+                    if recording {
+                        reads::note_expiry(p.expires);
+                    }
+                    Ok(p.doc.clone())
+                }
                 _ => Err(Stamp(at)),
             }
         };
@@ -195,6 +214,22 @@ impl Answers {
         if let Some(old) = t.points.insert(super::key(pk, sk), point) {
             t.bytes -= old.bytes;
         }
+    }
+
+    /// Note, for the running request ([`reads`]), the position partition `pk` has as a read of
+    /// it begins (reads that keep nothing here).
+    pub fn note_read(&self, table: Table, pk: &str) {
+        if reads::recording() {
+            let part = self.part(pk);
+            let at = self.table(table).position(part);
+            reads::note(table, part, at);
+        }
+    }
+
+    /// Whether no write of these partitions has begun since they were read (nor was one
+    /// committing then).
+    pub fn unchanged(&self, deps: &[Dep]) -> bool {
+        deps.iter().all(|d| d.at & COMMITTING == 0 && self.table(d.table).position(d.part) == d.at)
     }
 
     /// The partitions of these redb keys (`pk \0 sk`) are about to be written (`committing`:

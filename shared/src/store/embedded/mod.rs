@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use writer::{Db, Failed};
 
+use super::reads::{self, Dep};
 use super::{
     Cond, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, WriteOp, cond_holds, doc_str,
     epoch_now, is_expired, key_of,
@@ -106,6 +107,7 @@ impl EmbeddedStore {
         for ((i, stamp), doc) in missing.into_iter().zip(docs) {
             let doc = live(doc, now);
             if let Some(d) = &doc {
+                reads::note_expiry(ttl_of(d));
                 self.answers.offer_point(table, pk, sks[i].as_ref(), stamp, d);
             }
             out[i] = doc;
@@ -203,6 +205,13 @@ const TTL_KEY: &[u8] = b"\"expires_at\"";
 /// number, as DynamoDB ignores it). Found by walking the bytes, strings skipped with memchr and
 /// nesting counted, rather than by parsing the document: every value a query reads is checked,
 /// and parsing an event's whole document for it was a fifth of an events list's CPU.
+/// Note the expiries of these items for the running request, if it notes its reads.
+fn note_expiries<'a>(items: impl Iterator<Item = &'a Item>) {
+    if reads::recording() {
+        items.for_each(|i| reads::note_expiry(i.get(crate::store::TTL_ATTRIBUTE).and_then(serde_json::Value::as_f64)));
+    }
+}
+
 fn ttl_of(bytes: &[u8]) -> Option<f64> {
     // memchr's SIMD searcher, built once, rules out most values (no TTL at all) without the walk.
     static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
@@ -556,10 +565,13 @@ fn apply_all(txn: &redb::WriteTransaction, ops: &[Ready]) -> Result<(), Failed> 
 #[async_trait]
 impl Store for EmbeddedStore {
     async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
+        self.answers.note_read(table, pk);
         let txn = self.db.begin_read().map_err(backend)?;
         let t = txn.open_table(redb_table(table)).map_err(backend)?;
         let item = t.get(key(pk, sk).as_str()).map_err(backend)?.map(|g| decode(g.value(), pk)).transpose()?;
-        Ok(item.filter(|i| !is_expired(i, epoch_now())))
+        let item = item.filter(|i| !is_expired(i, epoch_now()));
+        note_expiries(item.iter());
+        Ok(item)
     }
 
     async fn get_doc(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
@@ -587,13 +599,18 @@ impl Store for EmbeddedStore {
     }
 
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError> {
+        self.answers.note_read(table, &q.pk);
         // Here unless it passes INLINE_ITEMS entries (most reads without a limit are short, such
         // as a list's counters), then again on the blocking pool.
-        if let Some(page) = query_page(&self.db, table, q, Some(INLINE_ITEMS))? {
-            return Ok(page);
-        }
-        let q = q.clone();
-        self.run(move |db| Ok(query_page(db, table, &q, None)?.unwrap_or_default())).await
+        let page = match query_page(&self.db, table, q, Some(INLINE_ITEMS))? {
+            Some(page) => page,
+            None => {
+                let q = q.clone();
+                self.run(move |db| Ok(query_page(db, table, &q, None)?.unwrap_or_default())).await?
+            }
+        };
+        note_expiries(page.items.iter());
+        Ok(page)
     }
 
     async fn query_docs(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
@@ -601,6 +618,8 @@ impl Store for EmbeddedStore {
     }
 
     async fn query_docs_each(&self, table: Table, q: &Query, each: &mut EachChunk) -> Result<(), StoreError> {
+        // Read in chunks the caller does not keep: not followed (`reads`).
+        reads::untracked();
         if let Some(docs) = docs_of(&self.db, table, q, Some(INLINE_ITEMS))? {
             return each(docs);
         }
@@ -666,11 +685,18 @@ impl Store for EmbeddedStore {
         let Some(read) = docs_of_many(&self.db, table, &unread, Some(INLINE_ITEMS))? else {
             // A long read: all of them again on the blocking pool, none kept.
             let qs = qs.to_vec();
-            return self
+            let all = self
                 .run(move |db| Ok(docs_of_many(db, table, &qs.iter().collect::<Vec<_>>(), None)?.unwrap_or_default()))
-                .await;
+                .await?;
+            if reads::recording() {
+                all.iter().flatten().for_each(|d| reads::note_expiry(ttl_of(d)));
+            }
+            return Ok(all);
         };
         for ((i, stamp), docs) in missing.into_iter().zip(read) {
+            if reads::recording() {
+                docs.iter().for_each(|d| reads::note_expiry(ttl_of(d)));
+            }
             self.answers.offer(table, &qs[i], stamp, &docs);
             out[i] = docs;
         }
@@ -678,6 +704,8 @@ impl Store for EmbeddedStore {
     }
 
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError> {
+        // A count changes as its items expire, at times it does not see: not followed.
+        reads::untracked();
         let bounds = bounds(pk, range);
         // Most ranges are short: count here, and only a long one again on the blocking pool.
         if let Some(n) = count_range(&self.db, table, &bounds, Some(INLINE_ITEMS))? {
@@ -727,6 +755,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn scan_all(&self, table: Table) -> Result<Vec<Item>, StoreError> {
+        reads::untracked();
         self.run(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let t = txn.open_table(redb_table(table)).map_err(backend)?;
@@ -743,6 +772,14 @@ impl Store for EmbeddedStore {
 
     async fn ensure_tables(&self) -> Result<(), StoreError> {
         Ok(()) // created when opened
+    }
+
+    fn unchanged(&self, deps: &[Dep]) -> bool {
+        self.answers.unchanged(deps)
+    }
+
+    fn follows_writes(&self) -> bool {
+        true
     }
 }
 

@@ -1,0 +1,131 @@
+//! Whole answers kept for repeated GETs (`local::memo`, on the embedded store): served again while
+//! nothing they were made from has changed, and never after. Every test of the suite reads
+//! through the memo too; these show that it serves at all, and the changes that retire an answer:
+//! a write of what it read, a revoked key, another project's key, an ETA that moves with time.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::geofences::{circle, delete, enabled_fence, put};
+use crate::helpers::{Backend, Key, TestApp};
+
+async fn embedded() -> TestApp {
+    TestApp::new(Backend::Embedded).await
+}
+
+/// GET `uri` with `key` until its answer is served from the memo (the first reads may write: a
+/// list's counts built at its first read, the key's `last_used_at`); the answer, equal to the one
+/// made before it.
+async fn twice(app: &TestApp, uri: &str, key: Key<'_>) -> Value {
+    let (status, mut made) = app.call("GET", uri, key, None).await;
+    assert_eq!(status, StatusCode::OK, "{uri}: {made}");
+    for _ in 0..3 {
+        let served = app.memo.served();
+        let (status, answer) = app.call("GET", uri, key, None).await;
+        assert_eq!(status, StatusCode::OK, "{uri}: {answer}");
+        assert_eq!(made, answer, "{uri}");
+        if app.memo.served() == served + 1 {
+            return answer["data"].clone();
+        }
+        made = answer;
+    }
+    panic!("{uri}: never served from the memo");
+}
+
+fn ids(list: &Value, key: &str) -> Vec<String> {
+    list.as_array()
+        .expect("a list")
+        .iter()
+        .map(|e| e[key].as_str().unwrap_or_else(|| panic!("no {key} in {e}")).to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn kept_answers_are_served_until_what_they_read_is_written() {
+    let app = embedded().await;
+    let a = app.create_user(json!({"n": 1})).await;
+    assert_eq!(ids(&twice(&app, "/v1/api/user/", Key::Secret).await["users"], "id"), std::slice::from_ref(&a));
+
+    // A new user is listed at once.
+    let b = app.create_user(json!({"n": 2})).await;
+    assert_eq!(ids(&twice(&app, "/v1/api/user/", Key::Secret).await["users"], "id"), [a.clone(), b]);
+
+    // A changed user is shown changed, alone and in the list.
+    let one = format!("/v1/api/user/?user_id={a}");
+    assert_eq!(twice(&app, &one, Key::Secret).await["users"][0]["description"], Value::Null);
+    let (status, res) =
+        app.call("PUT", "/v1/api/user/", Key::Secret, Some(&json!({"user_id": a, "description": "moved"}))).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(twice(&app, &one, Key::Secret).await["users"][0]["description"], "moved");
+    assert_eq!(twice(&app, "/v1/api/user/", Key::Secret).await["users"][0]["description"], "moved");
+
+    // Fences: listed, found by search, changed, gone.
+    let at = (13.40, 52.52);
+    let fence = enabled_fence(&app, circle(at, 100)).await;
+    let search = format!("/v1/api/search/geofences/?location={},{}&radius=1000", at.1, at.0 + 0.005);
+    assert_eq!(
+        ids(&twice(&app, "/v1/api/geofence/", Key::Secret).await["geofences"], "geofence_id"),
+        std::slice::from_ref(&fence)
+    );
+    assert_eq!(ids(&twice(&app, &search, Key::Secret).await["geofences"], "id"), std::slice::from_ref(&fence));
+    let (status, res) = put(&app, "v1", json!({"geofence_id": fence, "description": "office"})).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(twice(&app, "/v1/api/geofence/", Key::Secret).await["geofences"][0]["description"], "office");
+    let (status, res) = delete(&app, &format!("/v1/api/geofence/?geofence_id={fence}"), None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert!(twice(&app, "/v1/api/geofence/", Key::Secret).await["geofences"].as_array().unwrap().is_empty());
+    assert!(twice(&app, &search, Key::Secret).await["geofences"].as_array().unwrap().is_empty());
+
+    // Settings.
+    let before = twice(&app, "/v1/api/project/settings/", Key::Secret).await;
+    let days = before["retention_days"].as_u64().unwrap_or(30) + 1;
+    let (status, res) =
+        app.call("PUT", "/v1/api/project/settings/", Key::Secret, Some(&json!({"retention_days": days}))).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(twice(&app, "/v1/api/project/settings/", Key::Secret).await["retention_days"], days);
+}
+
+#[tokio::test]
+async fn a_revoked_key_and_another_projects_key_are_never_answered_from_kept_answers() {
+    let app = embedded().await;
+    app.create_user(json!({})).await;
+    let (status, res) = app.call("POST", "/v1/api/keys/", Key::Secret, Some(&json!({"kind": "secret"}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{res}");
+    let (second, second_id) = (res["data"]["key"].as_str().unwrap().to_owned(), res["data"]["key_id"].clone());
+    twice(&app, "/v1/api/user/", Key::Raw(&second)).await;
+    let (status, res) =
+        app.call("DELETE", &format!("/v1/api/keys/?key_id={}", second_id.as_str().unwrap()), Key::Secret, None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let (status, res) = app.call("GET", "/v1/api/user/", Key::Raw(&second), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "a revoked key was answered: {res}");
+
+    // The same request with another project's key: that project's (empty) list.
+    let other = app.other_project().await;
+    let listed = twice(&app, "/v1/api/user/", Key::Secret).await;
+    assert_eq!(listed["users"].as_array().unwrap().len(), 1);
+    let theirs = twice(&app, "/v1/api/user/", Key::Raw(&other.api_key)).await;
+    assert!(theirs["users"].as_array().unwrap().is_empty(), "{theirs}");
+}
+
+#[tokio::test]
+async fn an_answer_that_depends_on_the_time_or_failed_is_not_kept() {
+    let app = embedded().await;
+    let user = app.create_user(json!({})).await;
+    // A trip under way towards a destination: its ETA is read from the fixes at the time asked.
+    let body = json!({"user_id": user, "origins": [[13.40, 52.52]], "destinations": [[13.45, 52.52]]});
+    let (status, res) = app.post("/v1/api/trips/quick/", &body).await;
+    assert_eq!(status, StatusCode::CREATED, "{res}");
+    let trip = res["data"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(res["data"][0]["is_started"], true, "{res}");
+    let served = app.memo.served();
+    for uri in [
+        format!("/v1/api/trips/?trip_id={trip}"),
+        format!("/v1/api/trips/?user_id={user}"),
+        "/v1/api/user/?user_id=nobody".into(),
+    ] {
+        for _ in 0..2 {
+            app.call("GET", &uri, Key::Secret, None).await;
+        }
+    }
+    assert_eq!(app.memo.served(), served, "an answer with an ETA, or an error, was served again");
+}
