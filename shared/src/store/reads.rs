@@ -1,12 +1,13 @@
-//! What a request read from the store, for answers kept whole (`crate::memo`): each partition
-//! with the position it had when the read began, and the earliest expiry of the items read. The
-//! embedded store notes them ([`EmbeddedStore`](super::EmbeddedStore), whose writes move the
-//! positions) while a request runs under [`recorded`]; a read it cannot follow that way (a count,
-//! a long read, a scan) marks the request untracked, and the DynamoDB store follows nothing.
+//! What a request read from the store, for answers kept whole (crate `local`'s memo): each
+//! partition with the position it had when the read began, and the earliest expiry of the items
+//! read. The embedded store notes them ([`EmbeddedStore`](super::EmbeddedStore), whose writes
+//! move the positions) while a request runs under [`recorded`]; a read it cannot follow that way
+//! (a count, a long read, a scan) marks the request [`untracked`], and the DynamoDB store
+//! follows nothing.
 //!
 //! A request's reads are only half of what its answer depends on: the handler says the rest
 //! ([`pure`]) when its answer is a function of what it read and the request alone (not of the
-//! clock, nor of a cache outside the store).
+//! clock, nor of a cache outside the store); code that reads those says so ([`untracked`]).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -89,13 +90,10 @@ pub(crate) fn note_expiry(expires: Option<f64>) {
     }
 }
 
-/// The request read something the store does not follow.
-pub(crate) fn untracked() {
-    with(|n| n.untracked = true);
-}
-
-/// The answer depends on when it is made (an ETA under way): not kept, whatever the handler said.
-pub fn depends_on_time() {
+/// The answer depends on something its reads do not show: the time it is made (an ETA under
+/// way), a cache outside the store (a project's settings as a process keeps them), a read the
+/// store does not follow (a count, a long read). Not kept, whatever the handler said.
+pub fn untracked() {
     with(|n| n.untracked = true);
 }
 
