@@ -129,3 +129,44 @@ async fn an_answer_that_depends_on_the_time_or_failed_is_not_kept() {
     }
     assert_eq!(app.memo.served(), served, "an answer with an ETA, or an error, was served again");
 }
+
+/// The user's description as `n`, read through the memo.
+async fn description(app: &TestApp, uri: &str) -> u64 {
+    let (status, res) = app.call("GET", uri, Key::Secret, None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    res["data"]["users"][0]["description"].as_str().unwrap_or("0").parse().expect("a number")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn answers_served_while_writes_run_never_go_back() {
+    let app = std::sync::Arc::new(embedded().await);
+    let user = app.create_user(json!({})).await;
+    let uri = format!("/v1/api/user/?user_id={user}");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Readers see each write once it has returned, and never one older than they have seen.
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let (app, uri, stop) = (app.clone(), uri.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut last = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let n = description(&app, &uri).await;
+                    assert!(n >= last, "went back from {last} to {n}");
+                    last = n;
+                }
+            })
+        })
+        .collect();
+    for n in 1..=150u64 {
+        let body = json!({"user_id": user, "description": n.to_string()});
+        let (status, res) = app.call("PUT", "/v1/api/user/", Key::Secret, Some(&body)).await;
+        assert_eq!(status, StatusCode::OK, "{res}");
+        assert_eq!(description(&app, &uri).await, n, "after write {n} returned");
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        r.await.unwrap();
+    }
+    assert!(app.memo.served() > 100, "the readers were served from the memo: {}", app.memo.served());
+}
