@@ -56,7 +56,7 @@ pub struct Memo {
 }
 
 /// The request's key in the memo: GETs only, by their path, query and every header in order.
-pub fn key<B>(req: &Request<B>) -> Option<Vec<u8>> {
+fn key<B>(req: &Request<B>) -> Option<Vec<u8>> {
     if req.method() != Method::GET {
         return None;
     }
@@ -79,7 +79,7 @@ impl Memo {
     }
 
     /// The answer kept for `key`, if nothing it was made from has changed.
-    pub fn get(&self, store: &dyn Store, key: &[u8]) -> Option<Response> {
+    fn get(&self, store: &dyn Store, key: &[u8]) -> Option<Response> {
         let inner = self.inner();
         let k = inner.answers.get(key)?;
         if k.born.elapsed() >= MAX_AGE || k.followed.expired() || !store.unchanged(&k.followed.deps) {
@@ -97,6 +97,13 @@ impl Memo {
         self.served.load(Ordering::Relaxed)
     }
 
+    /// The answer kept for `req`; else its key, to keep the answer to be made ([`Memo::made`]),
+    /// if it may be kept (a GET).
+    pub fn kept<B>(&self, store: &dyn Store, req: &Request<B>) -> Result<Response, Option<Vec<u8>>> {
+        let key = key(req).ok_or(None)?;
+        self.get(store, &key).ok_or(Some(key))
+    }
+
     /// The answer to `req`: the one kept for it, or the one `app` makes (kept if it may be).
     pub async fn answer<F: Future<Output = Response>>(
         &self,
@@ -104,10 +111,10 @@ impl Memo {
         req: Request<Body>,
         app: impl FnOnce(Request<Body>) -> F,
     ) -> Response {
-        let Some(key) = key(&req) else { return app(req).await };
-        match self.get(store, &key) {
-            Some(r) => r,
-            None => self.made(key, app(req)).await,
+        match self.kept(store, &req) {
+            Ok(r) => r,
+            Err(Some(key)) => self.made(key, app(req)).await,
+            Err(None) => app(req).await,
         }
     }
 
