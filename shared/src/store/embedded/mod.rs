@@ -107,7 +107,9 @@ impl EmbeddedStore {
         for ((i, stamp), doc) in missing.into_iter().zip(docs) {
             let doc = live(doc, now);
             if let Some(d) = &doc {
-                reads::note_expiry(ttl_of(d));
+                if reads::recording() {
+                    reads::note_expiry(ttl_of(d));
+                }
                 self.answers.offer_point(table, pk, sks[i].as_ref(), stamp, d);
             }
             out[i] = doc;
@@ -198,13 +200,6 @@ fn expired_value(bytes: &[u8], now: i64) -> bool {
     ttl_of(bytes).is_some_and(|t| t <= now as f64)
 }
 
-/// The attribute's name as JSON writes it (a test holds it to TTL_ATTRIBUTE).
-const TTL_KEY: &[u8] = b"\"expires_at\"";
-
-/// The numeric top-level TTL attribute of a stored JSON object (None when absent or not a
-/// number, as DynamoDB ignores it). Found by walking the bytes, strings skipped with memchr and
-/// nesting counted, rather than by parsing the document: every value a query reads is checked,
-/// and parsing an event's whole document for it was a fifth of an events list's CPU.
 /// Note the expiries of these items for the running request, if it notes its reads.
 fn note_expiries<'a>(items: impl Iterator<Item = &'a Item>) {
     if reads::recording() {
@@ -212,6 +207,13 @@ fn note_expiries<'a>(items: impl Iterator<Item = &'a Item>) {
     }
 }
 
+/// The attribute's name as JSON writes it (a test holds it to TTL_ATTRIBUTE).
+const TTL_KEY: &[u8] = b"\"expires_at\"";
+
+/// The numeric top-level TTL attribute of a stored JSON object (None when absent or not a
+/// number, as DynamoDB ignores it). Found by walking the bytes, strings skipped with memchr and
+/// nesting counted, rather than by parsing the document: every value a query reads is checked,
+/// and parsing an event's whole document for it was a fifth of an events list's CPU.
 fn ttl_of(bytes: &[u8]) -> Option<f64> {
     // memchr's SIMD searcher, built once, rules out most values (no TTL at all) without the walk.
     static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
