@@ -55,6 +55,14 @@ pub fn counts_pk(list_pk: &str) -> String {
     [list_pk, "#N"].concat()
 }
 
+/// `prefix` padded with `c` to `len` characters: the first or last key under a prefix.
+fn padded(prefix: &str, c: char, len: usize) -> String {
+    let mut s = String::with_capacity(len);
+    s.push_str(prefix);
+    s.extend(std::iter::repeat_n(c, len.saturating_sub(prefix.len())));
+    s
+}
+
 /// A counter's sort key: its prefix length as one hex digit, then the prefix (so one level's
 /// counters are one key range, and a node's children the range under its prefix).
 fn counter_sk(prefix: &str) -> String {
@@ -115,12 +123,7 @@ async fn children(
     upto: Option<&str>,
 ) -> Result<Vec<(String, i64)>, StoreError> {
     let len = LEVELS[level];
-    let pad = |c: char| {
-        let mut s = String::with_capacity(len);
-        s.push_str(parent);
-        s.extend(std::iter::repeat_n(c, len - parent.len()));
-        s
-    };
+    let pad = |c: char| padded(parent, c, len);
     let hi = upto.map(str::to_owned).unwrap_or_else(|| pad('f'));
     let q = Query::new(cpk, SkRange::Between(counter_sk(&pad('0')), counter_sk(&hi)));
     let mut out = Vec::new();
@@ -333,7 +336,7 @@ pub async fn page(
     let Some((cell, skip, count)) = locate(store, table, pk, root, at as i64).await? else {
         return Ok((Vec::new(), info));
     };
-    let pad = |c: char| format!("{cell}{}", c.to_string().repeat(24 - cell.len()));
+    let pad = |c: char| padded(&cell, c, FIRST_ID.len());
     let (q, skip) = match order {
         Order::OldestFirst => (Query::new(pk, SkRange::Between(pad('0'), hi)), skip),
         // From the cell's end down: the cell's entries after the one at `at` come first.

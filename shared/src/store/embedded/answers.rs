@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use foldhash::fast::RandomState;
 
 use crate::store::reads::{self, Dep};
-use crate::store::{Query, Table};
+use crate::store::{Query, TABLES, Table};
 
 /// Bytes of documents kept per table at most; past it, all answers are dropped (those in use
 /// come back at their next read).
@@ -72,10 +72,20 @@ impl Table1 {
         self.written.get(&part).copied().unwrap_or(self.floor)
     }
 
-    /// Whether a read of partition `part` begun at `stamp` may be kept: no write of the partition
-    /// has begun committing since.
-    fn admits(&self, part: u64, stamp: &Stamp) -> bool {
-        stamp.0 & COMMITTING == 0 && self.position(part) == stamp.0
+    /// Whether a read of partition `part` begun at position `at` still holds: no write of the
+    /// partition has begun committing since, nor was one committing then.
+    fn admits(&self, part: u64, at: u64) -> bool {
+        at & COMMITTING == 0 && self.position(part) == at
+    }
+
+    /// The position of partition `part` as a read of it begins, noted for the running request
+    /// when it notes its reads ([`reads`]).
+    fn position_noted(&self, table: Table, part: u64, recording: bool) -> u64 {
+        let at = self.position(part);
+        if recording {
+            reads::note(table, part, at);
+        }
+        at
     }
 
     /// Room for `bytes` more: when they would pass [`MAX_BYTES`], everything goes.
@@ -126,10 +136,7 @@ impl Answers {
         let recording = reads::recording();
         let t = self.table(table);
         let answer = |(q, part): (&Query, u64)| {
-            let at = t.position(part);
-            if recording {
-                reads::note(table, part, at);
-            }
+            let at = t.position_noted(table, part, recording);
             match t.answers.get(q) {
                 Some(a) if a.at == at && a.expires.is_none_or(|e| (now as f64) < e) => {
                     if recording {
@@ -144,16 +151,25 @@ impl Answers {
     }
 
     /// What the read of `q` begun at `stamp` found: kept unless a write of its partition came
-    /// since, or it is larger than [`MAX_ANSWER_BYTES`]; until its earliest item's expiry.
+    /// since, or it is larger than [`MAX_ANSWER_BYTES`]; until its earliest item's expiry, which
+    /// the running request notes too ([`reads`]).
     pub fn offer(&self, table: Table, q: &Query, stamp: Stamp, docs: &[Vec<u8>]) {
         let bytes = docs.iter().map(|d| d.len() + 24).sum::<usize>() + q.pk.len() + 128;
-        if bytes > MAX_ANSWER_BYTES || q.with_expired {
+        let keep = bytes <= MAX_ANSWER_BYTES && !q.with_expired;
+        let recording = reads::recording();
+        if !keep && !recording {
             return;
         }
         let expires = docs.iter().filter_map(|d| super::ttl_of(d)).min_by(f64::total_cmp);
+        if recording {
+            reads::note_expiry(expires);
+        }
         let part = self.part(&q.pk);
+        if !keep {
+            return;
+        }
         let mut t = self.table(table);
-        if !t.admits(part, &stamp) {
+        if !t.admits(part, stamp.0) {
             return;
         }
         t.make_room(bytes);
@@ -175,10 +191,7 @@ impl Answers {
         let prefix = key.len();
         let recording = reads::recording();
         let t = self.table(table);
-        let at = t.position(part);
-        if recording {
-            reads::note(table, part, at);
-        }
+        let at = t.position_noted(table, part, recording);
         let mut answer = |sk: &str| {
             key.truncate(prefix);
             key.push_str(sk);
@@ -199,13 +212,21 @@ impl Answers {
     /// kept), under [`Answers::offer`]'s rules.
     pub fn offer_point(&self, table: Table, pk: &str, sk: &str, stamp: Stamp, doc: &[u8]) {
         let bytes = pk.len() + 1 + sk.len() + doc.len() + POINT_OVERHEAD;
-        if bytes > MAX_ANSWER_BYTES {
+        let keep = bytes <= MAX_ANSWER_BYTES;
+        let recording = reads::recording();
+        if !keep && !recording {
             return;
         }
         let expires = super::ttl_of(doc);
+        if recording {
+            reads::note_expiry(expires);
+        }
+        if !keep {
+            return;
+        }
         let part = self.part(pk);
         let mut t = self.table(table);
-        if !t.admits(part, &stamp) {
+        if !t.admits(part, stamp.0) {
             return;
         }
         t.make_room(bytes);
@@ -220,16 +241,21 @@ impl Answers {
     /// it begins (reads that keep nothing here).
     pub fn note_read(&self, table: Table, pk: &str) {
         if reads::recording() {
-            let part = self.part(pk);
-            let at = self.table(table).position(part);
-            reads::note(table, part, at);
+            self.table(table).position_noted(table, self.part(pk), true);
         }
     }
 
-    /// Whether no write of these partitions has begun since they were read (nor was one
-    /// committing then).
+    /// Whether every one of these reads still holds ([`Table1::admits`]), each table's lock taken
+    /// once.
     pub fn unchanged(&self, deps: &[Dep]) -> bool {
-        deps.iter().all(|d| d.at & COMMITTING == 0 && self.table(d.table).position(d.part) == d.at)
+        TABLES.iter().map(|d| d.table).all(|table| {
+            let mut of = deps.iter().filter(|d| d.table == table).peekable();
+            if of.peek().is_none() {
+                return true;
+            }
+            let t = self.table(table);
+            of.all(|d| t.admits(d.part, d.at))
+        })
     }
 
     /// The partitions of these redb keys (`pk \0 sk`) are about to be written (`committing`:

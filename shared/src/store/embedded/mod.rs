@@ -107,9 +107,6 @@ impl EmbeddedStore {
         for ((i, stamp), doc) in missing.into_iter().zip(docs) {
             let doc = live(doc, now);
             if let Some(d) = &doc {
-                if reads::recording() {
-                    reads::note_expiry(ttl_of(d));
-                }
                 self.answers.offer_point(table, pk, sks[i].as_ref(), stamp, d);
             }
             out[i] = doc;
@@ -696,9 +693,6 @@ impl Store for EmbeddedStore {
             return Ok(all);
         };
         for ((i, stamp), docs) in missing.into_iter().zip(read) {
-            if reads::recording() {
-                docs.iter().for_each(|d| reads::note_expiry(ttl_of(d)));
-            }
             self.answers.offer(table, &qs[i], stamp, &docs);
             out[i] = docs;
         }
