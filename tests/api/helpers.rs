@@ -79,7 +79,7 @@ pub struct TestApp {
     /// Whole answers kept as `waymark serve` keeps them (`local::memo`; on the embedded store
     /// only): every request of the suite goes through it, so a kept answer served after what it
     /// was made from changed fails the test that reads it.
-    pub memo: std::sync::Arc<local::memo::Memo>,
+    pub memo: Option<std::sync::Arc<local::memo::Memo>>,
 }
 
 impl TestApp {
@@ -92,7 +92,8 @@ impl TestApp {
         let project =
             projects::create(state.store.as_ref(), "test", &ChosenKeys::default()).await.expect("project created");
         let router = local::app(state.clone());
-        Self { state, router, project, memo: Default::default() }
+        let memo = local::memo::Memo::over(state.store.clone()).map(std::sync::Arc::new);
+        Self { state, router, project, memo }
     }
 
     /// An app on DynamoDB Local tables of its own, named after `tag` (see [`both_alone!`]).
@@ -122,10 +123,9 @@ impl TestApp {
     pub async fn send(&self, req: Request<Body>) -> (StatusCode, Value) {
         let router = self.router.clone();
         let app = |req| async move { router.oneshot(req).await.expect("router is infallible") };
-        let res = if self.state.store.follows_writes() {
-            self.memo.answer(self.state.store.as_ref(), req, app).await
-        } else {
-            app(req).await
+        let res = match &self.memo {
+            Some(memo) => memo.answer(req, app).await,
+            None => app(req).await,
         };
         let status = res.status();
         let bytes = res.into_body().collect().await.expect("body").to_bytes();

@@ -85,7 +85,7 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), String> {
-    let memo = (limits.memo && store.follows_writes()).then(|| Arc::new(Memo::default()));
+    let memo = if limits.memo { Memo::over(store).map(Arc::new) } else { None };
     let buckets = (limits.rate > 0.0).then(|| Arc::new(Buckets::new(limits.rate, limits.burst)));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
@@ -113,7 +113,6 @@ pub async fn serve(
             buckets: buckets.clone(),
             activity: activity.clone(),
             memo: memo.clone(),
-            store: store.clone(),
         };
         let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
@@ -215,7 +214,6 @@ struct Guarded {
     buckets: Option<Arc<Buckets>>,
     activity: Arc<Activity>,
     memo: Option<Arc<Memo>>,
-    store: Arc<dyn Store>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for Guarded {
@@ -229,7 +227,7 @@ impl hyper::service::Service<Request<Incoming>> for Guarded {
         if let Some(r) = self.buckets.as_ref().and_then(|b| rate_limited(b, &req)) {
             return Box::pin(std::future::ready(sent(r)));
         }
-        let memo = match self.memo.as_ref().map(|m| (m, m.kept(self.store.as_ref(), &req))) {
+        let memo = match self.memo.as_ref().map(|m| (m, m.kept(&req))) {
             Some((_, Ok(r))) => return Box::pin(std::future::ready(sent(r))),
             Some((m, Err(Some(key)))) => Some((m.clone(), key)),
             _ => None,

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes, HttpBody};
@@ -48,8 +48,9 @@ struct Inner {
     bytes: usize,
 }
 
-#[derive(Default)]
 pub struct Memo {
+    /// The store the answers were read from: one that follows its writes.
+    store: Arc<dyn Store>,
     inner: Mutex<Inner>,
     /// Answers served from here, for tests and measurements.
     served: AtomicU64,
@@ -74,15 +75,21 @@ fn key<B>(req: &Request<B>) -> Option<Vec<u8>> {
 }
 
 impl Memo {
+    /// A memo of answers read from `store`; none for a store that does not follow its writes
+    /// (DynamoDB: [`Store::follows_writes`]).
+    pub fn over(store: Arc<dyn Store>) -> Option<Self> {
+        store.follows_writes().then(|| Self { store, inner: Mutex::default(), served: AtomicU64::new(0) })
+    }
+
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The answer kept for `key`, if nothing it was made from has changed.
-    fn get(&self, store: &dyn Store, key: &[u8]) -> Option<Response> {
+    fn get(&self, key: &[u8]) -> Option<Response> {
         let inner = self.inner();
         let k = inner.answers.get(key)?;
-        if k.born.elapsed() >= MAX_AGE || k.followed.expired() || !store.unchanged(&k.followed.deps) {
+        if k.born.elapsed() >= MAX_AGE || k.followed.expired() || !self.store.unchanged(&k.followed.deps) {
             return None;
         }
         let mut r = Response::new(Body::from(k.body.clone()));
@@ -99,19 +106,18 @@ impl Memo {
 
     /// The answer kept for `req`; else its key, to keep the answer to be made ([`Memo::made`]),
     /// if it may be kept (a GET).
-    pub fn kept<B>(&self, store: &dyn Store, req: &Request<B>) -> Result<Response, Option<Vec<u8>>> {
+    pub fn kept<B>(&self, req: &Request<B>) -> Result<Response, Option<Vec<u8>>> {
         let key = key(req).ok_or(None)?;
-        self.get(store, &key).ok_or(Some(key))
+        self.get(&key).ok_or(Some(key))
     }
 
     /// The answer to `req`: the one kept for it, or the one `app` makes (kept if it may be).
     pub async fn answer<F: Future<Output = Response>>(
         &self,
-        store: &dyn Store,
         req: Request<Body>,
         app: impl FnOnce(Request<Body>) -> F,
     ) -> Response {
-        match self.kept(store, &req) {
+        match self.kept(&req) {
             Ok(r) => r,
             Err(Some(key)) => self.made(key, app(req)).await,
             Err(None) => app(req).await,
