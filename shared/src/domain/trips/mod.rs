@@ -42,7 +42,7 @@ use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id, random_hex};
 use crate::metadata;
 use crate::store::{
-    Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_jsons, get_as, query_as, query_as_spread, to_item,
+    Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_jsons, get_as, query_as, query_as_ranges, to_item,
 };
 use crate::time::{DateRange, Timestamp};
 
@@ -941,10 +941,21 @@ async fn trip_records<T: serde::de::DeserializeOwned + Send + 'static>(
     if end <= start {
         return Ok(Vec::new());
     }
-    let (lo, hi) = id_range(&DateRange { start: start.0, end: end.0 + chrono::Duration::milliseconds(1) });
-    let q = Query::new(locations_pk(&p.project_id, user), SkRange::Between(lo, hi));
+    // The two halves of the trip's time, read at once where the store can (a long trip's fixes
+    // are most of its summary's read).
+    // A whole millisecond, as ids count time (no half may come out empty or reversed).
+    let mid = chrono::DateTime::from_timestamp_millis((start.0.timestamp_millis() + end.0.timestamp_millis()) / 2)
+        .unwrap_or(start.0);
+    let qs: Vec<Query> = [(start.0, mid), (mid, end.0 + chrono::Duration::milliseconds(1))]
+        .into_iter()
+        .filter(|(a, b)| a.timestamp_millis() < b.timestamp_millis())
+        .map(|(start, end)| {
+            let (lo, hi) = id_range(&DateRange { start, end });
+            Query::new(locations_pk(&p.project_id, user), SkRange::Between(lo, hi))
+        })
+        .collect();
     let intervals = trip.active_intervals(end);
-    let mut locs: Vec<T> = query_as_spread(store, Table::Locations, &q).await?;
+    let mut locs: Vec<T> = query_as_ranges(store, Table::Locations, &qs).await?;
     locs.retain(|l| intervals.iter().any(|(a, b)| *a <= at(l) && at(l) <= *b));
     Ok(locs)
 }

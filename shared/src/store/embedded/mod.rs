@@ -22,8 +22,8 @@ use writer::{Db, Failed};
 
 use super::reads::{self, Dep};
 use super::{
-    Cond, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, WriteOp, cond_holds, doc_str,
-    epoch_now, is_expired, key_of,
+    Cond, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, Visitor, WriteOp, cond_holds,
+    doc_str, epoch_now, is_expired, key_of,
 };
 
 type RedbTable = TableDefinition<'static, &'static str, &'static [u8]>;
@@ -40,6 +40,9 @@ const INLINE_ITEMS: usize = 1_000;
 /// Chunks of [`INLINE_ITEMS`] documents a long [`Store::query_docs_each`] reads ahead of its
 /// caller.
 const CHUNKS_AHEAD: usize = 4;
+/// Entries of its last range a [`Store::visit_ranges`] reads before the ranges before it get a
+/// thread each (a thread costs tens of µs; this many entries, milliseconds).
+const RANGES_APART_AFTER: usize = 5_000;
 
 /// Separates partition and sort key; below every character our keys use.
 const SEP: &str = "\0";
@@ -396,6 +399,42 @@ fn docs_of_many(
     Ok(Some(out))
 }
 
+/// [`Store::visit_ranges`]: the last range read here; once it passes [`RANGES_APART_AFTER`]
+/// entries, each range before it on a scoped thread of its own, else here after it.
+fn visit_ranges(db: &Database, table: Table, qs: &[Query], visitors: &mut [Box<Visitor>]) -> Result<(), StoreError> {
+    let txn = db.begin_read().map_err(backend)?;
+    let t = txn.open_table(redb_table(table)).map_err(backend)?;
+    let now = epoch_now();
+    let (Some((last_q, before_qs)), Some((last, before))) = (qs.split_last(), visitors.split_last_mut()) else {
+        return Ok(());
+    };
+    let t = &t;
+    let whole = |q: &Query, visit: &mut Box<Visitor>| scan_in(t, q, now, |v| visit(v).map(|()| true));
+    std::thread::scope(|s| {
+        let (mut waiting, mut helpers, mut n) = (Some(before), Vec::new(), 0usize);
+        scan_in(t, last_q, now, |v| {
+            n += 1;
+            if n == RANGES_APART_AFTER
+                && let Some(before) = waiting.take()
+            {
+                for (q, visit) in before_qs.iter().zip(before) {
+                    helpers.push(s.spawn(move || whole(q, visit)));
+                }
+            }
+            last(v).map(|()| true)
+        })?;
+        if let Some(before) = waiting {
+            for (q, visit) in before_qs.iter().zip(before) {
+                whole(q, visit)?;
+            }
+        }
+        for h in helpers {
+            h.join().map_err(|_| backend("a range's reader panicked"))??;
+        }
+        Ok(())
+    })
+}
+
 /// The unexpired entries between `bounds`; `None` when there are more than `cap`.
 fn count_range(
     db: &Database,
@@ -659,6 +698,12 @@ impl Store for EmbeddedStore {
             Some(e) => Err(e),
             None => read,
         }
+    }
+
+    fn visit_ranges(&self, table: Table, qs: &[Query], visitors: &mut [Box<Visitor>]) -> Result<bool, StoreError> {
+        reads::untracked();
+        visit_ranges(&self.db, table, qs, visitors)?;
+        Ok(true)
     }
 
     async fn query_docs_many(&self, table: Table, qs: &[Query]) -> Result<Vec<Vec<Vec<u8>>>, StoreError> {

@@ -377,3 +377,78 @@ async fn a_request_notes_what_it_read_and_a_write_of_it_retires_the_reads() {
     .await;
     assert_eq!(followed, None);
 }
+
+#[tokio::test]
+async fn ranges_are_visited_whole_in_order_and_apart_only_once_long() {
+    let store = EmbeddedStore::memory().unwrap();
+    let n = 2 * RANGES_APART_AFTER + 10;
+    let attr = super::super::TTL_ATTRIBUTE;
+    let items: Vec<Item> = (0..n)
+        .map(|i| {
+            let mut item = Item::from_iter([("pk".into(), "p#r".into()), ("sk".into(), format!("{i:06}").into())]);
+            // Every hundredth one expired: left out as by every read.
+            if i % 100 == 7 {
+                item.insert(attr.into(), 1.into());
+            }
+            item
+        })
+        .collect();
+    store.put_new(Table::Main, items).await.unwrap();
+    let range = |a: usize, b: usize| Query::new("p#r", SkRange::Between(format!("{a:06}"), format!("{b:06}")));
+    let expect = |a: usize, b: usize| (a..=b).filter(|i| i % 100 != 7).collect::<Vec<usize>>();
+    type Seen = Vec<(usize, std::thread::ThreadId)>;
+    let visit = |qs: &[Query]| {
+        let mut seen: Vec<Seen> = qs.iter().map(|_| Vec::new()).collect();
+        let mut visitors: Vec<Box<Visitor>> = seen
+            .iter_mut()
+            .map(|s| {
+                Box::new(move |doc: &[u8]| {
+                    let v: serde_json::Value = serde_json::from_slice(doc).unwrap();
+                    s.push((v["sk"].as_str().unwrap().parse().unwrap(), std::thread::current().id()));
+                    Ok(())
+                }) as Box<Visitor>
+            })
+            .collect();
+        assert!(store.visit_ranges(Table::Main, qs, &mut visitors).unwrap());
+        drop(visitors);
+        seen
+    };
+    let here = std::thread::current().id();
+    // The last range long: those before it on threads of their own.
+    let (a, b) = (1_000, 3_000);
+    let seen = visit(&[range(0, a - 1), range(a, b - 1), range(b, n)]);
+    for (s, (lo, hi)) in seen.iter().zip([(0, a - 1), (a, b - 1), (b, n - 1)]) {
+        assert_eq!(s.iter().map(|(i, _)| *i).collect::<Vec<_>>(), expect(lo, hi));
+    }
+    assert!(seen[2].iter().all(|(_, t)| *t == here), "the last range is read on the caller's thread");
+    for s in &seen[..2] {
+        let t = s[0].1;
+        assert!(t != here && s.iter().all(|(_, u)| *u == t), "an earlier range has a thread of its own");
+    }
+    assert_ne!(seen[0][0].1, seen[1][0].1);
+    // The last range short: everything here, no thread started.
+    let seen = visit(&[range(0, n - 100), range(n - 99, n)]);
+    assert_eq!(seen[0].iter().map(|(i, _)| *i).collect::<Vec<_>>(), expect(0, n - 100));
+    assert!(seen.iter().flatten().all(|(_, t)| *t == here));
+    // A visitor's error ends the read and is the answer, from a helper as from the caller.
+    for failing in [0, 1] {
+        let mut visitors: Vec<Box<Visitor>> = (0..2)
+            .map(|k| {
+                Box::new(
+                    move |_: &[u8]| {
+                        if k == failing { Err(StoreError::Corrupt(format!("range {k}"))) } else { Ok(()) }
+                    },
+                ) as Box<Visitor>
+            })
+            .collect();
+        let err = store.visit_ranges(Table::Main, &[range(0, 99), range(100, n)], &mut visitors).unwrap_err();
+        assert_eq!(err.to_string(), StoreError::Corrupt(format!("range {failing}")).to_string());
+    }
+    // The records of the ranges, as one read of the whole gives them.
+    let q = |a, b| Query::new("p#r", SkRange::Between(a, b));
+    let whole: Vec<Item> = super::super::query_as_spread(&store, Table::Main, &q("".into(), "~".into())).await.unwrap();
+    let parts: Vec<Item> =
+        super::super::query_as_ranges(&store, Table::Main, &[range(0, 4_999), range(5_000, n)]).await.unwrap();
+    assert_eq!(whole.len(), expect(0, n - 1).len());
+    assert_eq!(parts, whole);
+}
