@@ -182,3 +182,50 @@ async fn answers_served_while_writes_run_never_go_back() {
     let served = served_so_far(&app);
     assert!(served > 100, "the readers were served from the memo: {served}");
 }
+
+#[tokio::test]
+async fn a_history_page_is_kept_until_it_is_written_or_a_fix_it_counted_expires() {
+    use crate::geofences::HOME;
+    use crate::retention::{fix, send, set_retention, user_with_events, visit};
+    use chrono::{Duration, Utc};
+
+    let app = embedded().await;
+    set_retention(&app, Key::Secret, json!(1)).await;
+    let user = user_with_events(&app, Key::Secret).await;
+    enabled_fence(&app, circle(HOME, 100)).await;
+    let now = Utc::now();
+    // A fix that expires (a day's retention) seconds from now, and a visit of the fence.
+    let expiring = now - Duration::seconds(86_400 - 4);
+    send(&app, Key::Secret, &user, vec![fix(900.0, expiring)]).await;
+    send(&app, Key::Secret, &user, visit(now - Duration::minutes(30))).await;
+    let locations = format!("/v1/api/location/?user_id={user}");
+    let day = |d: i64| (now + Duration::days(d)).format("%Y-%m-%d").to_string();
+    // The range cuts its cells: some counts are counted, not read from the history's counts.
+    let events = format!("/v1/api/event/?user_id={user}&start_date={}&end_date={}", day(-1), day(1));
+    let listed = |data: &Value, key: &str| data[key].as_array().expect("a list").len();
+    assert_eq!(listed(&twice(&app, &locations, Key::Secret).await, "locations"), 4);
+    assert_eq!(listed(&twice(&app, &events, Key::Secret).await, "events"), 2);
+
+    // Another visit is listed at once, in both.
+    send(&app, Key::Secret, &user, visit(now - Duration::minutes(10))).await;
+    assert_eq!(listed(&twice(&app, &locations, Key::Secret).await, "locations"), 7);
+    assert_eq!(listed(&twice(&app, &events, Key::Secret).await, "events"), 4);
+
+    // Eleven fixes: the second page holds the newest alone, and counts the expiring one.
+    let more = (0..4).map(|k| fix(10.0 * k as f64, now - Duration::minutes(5) + Duration::seconds(k))).collect();
+    send(&app, Key::Secret, &user, more).await;
+    let second = format!("{locations}&page_number=2");
+    let page = twice(&app, &second, Key::Secret).await;
+    assert_eq!((listed(&page, "locations"), page["pages"].clone()), (1, json!(2)), "{page}");
+
+    // Once the first fix has expired, kept pages are not served again: it is gone from the
+    // counts, and the second page with it.
+    let wait = (expiring + Duration::days(1) - Utc::now()).num_milliseconds() + 1_100;
+    tokio::time::sleep(std::time::Duration::from_millis(wait.max(0) as u64)).await;
+    let (status, res) = app.call("GET", &second, Key::Secret, None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!((listed(&res["data"], "locations"), res["data"]["pages"].clone()), (0, json!(1)), "{res}");
+    let (status, res) = app.call("GET", &locations, Key::Secret, None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    assert_eq!(listed(&res["data"], "locations"), 10, "an expired fix was listed: {res}");
+}

@@ -267,6 +267,8 @@ struct EventsPage {
 }
 
 async fn list_events(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
+    // The key's project, the events and their counts: nothing else (crate `local`'s memo).
+    shared::store::reads::pure();
     q.only(&["start_date", "end_date", "user_id", "geofence_id", "page_number"])?;
     q.required("start_date")?;
     q.required("end_date")?;

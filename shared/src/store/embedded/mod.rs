@@ -435,28 +435,34 @@ fn visit_ranges(db: &Database, table: Table, qs: &[Query], visitors: &mut [Box<V
     })
 }
 
-/// The unexpired entries between `bounds`; `None` when there are more than `cap`.
+/// The unexpired entries between `bounds`, and the earliest expiry among them; `None` when there
+/// are more than `cap`.
 fn count_range(
     db: &Database,
     table: Table,
     (lo, hi): &(Bound<String>, Bound<String>),
     cap: Option<usize>,
-) -> Result<Option<usize>, StoreError> {
+) -> Result<Option<(usize, Option<f64>)>, StoreError> {
     let txn = db.begin_read().map_err(backend)?;
     let t = txn.open_table(redb_table(table)).map_err(backend)?;
     let r = t.range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str))).map_err(backend)?;
-    let now = epoch_now();
-    let mut n = 0usize;
+    let now = epoch_now() as f64;
+    let (mut n, mut first_expiry) = (0usize, None::<f64>);
     for e in r {
         let (_, v) = e.map_err(backend)?;
-        if !expired_value(v.value(), now) {
-            n += 1;
-            if cap.is_some_and(|c| n > c) {
-                return Ok(None);
-            }
+        let ttl = ttl_of(v.value());
+        if ttl.is_some_and(|t| t <= now) {
+            continue;
+        }
+        n += 1;
+        if cap.is_some_and(|c| n > c) {
+            return Ok(None);
+        }
+        if let Some(t) = ttl {
+            first_expiry = Some(first_expiry.map_or(t, |f| f.min(t)));
         }
     }
-    Ok(Some(n))
+    Ok(Some((n, first_expiry)))
 }
 
 /// One top-level attribute of a stored value, the others skipped without building them.
@@ -745,14 +751,16 @@ impl Store for EmbeddedStore {
     }
 
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError> {
-        // A count changes as its items expire, at times it does not see: not followed.
-        reads::untracked();
+        // Followed as a read of the partition, until the first of the counted items expires.
+        self.answers.note_read(table, pk);
         let bounds = bounds(pk, range);
         // Most ranges are short: count here, and only a long one again on the blocking pool.
-        if let Some(n) = count_range(&self.db, table, &bounds, Some(INLINE_ITEMS))? {
-            return Ok(n);
-        }
-        self.run(move |db| Ok(count_range(db, table, &bounds, None)?.unwrap_or_default())).await
+        let (n, first_expiry) = match count_range(&self.db, table, &bounds, Some(INLINE_ITEMS))? {
+            Some(counted) => counted,
+            None => self.run(move |db| Ok(count_range(db, table, &bounds, None)?.unwrap_or_default())).await?,
+        };
+        reads::note_expiry(first_expiry);
+        Ok(n)
     }
 
     async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {

@@ -369,9 +369,20 @@ async fn a_request_notes_what_it_read_and_a_write_of_it_retires_the_reads() {
         store.put(Table::Main, item(["a", "b", "c"][round], "9", None), Cond::None).await.unwrap();
         assert!(!store.unchanged(&f.deps), "round {round}");
     }
+    // A count is a read of its partition, until the first item it counted expires.
+    let (_, followed) = reads::recorded(async {
+        assert_eq!(store.count(Table::Main, "a", &SkRange::All).await.unwrap(), 3);
+        reads::pure();
+    })
+    .await;
+    let f = followed.expect("a count is followed");
+    assert_eq!((f.deps.len(), f.expires), (1, Some(ttl)));
+    assert!(store.unchanged(&f.deps));
+    store.put(Table::Main, item("a", "8", None), Cond::None).await.unwrap();
+    assert!(!store.unchanged(&f.deps));
     // Reads the store cannot follow leave nothing to keep.
     let (_, followed) = reads::recorded(async {
-        store.count(Table::Main, "a", &SkRange::All).await.unwrap();
+        store.query_docs_each(Table::Main, &Query::new("a", SkRange::All), &mut |_| Ok(())).await.unwrap();
         reads::pure();
     })
     .await;
