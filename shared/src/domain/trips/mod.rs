@@ -942,8 +942,8 @@ async fn trip_records<T: serde::de::DeserializeOwned + Send + 'static>(
         return Ok(Vec::new());
     }
     // The two halves of the trip's time, read at once where the store can (a long trip's fixes
-    // are most of its summary's read).
-    // A whole millisecond, as ids count time (no half may come out empty or reversed).
+    // are most of its summary's read), cut at a whole millisecond as ids count time (no half may
+    // come out empty or reversed).
     let mid = chrono::DateTime::from_timestamp_millis((start.0.timestamp_millis() + end.0.timestamp_millis()) / 2)
         .unwrap_or(start.0);
     let qs: Vec<Query> = [(start.0, mid), (mid, end.0 + chrono::Duration::milliseconds(1))]
