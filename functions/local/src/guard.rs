@@ -1,7 +1,7 @@
 //! What keeps `waymark serve` answering while some clients misbehave: a header-read timeout that
 //! is also the idle timeout of kept-alive connections (a connection on which no request began and
-//! no answer was sent for it is closed), a whole-request timeout for requests with a body (sent slowly), a bound
-//! on open connections, and per-key rate limits (429 with `Retry-After`). Body sizes are capped
+//! no answer was sent for it is closed), a whole-request timeout for requests with a body (sent
+//! slowly), a bound on open connections, and per-key rate limits (429 with `Retry-After`). Body sizes are capped
 //! for every route by `shared::http::service`. On AWS, API Gateway's throttling does this
 //! (template.yaml).
 
@@ -21,12 +21,12 @@ use axum::response::Response;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::TokioIo;
 use shared::ApiError;
-use shared::store::Store;
-
-use crate::memo::Memo;
 use shared::http::in_envelope;
+use shared::store::Store;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+
+use crate::memo::Memo;
 
 /// The limits, from the environment (README, "`waymark serve`": its options and limits).
 #[derive(Debug, Clone)]
@@ -205,8 +205,9 @@ impl HttpBody for Sending {
 }
 
 /// The app as a connection serves it: per-key rate limits, the answers kept for repeated GETs
-/// (`crate::memo`) and, for requests with a body, the whole-request timeout. Written as the connection's service rather than as `from_fn` layers,
-/// each of which cloned and boxed the router's service for every request.
+/// (`crate::memo`) and, for requests with a body, the whole-request timeout. Written as the
+/// connection's service rather than as `from_fn` layers, each of which cloned and boxed the
+/// router's service for every request.
 #[derive(Clone)]
 struct Guarded {
     app: Router,
