@@ -390,7 +390,8 @@ pub async fn query_as_spread<T: DeserializeOwned + Send + 'static>(
 }
 
 /// The records of consecutive ranges of one partition, in order: read at once where the store can
-/// ([`Store::visit_ranges`]), else one range after another ([`query_as_spread`]).
+/// ([`Store::visit_ranges`]), else as concurrent queries ([`query_as_spread`] each: on DynamoDB
+/// the ranges' pages are fetched side by side rather than one after another).
 pub async fn query_as_ranges<T: DeserializeOwned + Send + 'static>(
     store: &dyn Store,
     table: Table,
@@ -408,14 +409,15 @@ pub async fn query_as_ranges<T: DeserializeOwned + Send + 'static>(
         .collect();
     let visited = store.visit_ranges(table, qs, &mut visitors)?;
     drop(visitors);
-    let mut out = Vec::with_capacity(parts.iter().map(Vec::len).sum());
-    if visited {
-        parts.into_iter().for_each(|p| out.extend(p));
-        return Ok(out);
+    if !visited {
+        parts = futures::future::try_join_all(qs.iter().map(|q| query_as_spread(store, table, q))).await?;
     }
-    for q in qs {
-        out.extend(query_as_spread(store, table, q).await?);
-    }
+    // The first range's records are the answer's start: only the others are moved after them.
+    let rest = parts.iter().skip(1).map(Vec::len).sum();
+    let mut parts = parts.into_iter();
+    let mut out = parts.next().unwrap_or_default();
+    out.reserve_exact(rest);
+    parts.for_each(|p| out.extend(p));
     Ok(out)
 }
 

@@ -2,7 +2,8 @@
 //! item's JSON without `pk` (see [`encode`]).
 //! File-backed by default (survives restarts), in memory for tests. redb is synchronous: reads of
 //! unknown size run on tokio's blocking pool; small reads run on the calling task (see
-//! [`INLINE_ITEMS`]).
+//! [`INLINE_ITEMS`]), and so do a long read's ranges visited at once ([`Store::visit_ranges`],
+//! for a caller that computes on its thread anyway: a trip's summary).
 //!
 //! Group commit: writes queue and are committed in groups, one write transaction and at most
 //! one file sync for all that arrived together (`writer`). A write still returns only once it is
