@@ -82,7 +82,7 @@ pub async fn list_page_in<T: serde::de::DeserializeOwned>(
     page: PageNumber,
     filter: Option<&(dyn Fn(&T) -> bool + Sync)>,
     order: Order,
-) -> Result<(Vec<Vec<u8>>, PageInfo), crate::store::StoreError> {
+) -> Result<(Vec<crate::store::Doc>, PageInfo), crate::store::StoreError> {
     use crate::store::{Query, from_json};
     let mut query = Query::new(pk, range.clone());
     if order == Order::NewestFirst {

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use crate::store::{StoreError, from_json};
+use crate::store::{Doc, StoreError, from_json};
 
 /// Memos the records are spread over by hash, each behind a lock of its own: with one, the two
 /// worker threads met on it (contended in 2.2 % of a warm users list's samples).
@@ -132,10 +132,10 @@ fn shard(hash: u64) -> &'static Mutex<Memo> {
 pub fn json_of<T: DeserializeOwned>(
     view: &'static str,
     context: &str,
-    doc: &[u8],
+    doc: &Doc,
     render: impl FnOnce(&T) -> serde_json::Result<Box<RawValue>>,
 ) -> Result<Json, StoreError> {
-    match lookup(view, context, doc) {
+    match lookup_doc(view, context, doc) {
         Ok(json) => Ok(json),
         // Rendered outside the lock: other requests' lookups do not wait for it.
         Err(missing) => {
@@ -150,6 +150,26 @@ pub fn json_of<T: DeserializeOwned>(
 pub struct Missing {
     hash: u64,
     entry: Entry,
+    /// The stored document looked up ([`lookup_doc`]), to carry what is kept.
+    doc: Option<Doc>,
+}
+
+/// [`lookup`] of a stored document: first what the document itself carries from an earlier
+/// reader ([`Doc::derived`]: a kept answer's documents are handed out again as they are), found
+/// without hashing or comparing its bytes; what is found or kept otherwise, it carries from now on.
+pub fn lookup_doc(view: &'static str, context: &str, doc: &Doc) -> Result<Json, Missing> {
+    // Views are named by constants: the same pointer, nearly always.
+    let same_view = |j: &&Json| std::ptr::eq(j.0.view, view) || j.0.view == view;
+    if let Some(json) = doc.derived::<Json>().filter(same_view).filter(|j| j.0.context == context) {
+        return Ok(json.clone());
+    }
+    match lookup(view, context, doc) {
+        Ok(json) => {
+            doc.derive(json.clone());
+            Ok(json)
+        }
+        Err(missing) => Err(Missing { doc: Some(doc.clone()), ..missing }),
+    }
 }
 
 /// The JSON kept for the record `doc` in `view` and `context`, or what keeps it once rendered.
@@ -160,7 +180,8 @@ pub fn lookup(view: &'static str, context: &str, doc: &[u8]) -> Result<Json, Mis
     let kept = shard(hash).lock().unwrap_or_else(PoisonError::into_inner).get(hash, same);
     kept.map(Json).ok_or_else(|| {
         let (json, with) = (RawValue::NULL.to_owned(), None);
-        Missing { hash, entry: Entry { view, context: context.to_owned(), doc: doc.into(), json, with } }
+        let entry = Entry { view, context: context.to_owned(), doc: doc.into(), json, with };
+        Missing { hash, entry, doc: None }
     })
 }
 
@@ -169,6 +190,9 @@ impl Missing {
     pub fn keep(self, json: Box<RawValue>) -> Json {
         let entry = Arc::new(Entry { json, ..self.entry });
         shard(self.hash).lock().unwrap_or_else(PoisonError::into_inner).keep(self.hash, entry.clone());
+        if let Some(doc) = &self.doc {
+            doc.derive(Json(entry.clone()));
+        }
         Json(entry)
     }
 
@@ -216,13 +240,13 @@ mod tests {
     #[test]
     fn a_record_is_rendered_once_and_a_changed_one_again() {
         let calls = Cell::new(0);
-        let a = json_of("test-upper", "", br#""abc""#, |s: &String| upper(s, &calls)).unwrap();
-        let b = json_of("test-upper", "", br#""abc""#, |s: &String| upper(s, &calls)).unwrap();
+        let a = json_of("test-upper", "", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls)).unwrap();
+        let b = json_of("test-upper", "", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls)).unwrap();
         assert_eq!((format!("{a:?}"), format!("{b:?}"), calls.get()), (r#""ABC""#.into(), r#""ABC""#.into(), 1));
         // Other bytes, another view or another context: rendered for what they are.
-        let c = json_of("test-upper", "", br#""abd""#, |s: &String| upper(s, &calls)).unwrap();
-        let d = json_of("test-other", "", br#""abc""#, |s: &String| upper(s, &calls)).unwrap();
-        let e = json_of("test-upper", "+02:00", br#""abc""#, |s: &String| upper(s, &calls)).unwrap();
+        let c = json_of("test-upper", "", &Doc::from(&br#""abd""#[..]), |s: &String| upper(s, &calls)).unwrap();
+        let d = json_of("test-other", "", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls)).unwrap();
+        let e = json_of("test-upper", "+02:00", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls)).unwrap();
         assert_eq!(format!("{c:?}"), r#""ABD""#);
         assert_eq!((format!("{d:?}"), format!("{e:?}")), (r#""ABC""#.into(), r#""ABC""#.into()));
         assert_eq!(calls.get(), 4);
@@ -231,10 +255,29 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_document_carries_its_json_for_its_view_and_context_only() {
+        let calls = Cell::new(0);
+        let doc = Doc::from(&br#""carried""#[..]);
+        let a = json_of("test-carry", "", &doc, |s: &String| upper(s, &calls)).unwrap();
+        let carried = doc.derived::<Json>().expect("the document carries what it rendered to");
+        assert!(Arc::ptr_eq(&a.0, &carried.0));
+        // The same document in another view or context: rendered for those, not taken from it.
+        let b = json_of("test-other", "", &doc, |s: &String| to_raw_value(&s.len())).unwrap();
+        let c = json_of("test-carry", "+02:00", &doc, |s: &String| to_raw_value(&format!("{s}!"))).unwrap();
+        assert_eq!((format!("{b:?}"), format!("{c:?}")), ("7".into(), r#""carried!""#.into()));
+        let again = json_of("test-carry", "", &doc, |s: &String| upper(s, &calls)).unwrap();
+        assert_eq!((format!("{again:?}"), calls.get()), (r#""CARRIED""#.into(), 1));
+        // Equal bytes read again find it by their bytes, and carry it from then on.
+        let read_again = Doc::from(&br#""carried""#[..]);
+        assert!(Arc::ptr_eq(&json_of("test-carry", "", &read_again, |s: &String| upper(s, &calls)).unwrap().0, &a.0));
+        assert!(read_again.derived::<Json>().is_some() && calls.get() == 1);
+    }
+
+    #[test]
     fn a_record_that_does_not_decode_keeps_nothing() {
         let calls = Cell::new(0);
-        assert!(json_of("test-fail", "", b"not json", |s: &String| upper(s, &calls)).is_err());
-        assert!(json_of("test-fail", "", b"not json", |s: &String| upper(s, &calls)).is_err());
+        assert!(json_of("test-fail", "", &Doc::from(&b"not json"[..]), |s: &String| upper(s, &calls)).is_err());
+        assert!(json_of("test-fail", "", &Doc::from(&b"not json"[..]), |s: &String| upper(s, &calls)).is_err());
         assert_eq!(calls.get(), 0);
     }
 
@@ -260,7 +303,7 @@ mod tests {
         let Ok(found) = lookup("test-with", "", b"[1,2]") else { panic!("kept") };
         assert_eq!((found.get(), found.with::<Vec<u8>>()), ("3", Some(&vec![1, 2])));
         assert!(found.with::<String>().is_none(), "only as the type it was kept as");
-        let plain = json_of("test-upper", "", br#""x""#, |s: &String| to_raw_value(s)).unwrap();
+        let plain = json_of("test-upper", "", &Doc::from(&br#""x""#[..]), |s: &String| to_raw_value(s)).unwrap();
         assert!(plain.with::<Vec<u8>>().is_none());
     }
 

@@ -276,7 +276,7 @@ async fn list_events(SecretKey(p): SecretKey, State(s): State<AppState>, q: Para
     let (list, info) =
         events::list(s.store.as_ref(), &p, range, q.opt("user_id"), q.opt("geofence_id"), q.page_number()?).await?;
     let page = EventsPage {
-        events: list.iter().map(|doc| events::view_json(doc)).collect::<Result<_, _>>()?,
+        events: list.iter().map(events::view_json).collect::<Result<_, _>>()?,
         next_page: info.next_page,
         pages: info.pages,
         prev_page: info.prev_page,

@@ -8,7 +8,7 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -122,7 +122,8 @@ async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
     // Only the page's fences are shown; the others count for `pages`.
     let shown: Vec<_> = hits.iter().skip((page - 1) * limit).take(limit).collect();
     let geofences = shown.iter().map(|h| h.view()).collect::<Result<Vec<_>, _>>()?;
+    let bytes = geofences.iter().map(|g| g.size_hint()).sum();
     let (next_page, pages, prev_page) = paging(hits.len(), page, limit);
     let data = FencesPage { geofences, next_page, pages, prev_page };
-    Ok(Envelope::ok(shared::envelope::SUCCESS, data).into_response())
+    Ok(Envelope::ok(shared::envelope::SUCCESS, data).into_response_sized(bytes))
 }

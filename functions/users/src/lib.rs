@@ -54,14 +54,16 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
     let range = q.date_range(tz)?;
     let filter = q.metadata_filter()?;
     let (list, info) = users::list(s.store.as_ref(), &p, range, filter.as_ref(), q.page_number()?).await?;
+    let users: Vec<_> = list.iter().map(|doc| users::view_json(doc, tz)).collect::<Result<_, _>>()?;
+    let bytes = users.iter().map(|u| u.get().len()).sum();
     let page = UsersPage {
         account_id: &p.account_id,
         next_page: info.next_page,
         pages: info.pages,
         prev_page: info.prev_page,
-        users: list.iter().map(|doc| users::view_json(doc, tz)).collect::<Result<_, _>>()?,
+        users,
     };
-    Ok(Envelope::ok(shared::envelope::SUCCESS, page).into_response())
+    Ok(Envelope::ok(shared::envelope::SUCCESS, page).into_response_sized(bytes))
 }
 
 async fn update(

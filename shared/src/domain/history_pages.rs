@@ -42,7 +42,7 @@ use serde_json::Value;
 
 use crate::domain::retention::TTL_ATTRIBUTE;
 use crate::store::{
-    Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, get_as, key_of, to_item,
+    Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, get_as, key_of, to_item,
 };
 
 /// Hex digits of an id that name its bucket, and its cell.
@@ -661,7 +661,7 @@ pub async fn page(
     hi: &str,
     page: PageNumber,
     order: Order,
-) -> Result<(Vec<Vec<u8>>, PageInfo), StoreError> {
+) -> Result<(Vec<Doc>, PageInfo), StoreError> {
     let cells = cells(store, table, pk, lo, hi).await?;
     let total = cells.iter().map(|c| c.2).sum();
     let info = PageInfo::new(page, total);

@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use crate::ids::{FIRST_ID, LAST_ID, all_ids};
 use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
-use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, key_of};
+use crate::store::{Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, key_of};
 
 /// Prefix lengths (hex digits of the id) with a counter, root first.
 const LEVELS: [usize; 5] = [4, 6, 8, 10, 12];
@@ -277,7 +277,7 @@ pub async fn page_where<T: DeserializeOwned>(
     page_number: PageNumber,
     keep: Option<&(dyn Fn(&T) -> bool + Sync)>,
     order: Order,
-) -> Result<(Vec<Vec<u8>>, PageInfo), StoreError> {
+) -> Result<(Vec<Doc>, PageInfo), StoreError> {
     let Some(keep) = keep else { return page(store, table, pk, range, page_number, order).await };
     let sk = range.map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
     crate::paging::list_page_in(store, table, pk, sk, page_number, Some(keep), order).await
@@ -294,7 +294,7 @@ pub async fn page(
     range: Option<(String, String)>,
     page: PageNumber,
     order: Order,
-) -> Result<(Vec<Vec<u8>>, PageInfo), StoreError> {
+) -> Result<(Vec<Doc>, PageInfo), StoreError> {
     let cpk = counts_pk(pk);
     if store.get_doc(table, &cpk, BUILT_SK).await?.is_none() {
         build(store, table, pk).await?;

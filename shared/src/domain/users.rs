@@ -16,7 +16,7 @@ use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{Order, PageInfo, PageNumber};
 use crate::rendered;
-use crate::store::{Cond, Store, StoreError, Table, from_json, to_item};
+use crate::store::{Cond, Doc, Store, StoreError, Table, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
 use super::locations::view::LastLocation;
@@ -200,7 +200,7 @@ pub async fn require_ref(store: &dyn Store, p: &Project, field: &str, user_id: &
 }
 
 /// The user's stored JSON document; None when there is none (or `user_id` is not an id).
-async fn read_doc(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+async fn read_doc(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<Doc>, StoreError> {
     if !is_id(user_id) {
         return Ok(None);
     }
@@ -213,7 +213,7 @@ async fn read<T: DeserializeOwned>(store: &dyn Store, p: &Project, user_id: &str
 }
 
 /// [`require`] as the stored JSON document (shown through [`view_json`]).
-pub async fn require_doc(store: &dyn Store, p: &Project, field: &str, user_id: &str) -> Result<Vec<u8>, ApiError> {
+pub async fn require_doc(store: &dyn Store, p: &Project, field: &str, user_id: &str) -> Result<Doc, ApiError> {
     check_user_id(field, user_id)?;
     read_doc(store, p, user_id)
         .await?
@@ -325,7 +325,7 @@ pub async fn list(
     range: Option<DateRange>,
     filter: Option<&MetadataFilter>,
     page: PageNumber,
-) -> Result<(Vec<Vec<u8>>, PageInfo), ApiError> {
+) -> Result<(Vec<Doc>, PageInfo), ApiError> {
     let pk = users_pk(&p.project_id);
     let ids = range.map(|r| id_range(&r));
     let keep = filter.map(|f| move |u: &User| f.matches(u.metadata.as_ref()));
@@ -334,7 +334,7 @@ pub async fn list(
 }
 
 /// A stored user as lists show it ([`UserView`]), rendered once for these bytes and `tz`.
-pub fn view_json(doc: &[u8], tz: Option<Tz>) -> Result<rendered::Json, StoreError> {
+pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<rendered::Json, StoreError> {
     rendered::json_of("user", crate::time::tz_name(tz), doc, |u: &User| {
         serde_json::value::to_raw_value(&UserView::new(u, tz))
     })

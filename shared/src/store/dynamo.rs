@@ -21,8 +21,8 @@ use tokio::sync::OnceCell;
 
 use super::tables::{PARTITION_KEY, SORT_KEY};
 use super::{
-    Cond, EachChunk, Item, MAX_TRANSACT_OPS, Page, Query, SkRange, Store, StoreError, TABLES, TTL_ATTRIBUTE, Table,
-    TableNames, WriteOp, epoch_now, is_expired,
+    Cond, Doc, EachChunk, Item, MAX_TRANSACT_OPS, Page, Query, SkRange, Store, StoreError, TABLES, TTL_ATTRIBUTE,
+    Table, TableNames, WriteOp, encode_doc, epoch_now, is_expired,
 };
 
 type Av = HashMap<String, AttributeValue>;
@@ -578,7 +578,7 @@ impl Store for DynamoStore {
             .await
     }
 
-    async fn get_docs(&self, table: Table, pk: &str, sks: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    async fn get_docs(&self, table: Table, pk: &str, sks: &[String]) -> Result<Vec<Option<Doc>>, StoreError> {
         // BatchGetItem: a page of records in one call (rather than a Query each), the same
         // capacity. A request may not name a key twice.
         let mut distinct: Vec<&String> = sks.iter().collect();
@@ -589,8 +589,7 @@ impl Store for DynamoStore {
         for chunk in distinct.chunks(BATCH_GET) {
             self.batch_get(name, chunk.iter().map(|sk| key_av(pk, sk)).collect(), &mut found).await?;
         }
-        let doc = |i: &Item| serde_json::to_vec(i).map_err(|e| StoreError::Corrupt(e.to_string()));
-        sks.iter().map(|sk| found.get(sk).map(doc).transpose()).collect()
+        sks.iter().map(|sk| found.get(sk).map(encode_doc).transpose()).collect()
     }
 
     async fn scan_all(&self, table: Table) -> Result<Vec<Item>, StoreError> {

@@ -12,6 +12,7 @@
 //! sweeper and erasure, whose job is to delete them. Conditions of writes still see them, as
 //! DynamoDB's do, so both backends agree there too.
 
+mod doc;
 mod dynamo;
 mod embedded;
 pub mod reads;
@@ -22,6 +23,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+pub use doc::Doc;
 pub use dynamo::DynamoStore;
 pub use embedded::EmbeddedStore;
 pub use tables::{TABLES, Table, TableDef, TableNames};
@@ -192,24 +194,24 @@ pub trait Store: Send + Sync + 'static {
     /// One item as a JSON document, for a record decoded straight from it ([`get_as`]). By default
     /// [`Store::get`]'s item, encoded. A document may lack `pk` (the embedded store keeps it in
     /// the key only): records decoded from documents never read it, and conditions never name it.
-    async fn get_doc(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn get_doc(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Doc>, StoreError> {
         let item = self.get(table, pk, sk).await?;
-        item.map(|i| serde_json::to_vec(&i).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
+        item.map(|i| encode_doc(&i)).transpose()
     }
     /// The items of a query (its limit and cursor honoured; without a limit, all of the range) as
     /// JSON documents, each decoded straight into its record ([`from_json`]) without building the
     /// item's tree first: long reads, and lists that decode only the page they return. By default
     /// the items of [`Store::query`], encoded. As with [`Store::get_doc`], `pk` may be absent.
-    async fn query_docs(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
+    async fn query_docs(&self, table: Table, q: &Query) -> Result<Vec<Doc>, StoreError> {
         let page = self.query(table, q).await?;
-        page.items.iter().map(|i| serde_json::to_vec(i).map_err(|e| StoreError::Corrupt(e.to_string()))).collect()
+        page.items.iter().map(encode_doc).collect()
     }
     /// [`Store::query_docs`] handed to `each` in chunks, in order, as they are read: the embedded
     /// store reads the next chunk on the blocking pool while the caller decodes this one (a trip
     /// summary's 100,000 fixes: reading and decoding take about as long). An error from `each`
     /// stops the read and is returned. By default one chunk.
     async fn query_docs_each(&self, table: Table, q: &Query, each: &mut EachChunk) -> Result<(), StoreError> {
-        each(self.query_docs(table, q).await?)
+        each(self.query_docs(table, q).await?.into_iter().map(Doc::into_vec).collect())
     }
     /// Each item of each of `qs` (whole ranges: limits and cursors are not for this) handed to the
     /// visitor of the same index as its stored bytes, in key order, all from one snapshot, each
@@ -225,7 +227,7 @@ pub trait Store: Send + Sync + 'static {
     /// that fan out over many small partitions (the geofence index's cells). By default up to
     /// [`QUERIES_IN_FLIGHT`] queries at once (DynamoDB: one Query call each); the embedded store
     /// reads them all in one read transaction, on the calling task when they are small.
-    async fn query_docs_many(&self, table: Table, qs: &[Query]) -> Result<Vec<Vec<Vec<u8>>>, StoreError> {
+    async fn query_docs_many(&self, table: Table, qs: &[Query]) -> Result<Vec<Vec<Doc>>, StoreError> {
         use futures::{StreamExt, TryStreamExt};
         // Owned queries: a stream of borrowed ones is not `Send` for every lifetime, as the
         // trait's boxed future must be.
@@ -235,7 +237,7 @@ pub trait Store: Send + Sync + 'static {
     /// The documents of the partition's items at these sort keys (None where there is none), in
     /// their order: a page of records named by an index. By default one query of each key
     /// ([`Store::query_docs_many`]); the embedded store gets them in one read transaction.
-    async fn get_docs(&self, table: Table, pk: &str, sks: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    async fn get_docs(&self, table: Table, pk: &str, sks: &[String]) -> Result<Vec<Option<Doc>>, StoreError> {
         let qs: Vec<Query> = sks.iter().map(|sk| Query::new(pk, SkRange::Between(sk.clone(), sk.clone()))).collect();
         Ok(self.query_docs_many(table, &qs).await?.into_iter().map(|mut d| d.pop()).collect())
     }
@@ -327,10 +329,10 @@ pub async fn query_as<T: DeserializeOwned>(store: &dyn Store, table: Table, q: &
 
 /// Records from documents, in their order. Sized up front: a collect of `Result`s cannot know its
 /// length and grows by copying (a summary's 100,000 fixes: megabytes copied and faulted in).
-pub fn from_jsons<T: DeserializeOwned>(docs: &[Vec<u8>]) -> Result<Vec<T>, StoreError> {
+pub fn from_jsons<T: DeserializeOwned>(docs: &[impl AsRef<[u8]>]) -> Result<Vec<T>, StoreError> {
     let mut out = Vec::with_capacity(docs.len());
     for d in docs {
-        out.push(from_json(d)?);
+        out.push(from_json(d.as_ref())?);
     }
     Ok(out)
 }
@@ -419,6 +421,11 @@ pub async fn query_as_ranges<T: DeserializeOwned + Send + 'static>(
     out.reserve_exact(rest);
     parts.for_each(|p| out.extend(p));
     Ok(out)
+}
+
+/// An item as a document ([`Store::get_doc`]'s default).
+fn encode_doc(item: &Item) -> Result<Doc, StoreError> {
+    serde_json::to_vec(item).map(Doc::from).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 /// A record from a JSON document of [`Store::query_docs`].

@@ -35,7 +35,7 @@ use crate::error::ApiError;
 use crate::ids::{id_at, id_range};
 use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
 use crate::rendered;
-use crate::store::{Cond, Item, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, Doc, Item, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Seconds inside a fence after which a dwell event is recorded (once per visit).
@@ -261,7 +261,7 @@ pub async fn list(
     user_id: Option<&str>,
     geofence_id: Option<&str>,
     page: PageNumber,
-) -> Result<(Vec<Vec<u8>>, PageInfo), ApiError> {
+) -> Result<(Vec<Doc>, PageInfo), ApiError> {
     let (lo, hi) = id_range(&range);
     let pk = match (geofence_id, user_id) {
         (Some(f), _) => fence_events_pk(&p.project_id, f),
@@ -279,7 +279,7 @@ pub async fn list(
 }
 
 /// A stored event as lists show it ([`EventView`]), rendered once for these bytes.
-pub fn view_json(doc: &[u8]) -> Result<rendered::Json, StoreError> {
+pub fn view_json(doc: &Doc) -> Result<rendered::Json, StoreError> {
     rendered::json_of("geofence event", "", doc, |e: &GeofenceEvent| {
         serde_json::value::to_raw_value(&EventView::from(e))
     })

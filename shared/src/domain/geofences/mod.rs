@@ -33,7 +33,7 @@ use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{Order, PageInfo, PageNumber};
 use crate::store::{
-    Cond, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, get_as, to_item,
+    Cond, Doc, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, get_as, to_item,
 };
 use crate::time::{DateRange, Timestamp, parse_ts};
 
@@ -725,7 +725,7 @@ pub async fn list(
     p: &Project,
     f: &ListFilter,
     page: PageNumber,
-) -> Result<(Vec<Vec<u8>>, PageInfo), ApiError> {
+) -> Result<(Vec<Doc>, PageInfo), ApiError> {
     let keep = |g: &Geofence| {
         f.color_code.as_ref().is_none_or(|c| g.color_code.as_ref().is_some_and(|gc| gc.eq_ignore_ascii_case(c)))
             && f.tag.as_ref().is_none_or(|t| g.tag.as_ref() == Some(t))

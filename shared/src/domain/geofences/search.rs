@@ -15,7 +15,7 @@ use crate::auth::Project;
 use crate::error::ApiError;
 use crate::geometry::LngLat;
 use crate::rendered;
-use crate::store::{Cond, Query, Store, StoreError, Table, WriteOp, from_json, to_item};
+use crate::store::{Cond, Doc, Query, Store, StoreError, Table, WriteOp, from_json, to_item};
 
 /// A fence found: its id, its distance in meters (0 inside) and what is kept for its copy.
 #[derive(Debug, Clone)]
@@ -39,6 +39,13 @@ impl Hit {
 pub struct FoundView<'a> {
     fields: &'a [(String, Box<RawValue>)],
     distance: f64,
+}
+
+impl FoundView<'_> {
+    /// About the bytes it writes.
+    pub fn size_hint(&self) -> usize {
+        self.fields.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + 24
+    }
 }
 
 impl Serialize for FoundView<'_> {
@@ -104,8 +111,8 @@ impl Measured {
 }
 
 /// Each stored copy's view (v3, as lists show it), with what search measures kept beside it.
-fn kept<'a>(docs: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<rendered::Json>, StoreError> {
-    let kept = |missing: rendered::Missing, doc: &[u8]| {
+fn kept<'a>(docs: impl IntoIterator<Item = &'a Doc>) -> Result<Vec<rendered::Json>, StoreError> {
+    let kept = |missing: rendered::Missing, doc: &Doc| {
         let g: Geofence = from_json(doc)?;
         let json = serde_json::value::to_raw_value(&GeofenceView::new(&g, "id")).map_err(|e| missing.failed(e))?;
         let measured = Measured::of(&g, &json).map_err(|e| missing.failed(e))?;
@@ -113,7 +120,9 @@ fn kept<'a>(docs: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<rendered::Js
         Ok(missing.keep_with(json, measured, bytes))
     };
     // Those not kept are decoded after the memo's lock is let go.
-    docs.into_iter().map(|doc| rendered::lookup(FOUND_VIEW, "", doc).or_else(|missing| kept(missing, doc))).collect()
+    docs.into_iter()
+        .map(|doc| rendered::lookup_doc(FOUND_VIEW, "", doc).or_else(|missing| kept(missing, doc)))
+        .collect()
 }
 
 /// The name [`kept`] keeps a fence's copy under in [`rendered`].
@@ -128,8 +137,8 @@ pub async fn search(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -
         reads.into_iter().map(|(c, range)| Query::new(cell_pk(&p.project_id, &c), range)).collect();
     let cells = store.query_docs_many(Table::Main, &queries).await?;
     let read = cells.iter().map(Vec::len).sum();
-    let copies = kept(cells.iter().flatten().map(Vec::as_slice))?;
-    let mut seen = std::collections::HashSet::with_capacity(read);
+    let copies = kept(cells.iter().flatten())?;
+    let mut seen = std::collections::HashSet::with_capacity_and_hasher(read, foldhash::fast::RandomState::default());
     let mut hits = Vec::new();
     for kept in &copies {
         let f = Measured::kept_in(kept)?;

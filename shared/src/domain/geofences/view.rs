@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::Geofence;
 use crate::geometry::{GeoPoint, LngLat};
 use crate::rendered;
-use crate::store::StoreError;
+use crate::store::{Doc, StoreError};
 
 /// `is_enabled`: a flag, or for user/group-scoped fences `[flag, active_from, active_until]`.
 #[derive(Debug, Serialize)]
@@ -125,7 +125,7 @@ impl<'a> GeofenceView<'a> {
 
 /// A stored fence as lists show it ([`GeofenceView`] without counts or distance), rendered once for
 /// these bytes and `id_key`.
-pub fn view_json(doc: &[u8], id_key: &'static str) -> Result<rendered::Json, StoreError> {
+pub fn view_json(doc: &Doc, id_key: &'static str) -> Result<rendered::Json, StoreError> {
     rendered::json_of("geofence", id_key, doc, |g: &Geofence| {
         serde_json::value::to_raw_value(&GeofenceView::new(g, id_key))
     })

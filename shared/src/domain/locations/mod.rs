@@ -21,7 +21,7 @@ use crate::error::ApiError;
 use crate::geometry::{LngLat, encode_polyline, encode_time_aware_polyline};
 use crate::ids::{id_at, id_range};
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::store::{Query, SkRange, Store, Table, from_item, to_item};
+use crate::store::{Doc, Query, SkRange, Store, Table, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Most locations in one ingest batch.
@@ -281,7 +281,7 @@ pub async fn list(
     user_id: &str,
     range: Option<DateRange>,
     page: PageNumber,
-) -> Result<(Vec<Vec<u8>>, PageInfo), ApiError> {
+) -> Result<(Vec<Doc>, PageInfo), ApiError> {
     let pk = locations_pk(&p.project_id, user_id);
     let (lo, hi) = bounds(range);
     Ok(history_pages::page(store, Table::Locations, &pk, &lo, &hi, page, Order::OldestFirst).await?)

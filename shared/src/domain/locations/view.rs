@@ -9,7 +9,7 @@ use serde::{Serialize, Serializer};
 use super::Location;
 use crate::geometry::GeoPoint;
 use crate::rendered;
-use crate::store::StoreError;
+use crate::store::{Doc, StoreError};
 use crate::time::Timestamp;
 
 /// A time in the answer's zone (UTC when none is asked for).
@@ -153,7 +153,7 @@ impl<'a> LocationView<'a> {
 }
 
 /// A stored fix as lists show it ([`LocationView`]), rendered once for these bytes and `tz`.
-pub fn view_json(doc: &[u8], tz: Option<Tz>) -> Result<rendered::Json, StoreError> {
+pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<rendered::Json, StoreError> {
     rendered::json_of("location", crate::time::tz_name(tz), doc, |l: &Location| {
         serde_json::value::to_raw_value(&LocationView::new(l, tz))
     })

@@ -21,7 +21,9 @@ use crate::auth::Project;
 use crate::domain::list_pages;
 use crate::error::ApiError;
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, from_jsons};
+use crate::store::{
+    Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, from_jsons,
+};
 
 /// The user's list of trips of `api` (v2 trips are a list apart, as the project's are).
 pub(crate) fn list_pk(project_id: &str, api: Api, user_id: &str) -> String {
@@ -118,7 +120,7 @@ pub(super) async fn page(
     user_id: &str,
     range: Option<(String, String)>,
     page: PageNumber,
-) -> Result<Option<(Vec<(String, Vec<u8>)>, PageInfo)>, ApiError> {
+) -> Result<Option<(Vec<(String, Doc)>, PageInfo)>, ApiError> {
     if !indexed(store, &p.project_id, Api::V1).await? {
         return Ok(None);
     }
@@ -135,12 +137,7 @@ pub(super) async fn page(
 
 /// The trips of `api` with these ids as (id, stored JSON), in their order (without their
 /// events); an id whose trip is gone (a user's erasure under way) is passed over.
-async fn docs_at(
-    store: &dyn Store,
-    p: &Project,
-    api: Api,
-    ids: Vec<String>,
-) -> Result<Vec<(String, Vec<u8>)>, ApiError> {
+async fn docs_at(store: &dyn Store, p: &Project, api: Api, ids: Vec<String>) -> Result<Vec<(String, Doc)>, ApiError> {
     let docs = store.get_docs(Table::Main, &trips_pk(&p.project_id, api), &ids).await?;
     Ok(ids.into_iter().zip(docs).filter_map(|(id, d)| Some((id, d?))).collect())
 }

@@ -9,7 +9,7 @@ use crate::error::ApiError;
 use crate::ids::id_range;
 use crate::metadata::MetadataFilter;
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::store::{Query, SkRange, Store, StoreError, Table, from_item, from_json, from_jsons, key_of};
+use crate::store::{Doc, Query, SkRange, Store, StoreError, Table, from_item, from_json, from_jsons, key_of};
 use crate::time::DateRange;
 
 /// Filters of the v1/v3 list.
@@ -23,8 +23,8 @@ pub struct ListFilter {
 /// A listed trip as stored: its record and its events' (in the order they were recorded).
 #[derive(Debug, Clone)]
 pub struct StoredTrip {
-    pub doc: Vec<u8>,
-    pub events: Vec<Vec<u8>>,
+    pub doc: Doc,
+    pub events: Vec<Doc>,
 }
 
 impl StoredTrip {
@@ -68,11 +68,7 @@ pub async fn list_v1(
 }
 
 /// The stored events of each trip of a page (id, record), read together.
-async fn with_events(
-    store: &dyn Store,
-    p: &Project,
-    docs: Vec<(String, Vec<u8>)>,
-) -> Result<Vec<StoredTrip>, ApiError> {
+async fn with_events(store: &dyn Store, p: &Project, docs: Vec<(String, Doc)>) -> Result<Vec<StoredTrip>, ApiError> {
     let qs: Vec<Query> = docs.iter().map(|(id, _)| Query::new(events_pk(&p.project_id, id), SkRange::All)).collect();
     let events = store.query_docs_many(Table::Main, &qs).await?;
     Ok(docs.into_iter().zip(events).map(|((_, doc), events)| StoredTrip { doc, events }).collect())

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use foldhash::fast::RandomState;
 
 use crate::store::reads::{self, Dep};
-use crate::store::{Query, TABLES, Table};
+use crate::store::{Doc, Query, TABLES, Table};
 
 /// Bytes of documents kept per table at most; past it, all answers are dropped (those in use
 /// come back at their next read).
@@ -43,7 +43,7 @@ struct Answer {
     at: u64,
     /// The earliest expiry (epoch seconds) of the answer's items.
     expires: Option<f64>,
-    docs: Arc<[Vec<u8>]>,
+    docs: Arc<[Doc]>,
     bytes: usize,
 }
 
@@ -51,7 +51,7 @@ struct Answer {
 struct Point {
     at: u64,
     expires: Option<f64>,
-    doc: Vec<u8>,
+    doc: Doc,
     bytes: usize,
 }
 
@@ -131,7 +131,7 @@ impl Answers {
     /// For each query, the documents kept for it at `now` (epoch seconds), or the stamp to offer
     /// them with once read; under one taking of the table's lock (a page of trips asks for a few
     /// dozen).
-    pub fn get_each(&self, table: Table, qs: &[Query], now: i64) -> Vec<Result<Vec<Vec<u8>>, Stamp>> {
+    pub fn get_each(&self, table: Table, qs: &[Query], now: i64) -> Vec<Result<Vec<Doc>, Stamp>> {
         let parts: Vec<u64> = qs.iter().map(|q| self.part(&q.pk)).collect();
         let recording = reads::recording();
         let t = self.table(table);
@@ -153,7 +153,7 @@ impl Answers {
     /// What the read of `q` begun at `stamp` found: kept unless a write of its partition came
     /// since, or it is larger than [`MAX_ANSWER_BYTES`]; until its earliest item's expiry, which
     /// the running request notes too ([`reads`]).
-    pub fn offer(&self, table: Table, q: &Query, stamp: Stamp, docs: &[Vec<u8>]) {
+    pub fn offer(&self, table: Table, q: &Query, stamp: Stamp, docs: &[Doc]) {
         let bytes = docs.iter().map(|d| d.len() + 24).sum::<usize>() + q.pk.len() + 128;
         let keep = bytes <= MAX_ANSWER_BYTES && !q.with_expired;
         let recording = reads::recording();
@@ -182,7 +182,7 @@ impl Answers {
 
     /// For each of the items of partition `pk` at sort keys `sks`, its document kept at `now`
     /// (epoch seconds), or the stamp to offer it with once read ([`Answers::offer_point`]).
-    pub fn get_points(&self, table: Table, pk: &str, sks: &[impl AsRef<str>], now: i64) -> Vec<Result<Vec<u8>, Stamp>> {
+    pub fn get_points(&self, table: Table, pk: &str, sks: &[impl AsRef<str>], now: i64) -> Vec<Result<Doc, Stamp>> {
         let part = self.part(pk);
         // One key buffer for all: the partition, then each sort key in turn.
         let mut key = String::with_capacity(pk.len() + 1 + sks.first().map_or(0, |s| s.as_ref().len()));
@@ -210,7 +210,7 @@ impl Answers {
 
     /// What the point read of `pk`/`sk` begun at `stamp` found (an item: an absent one is not
     /// kept), under [`Answers::offer`]'s rules.
-    pub fn offer_point(&self, table: Table, pk: &str, sk: &str, stamp: Stamp, doc: &[u8]) {
+    pub fn offer_point(&self, table: Table, pk: &str, sk: &str, stamp: Stamp, doc: &Doc) {
         let bytes = pk.len() + 1 + sk.len() + doc.len() + POINT_OVERHEAD;
         let keep = bytes <= MAX_ANSWER_BYTES;
         let recording = reads::recording();
@@ -231,7 +231,7 @@ impl Answers {
         }
         t.make_room(bytes);
         t.bytes += bytes;
-        let point = Point { at: stamp.0, expires, doc: doc.to_vec(), bytes };
+        let point = Point { at: stamp.0, expires, doc: doc.clone(), bytes };
         if let Some(old) = t.points.insert(super::key(pk, sk), point) {
             t.bytes -= old.bytes;
         }
@@ -293,7 +293,7 @@ mod tests {
     use crate::store::SkRange;
 
     impl Answers {
-        fn get(&self, table: Table, q: &Query, now: i64) -> Result<Vec<Vec<u8>>, Stamp> {
+        fn get(&self, table: Table, q: &Query, now: i64) -> Result<Vec<Doc>, Stamp> {
             self.get_each(table, std::slice::from_ref(q), now).pop().expect("one answer")
         }
     }
@@ -302,8 +302,12 @@ mod tests {
         Query::new(pk, SkRange::All).limit(10)
     }
 
-    fn docs(s: &str) -> Vec<Vec<u8>> {
-        vec![s.as_bytes().to_vec()]
+    fn docs(s: &str) -> Vec<Doc> {
+        vec![Doc::from(s.as_bytes())]
+    }
+
+    fn doc(b: &[u8]) -> Doc {
+        Doc::from(b)
     }
 
     #[test]
@@ -319,6 +323,23 @@ mod tests {
         assert_eq!(a.get(Table::Main, &q("p"), 0).ok(), Some(docs("v1")));
         a.mark(Table::Main, ["q\0y", "p\0x"], false);
         assert!(a.get(Table::Main, &q("p"), 0).is_err());
+    }
+
+    #[test]
+    fn a_kept_answer_hands_out_its_documents_with_what_was_derived_from_them() {
+        let a = Answers::default();
+        let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
+        let read = docs("v1");
+        a.offer(Table::Main, &q("p"), stamp, &read);
+        read[0].derive("rendered once");
+        let Ok(again) = a.get(Table::Main, &q("p"), 0) else { panic!("kept") };
+        assert_eq!(again[0].derived::<&str>(), Some(&"rendered once"));
+        let Err(stamp) = a.get_points(Table::Main, "p", &["k"], 0).pop().unwrap() else { panic!("nothing kept yet") };
+        let point = doc(b"1");
+        a.offer_point(Table::Main, "p", "k", stamp, &point);
+        point.derive(1u8);
+        let Ok(again) = a.get_points(Table::Main, "p", &["k"], 0).pop().unwrap() else { panic!("kept") };
+        assert_eq!(again.derived::<u8>(), Some(&1));
     }
 
     #[test]
@@ -340,7 +361,7 @@ mod tests {
         a.offer(Table::Main, &q("p"), stamp, &docs("either"));
         assert!(a.get(Table::Main, &q("p"), 0).is_err());
         let Err(stamp) = a.get_points(Table::Main, "p", &["k"], 0).pop().unwrap() else { panic!("nothing kept yet") };
-        a.offer_point(Table::Main, "p", "k", stamp, b"either");
+        a.offer_point(Table::Main, "p", "k", stamp, &doc(b"either"));
         assert!(a.get_points(Table::Main, "p", &["k"], 0)[0].is_err());
         // Another partition is kept meanwhile.
         let Err(stamp) = a.get(Table::Main, &q("o"), 0) else { panic!("nothing kept yet") };
@@ -357,7 +378,7 @@ mod tests {
     fn an_answer_expires_with_its_earliest_item() {
         let a = Answers::default();
         let Err(stamp) = a.get(Table::Main, &q("p"), 100) else { panic!("nothing kept yet") };
-        a.offer(Table::Main, &q("p"), stamp, &[br#"{"expires_at":150}"#.to_vec(), br#"{"expires_at":160}"#.to_vec()]);
+        a.offer(Table::Main, &q("p"), stamp, &[doc(br#"{"expires_at":150}"#), doc(br#"{"expires_at":160}"#)]);
         assert!(a.get(Table::Main, &q("p"), 149).is_ok());
         assert!(a.get(Table::Main, &q("p"), 150).is_err());
     }
@@ -380,11 +401,11 @@ mod tests {
         let [Err(s1), Err(s2)] = <[_; 2]>::try_from(get(&["a", "b"], 0)).ok().unwrap() else {
             panic!("nothing kept yet")
         };
-        a.offer_point(Table::Main, "p", "a", s1, b"1");
-        a.offer_point(Table::Main, "p", "b", s2, br#"{"expires_at":150}"#);
+        a.offer_point(Table::Main, "p", "a", s1, &doc(b"1"));
+        a.offer_point(Table::Main, "p", "b", s2, &doc(br#"{"expires_at":150}"#));
         let found = get(&["a", "b", "c"], 149);
-        assert_eq!(found[0].as_ref().ok(), Some(&b"1".to_vec()));
-        assert_eq!(found[1].as_ref().ok(), Some(&br#"{"expires_at":150}"#.to_vec()));
+        assert_eq!(found[0].as_deref().ok(), Some(&b"1"[..]));
+        assert_eq!(found[1].as_deref().ok(), Some(&br#"{"expires_at":150}"#[..]));
         assert!(found[2].is_err(), "a key never offered");
         assert!(get(&["b"], 150)[0].is_err(), "expired");
         // Another partition's key with the same sort key, the other table: not these.
@@ -393,7 +414,7 @@ mod tests {
         // A partition written since the read began keeps nothing; one written after retires it.
         let Err(stamp) = a.get_points(Table::Main, "r", &["x"], 0).pop().unwrap() else { panic!("nothing kept") };
         a.mark(Table::Main, ["r\0y"], false);
-        a.offer_point(Table::Main, "r", "x", stamp, b"old");
+        a.offer_point(Table::Main, "r", "x", stamp, &doc(b"old"));
         assert!(a.get_points(Table::Main, "r", &["x"], 0)[0].is_err());
         a.mark(Table::Main, ["p\0z"], false);
         assert!(get(&["a"], 0)[0].is_err());
@@ -402,11 +423,11 @@ mod tests {
     #[test]
     fn points_count_against_the_bound() {
         let a = Answers::default();
-        let doc = vec![b'x'; 1 << 16];
-        for n in 0..(2 * MAX_BYTES / doc.len()) {
+        let big = doc(&vec![b'x'; 1 << 16]);
+        for n in 0..(2 * MAX_BYTES / big.len()) {
             let sk = n.to_string();
             if let Err(stamp) = a.get_points(Table::Main, "p", &[&sk], 0).pop().unwrap() {
-                a.offer_point(Table::Main, "p", &sk, stamp, &doc);
+                a.offer_point(Table::Main, "p", &sk, stamp, &big);
             }
         }
         let t = a.table(Table::Main);
@@ -418,7 +439,7 @@ mod tests {
     #[test]
     fn answers_are_bounded() {
         let a = Answers::default();
-        let big = vec![vec![b'x'; MAX_ANSWER_BYTES / 2]];
+        let big = vec![doc(&vec![b'x'; MAX_ANSWER_BYTES / 2])];
         for n in 0..(2 * MAX_BYTES / (MAX_ANSWER_BYTES / 2)) {
             let query = q(&format!("p{n}"));
             if let Err(stamp) = a.get(Table::Main, &query, 0) {
@@ -426,7 +447,7 @@ mod tests {
             }
         }
         assert!(a.table(Table::Main).bytes <= MAX_BYTES);
-        let huge = vec![vec![b'x'; MAX_ANSWER_BYTES + 1]];
+        let huge = vec![doc(&vec![b'x'; MAX_ANSWER_BYTES + 1])];
         let Err(stamp) = a.get(Table::Main, &q("h"), 0) else { panic!("nothing kept yet") };
         a.offer(Table::Main, &q("h"), stamp, &huge);
         assert!(a.get(Table::Main, &q("h"), 0).is_err());

@@ -23,7 +23,7 @@ use writer::{Db, Failed};
 
 use super::reads::{self, Dep};
 use super::{
-    Cond, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, Visitor, WriteOp, cond_holds,
+    Cond, Doc, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, Visitor, WriteOp, cond_holds,
     doc_str, epoch_now, is_expired, key_of,
 };
 
@@ -90,7 +90,7 @@ impl EmbeddedStore {
     /// The documents at these keys of partition `pk` (None where there is none): each kept from
     /// an earlier read (see `answers`; an absent item is not kept: unknown keys are what a
     /// guessing client sends), the others read in one read transaction.
-    fn points(&self, table: Table, pk: &str, sks: &[impl AsRef<str>]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    fn points(&self, table: Table, pk: &str, sks: &[impl AsRef<str>]) -> Result<Vec<Option<Doc>>, StoreError> {
         let now = epoch_now();
         let mut out = Vec::with_capacity(sks.len());
         let mut missing = Vec::new();
@@ -109,7 +109,7 @@ impl EmbeddedStore {
         let keys: Vec<String> = missing.iter().map(|(i, _)| key(pk, sks[*i].as_ref())).collect();
         let docs = values_at(&self.db, table, keys.iter().map(String::as_str))?;
         for ((i, stamp), doc) in missing.into_iter().zip(docs) {
-            let doc = live(doc, now);
+            let doc = live(doc, now).map(Doc::from);
             if let Some(d) = &doc {
                 self.answers.offer_point(table, pk, sks[i].as_ref(), stamp, d);
             }
@@ -380,7 +380,7 @@ fn docs_of_many(
     table: Table,
     qs: &[&Query],
     cap: Option<usize>,
-) -> Result<Option<Vec<Vec<Vec<u8>>>>, StoreError> {
+) -> Result<Option<Vec<Vec<Doc>>>, StoreError> {
     let txn = db.begin_read().map_err(backend)?;
     let t = txn.open_table(redb_table(table)).map_err(backend)?;
     let now = epoch_now();
@@ -388,7 +388,7 @@ fn docs_of_many(
     for q in qs {
         let (limit, mut docs) = (q.limit.unwrap_or(usize::MAX), Vec::new());
         scan_in(&t, q, now, |v| {
-            docs.push(v.to_vec());
+            docs.push(Doc::from(v));
             Ok(docs.len() < limit)
         })?;
         total += docs.len();
@@ -619,11 +619,11 @@ impl Store for EmbeddedStore {
         Ok(item)
     }
 
-    async fn get_doc(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn get_doc(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Doc>, StoreError> {
         Ok(self.points(table, pk, &[sk])?.pop().flatten())
     }
 
-    async fn get_docs(&self, table: Table, pk: &str, sks: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    async fn get_docs(&self, table: Table, pk: &str, sks: &[String]) -> Result<Vec<Option<Doc>>, StoreError> {
         self.points(table, pk, sks)
     }
 
@@ -658,7 +658,7 @@ impl Store for EmbeddedStore {
         Ok(page)
     }
 
-    async fn query_docs(&self, table: Table, q: &Query) -> Result<Vec<Vec<u8>>, StoreError> {
+    async fn query_docs(&self, table: Table, q: &Query) -> Result<Vec<Doc>, StoreError> {
         Ok(self.query_docs_many(table, std::slice::from_ref(q)).await?.pop().unwrap_or_default())
     }
 
@@ -713,7 +713,7 @@ impl Store for EmbeddedStore {
         Ok(true)
     }
 
-    async fn query_docs_many(&self, table: Table, qs: &[Query]) -> Result<Vec<Vec<Vec<u8>>>, StoreError> {
+    async fn query_docs_many(&self, table: Table, qs: &[Query]) -> Result<Vec<Vec<Doc>>, StoreError> {
         // Those kept from earlier reads (see `answers`) as they are; the others read in one read
         // transaction, on the calling task unless they pass INLINE_ITEMS entries, then again on
         // the blocking pool (as `count` does).

@@ -238,7 +238,7 @@ async fn a_point_read_is_kept_and_never_older_than_a_committed_write() {
 /// The `n` of each document a query answers.
 async fn ns(store: &EmbeddedStore, qs: &[Query]) -> Vec<Vec<i64>> {
     let docs = store.query_docs_many(Table::Main, qs).await.unwrap();
-    let n = |d: &Vec<u8>| serde_json::from_slice::<serde_json::Value>(d).unwrap()["n"].as_i64().unwrap();
+    let n = |d: &Doc| serde_json::from_slice::<serde_json::Value>(d).unwrap()["n"].as_i64().unwrap();
     docs.iter().map(|ds| ds.iter().map(n).collect()).collect()
 }
 
@@ -267,7 +267,7 @@ async fn a_kept_answer_is_never_older_than_a_committed_write() {
     assert_eq!(get("a").await, Some(1));
     let many = |sks: [&'static str; 3]| async move {
         let docs = store.get_docs(Table::Main, pk, &sks.map(String::from)).await.unwrap();
-        let n = |d: &Vec<u8>| serde_json::from_slice::<serde_json::Value>(d).unwrap()["n"].as_i64().unwrap();
+        let n = |d: &Doc| serde_json::from_slice::<serde_json::Value>(d).unwrap()["n"].as_i64().unwrap();
         docs.iter().map(|d| d.as_ref().map(n)).collect::<Vec<_>>()
     };
     assert_eq!(many(["b", "a", "a"]).await, [None, Some(1), Some(1)]);
