@@ -49,6 +49,27 @@ impl<T: Serialize> Envelope<T> {
         json_written(status_of(self.code), self.to_json(data_bytes + ANSWER_CAPACITY))
     }
 
+    /// The body's bytes with the value of `key`, which `data` writes as [`MARK`], written by
+    /// `write` instead: a long part of an answer written by hand from JSON kept for it (found
+    /// fences), where serde would write each of its keys again. Only a key writes `"key":` with
+    /// its quotes (a quote inside a string is escaped), and `data` must hold one such key.
+    pub fn to_json_spliced(
+        &self,
+        key: &str,
+        capacity: usize,
+        write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
+    ) -> serde_json::Result<Vec<u8>> {
+        let mut out = self.to_json(capacity)?;
+        let marked = format!("\"{key}\":\"\\u0001\"");
+        let at = memchr::memmem::find(&out, marked.as_bytes())
+            .ok_or_else(|| serde::ser::Error::custom(format!("{key}: not marked")))?;
+        let tail = out.split_off(at + marked.len());
+        out.truncate(at + key.len() + 3);
+        write(&mut out)?;
+        out.extend_from_slice(&tail);
+        Ok(out)
+    }
+
     /// The body's bytes, written into a buffer of `capacity` bytes from the start.
     pub fn to_json(&self, capacity: usize) -> serde_json::Result<Vec<u8>> {
         let body = Body { code: self.code, data: &self.data, msg: &self.msg, status: true };
@@ -86,6 +107,10 @@ impl IntoResponse for V2Envelope {
         json_answer(status_of(self.code), &body)
     }
 }
+
+/// What `data` writes where [`Envelope::to_json_spliced`] writes a part by hand: a string no
+/// answer holds otherwise.
+pub const MARK: &str = "\u{1}";
 
 /// First capacity of an answer's buffer: most answers (a page of a list) fit, and a longer one
 /// grows it a few times.
@@ -133,5 +158,28 @@ impl IntoResponse for GpxFile {
             self.body,
         )
             .into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_part_written_by_hand_goes_where_its_key_was_marked_and_only_there() {
+        // A string holding the mark's text as a value: written escaped, never taken for it.
+        let data = json!({"a": r#""b":"\u{1}""#, "b": MARK, "c": 1});
+        let body = Envelope::ok("m", data)
+            .to_json_spliced("b", 0, |out| {
+                out.extend_from_slice(b"[1,2]");
+                Ok(())
+            })
+            .unwrap();
+        let want =
+            json!({"code": 200, "data": {"a": r#""b":"\u{1}""#, "b": [1, 2], "c": 1}, "msg": "m", "status": true});
+        assert_eq!(String::from_utf8(body).unwrap(), want.to_string());
+        let unmarked = Envelope::ok("m", json!({"b": 1})).to_json_spliced("b", 0, |_| Ok(()));
+        assert!(unmarked.is_err());
     }
 }

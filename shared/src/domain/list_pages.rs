@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use crate::ids::{FIRST_ID, LAST_ID, all_ids};
 use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
-use crate::store::{Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, key_of};
+use crate::store::{Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, WriteOp, key_of};
 
 /// Prefix lengths (hex digits of the id) with a counter, root first.
 const LEVELS: [usize; 5] = [4, 6, 8, 10, 12];
@@ -127,9 +127,10 @@ async fn children(
     let hi = upto.map(str::to_owned).unwrap_or_else(|| pad('f'));
     let q = Query::new(cpk, SkRange::Between(counter_sk(&pad('0')), counter_sk(&hi)));
     let mut out = Vec::new();
-    // Straight from the stored JSON: a walk reads up to 256 counters a level.
+    // Straight from the stored JSON, once per stored document: a walk reads up to 256 counters
+    // a level, every list page the root's.
     for doc in store.query_docs(table, &q).await? {
-        let c: Counter = from_json(&doc)?;
+        let c = doc.decoded::<Counter>()?;
         // Keys of another length cannot fall in the range (the length leads the key); checked
         // all the same. A counter of an emptied cell reads 0.
         if c.sk.len() == len + 1 && c.n > 0 {

@@ -19,7 +19,7 @@ mod search;
 pub mod view;
 
 pub use reindex::{Reindexed, reindex};
-pub use search::{FoundView, Hit, coarse_indexed, coarse_indexed_from_start, search};
+pub use search::{FoundView, Hit, coarse_indexed, coarse_indexed_from_start, search, write_found};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};

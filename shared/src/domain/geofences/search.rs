@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::value::RawValue;
 
 use super::view::GeofenceView;
@@ -30,41 +29,54 @@ impl Hit {
     /// meters to the centimetre, the search's own.
     pub fn view(&self) -> Result<FoundView<'_>, StoreError> {
         let m = Measured::kept_in(&self.kept)?;
-        Ok(FoundView { fields: &m.fields, distance: (self.distance_m * 100.0).round() / 100.0 })
+        Ok(FoundView { head: &m.head, distance: (self.distance_m * 100.0).round() / 100.0 })
     }
 }
 
 /// A found fence as a search writes it ([`Hit::view`]): the kept fields as they are (written,
 /// never parsed again), then its distance.
 pub struct FoundView<'a> {
-    fields: &'a [(String, Box<RawValue>)],
+    head: &'a str,
     distance: f64,
 }
 
 impl FoundView<'_> {
     /// About the bytes it writes.
     pub fn size_hint(&self) -> usize {
-        self.fields.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + 24
+        self.head.len() + 24
+    }
+
+    /// Its JSON: the kept fields' text and the distance after them (serialized field by field,
+    /// writing the keys again was a twentieth of a search made afresh).
+    fn write_to(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        out.extend_from_slice(self.head.as_bytes());
+        out.extend_from_slice(if self.head.len() > 1 { b",\"distance\":" } else { b"\"distance\":" });
+        serde_json::to_writer(&mut *out, &self.distance)?;
+        out.push(b'}');
+        Ok(())
     }
 }
 
-impl Serialize for FoundView<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.fields.len() + 1))?;
-        for (key, value) in self.fields {
-            map.serialize_entry(key, value)?;
+/// Found fences as a JSON array ([`crate::envelope::Envelope::to_json_spliced`]).
+pub fn write_found(found: &[FoundView], out: &mut Vec<u8>) -> serde_json::Result<()> {
+    out.push(b'[');
+    for (k, f) in found.iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
         }
-        map.serialize_entry("distance", &self.distance)?;
-        map.end()
+        f.write_to(out)?;
     }
+    out.push(b']');
+    Ok(())
 }
 
 /// What search measures of a fence, kept beside its view.
 #[derive(Debug)]
 struct Measured {
     id: String,
-    /// Its fields as v3 lists show them, in their order (sorted), each value's JSON as written.
-    fields: Vec<(String, Box<RawValue>)>,
+    /// Its fields as v3 lists show them, sorted, as the text of one JSON object without its
+    /// closing brace (`{` alone when it has none).
+    head: String,
     center: LngLat,
     shape: index::Shape,
     /// Meters from the center to the farthest vertex (0 for a circle).
@@ -77,9 +89,9 @@ const SPHERE: f64 = 1.01;
 
 impl Measured {
     fn of(g: &Geofence, view: &RawValue) -> serde_json::Result<Self> {
-        let fields: BTreeMap<String, Box<RawValue>> = serde_json::from_str(view.get())?;
+        let head = head_of(view)?;
         let reach_m = g.ring.iter().flatten().map(|v| g.center.haversine_m(*v)).fold(0.0, f64::max);
-        Ok(Self { id: g.id.clone(), fields: fields.into_iter().collect(), center: g.center, shape: g.shape(), reach_m })
+        Ok(Self { id: g.id.clone(), head, center: g.center, shape: g.shape(), reach_m })
     }
 
     /// What [`kept`] kept beside a copy's view.
@@ -93,8 +105,7 @@ impl Measured {
             index::Shape::Polygon(p) => p.exterior().0.len(),
             index::Shape::Circle { .. } => 0,
         };
-        let fields: usize = self.fields.iter().map(|(k, v)| k.len() + v.get().len() + 48).sum();
-        self.id.len() + fields + vertices * std::mem::size_of::<geo::Coord<f64>>()
+        self.id.len() + self.head.len() + vertices * std::mem::size_of::<geo::Coord<f64>>()
     }
 
     /// Meters that the fence is at least from `at`, from haversine distances alone. A polygon lies
@@ -108,6 +119,14 @@ impl Measured {
             index::Shape::Circle { radius_m, .. } => h - radius_m,
         }
     }
+}
+
+/// A view's fields, sorted, as [`Measured::head`] keeps them.
+fn head_of(view: &RawValue) -> serde_json::Result<String> {
+    let fields: BTreeMap<String, &RawValue> = serde_json::from_str(view.get())?;
+    let mut head = serde_json::to_string(&fields)?;
+    head.pop();
+    Ok(head)
 }
 
 /// Each stored copy's view (v3, as lists show it), with what search measures kept beside it.
@@ -181,4 +200,22 @@ pub async fn coarse_indexed(store: &dyn Store, project_id: &str) -> Result<bool,
         marked.lock().unwrap_or_else(|e| e.into_inner()).insert(project_id.to_owned());
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_found_fence_is_its_sorted_fields_then_its_distance() {
+        let view = RawValue::from_string(r#"{"z":1,"a":"x \"q\"","m":[1,{"b":2}]}"#.into()).unwrap();
+        let head = head_of(&view).unwrap();
+        let none = head_of(&RawValue::from_string("{}".into()).unwrap()).unwrap();
+        let found = [FoundView { head: &head, distance: 12.5 }, FoundView { head: &none, distance: 0.0 }];
+        let mut out = Vec::new();
+        write_found(&found, &mut out).unwrap();
+        let want = r#"[{"a":"x \"q\"","m":[1,{"b":2}],"z":1,"distance":12.5},{"distance":0.0}]"#;
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+        assert!(found.iter().all(|f| f.size_hint() >= f.head.len() + 15));
+    }
 }
