@@ -128,8 +128,13 @@ pub fn json_answer<T: Serialize>(status: axum::http::StatusCode, value: &T) -> R
 pub fn json_written(status: axum::http::StatusCode, body: serde_json::Result<Vec<u8>>) -> Response {
     use axum::http::{HeaderValue, header};
     match body {
+        // Built as it is sent: through axum's tuple, a body of bytes was labelled
+        // `application/octet-stream` first and then labelled again.
         Ok(body) => {
-            (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+            let mut answer = Response::new(axum::body::Body::from(body));
+            *answer.status_mut() = status;
+            answer.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            answer
         }
         Err(e) => crate::error::ApiError::internal(e).into_response(),
     }

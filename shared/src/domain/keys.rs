@@ -145,8 +145,8 @@ pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Proj
     if kept.revoked_at.is_some() {
         return Ok(None);
     }
-    let now = Timestamp::now();
-    let stale = kept.last_used_at.is_none_or(|t| (now.0 - t.0).num_seconds() >= LAST_USED_GRANULARITY_SECONDS);
+    let now_s = crate::store::epoch_now();
+    let stale = kept.last_used_at.is_none_or(|t| now_s - t.0.timestamp() >= LAST_USED_GRANULARITY_SECONDS);
     if stale || !kept.listed {
         let mut record = KeyRecord::clone(&kept);
         let was_listed = record.listed;
@@ -167,7 +167,7 @@ pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Proj
             }
             record.listed = true;
         }
-        record.last_used_at = Some(now);
+        record.last_used_at = Some(Timestamp::now());
         // Never over a revocation made meanwhile (a tombstone is not `listed`). A key not listed
         // until now could not have been revoked: revoking needs its index entry.
         let cond = if was_listed { Cond::Equals("listed", true.into()) } else { Cond::Exists };
