@@ -43,8 +43,8 @@ impl<T: Serialize> IntoResponse for Envelope<T> {
 
 impl<T: Serialize> Envelope<T> {
     /// The answer, its buffer sized for `data_bytes` of data (kept JSON the caller knows the
-    /// length of) besides the envelope: grown as it was written, a search's 20 kB answer was
-    /// copied three times over (a twentieth of its time).
+    /// length of) besides the envelope: grown as it was written, a 20 kB answer was copied three
+    /// times over (a twentieth of a search's time).
     pub fn into_response_sized(self, data_bytes: usize) -> Response {
         json_written(status_of(self.code), self.to_json(data_bytes + ANSWER_CAPACITY))
     }

@@ -5,7 +5,9 @@
 //!
 //! Never stale, on either store and without being told of writes: what is kept is a function of
 //! the bytes read (and of what else the caller names as `context`, such as a time zone), and a
-//! hit compares them whole. A changed record has other bytes, so it is a miss, rendered afresh.
+//! hit compares them whole, or is carried by the stored document it was rendered from, whose
+//! bytes never change ([`lookup_doc`]). A changed record has other bytes, so it is a miss,
+//! rendered afresh.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -25,7 +27,8 @@ const SHARDS: usize = 16;
 /// Bytes kept in each of a shard's two generations (records, their JSON, and what an entry costs
 /// besides): 8 MiB a generation in all. When the newer is full it becomes the older and the older
 /// is dropped: records read again meanwhile move to the newer, so a long history read once does
-/// not push out the lists read on every request.
+/// not push out the lists read on every request. An entry dropped here lives on while a kept
+/// stored document carries it (bounded with the store's answers, `store::embedded::answers`).
 const GENERATION_BYTES: usize = (8 << 20) / SHARDS;
 /// An entry's own cost besides its bytes: the map's slot, the `Arc` and three allocations.
 const ENTRY_OVERHEAD: usize = 160;

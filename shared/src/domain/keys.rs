@@ -146,7 +146,8 @@ pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Proj
         return Ok(None);
     }
     let now_s = crate::store::epoch_now();
-    let stale = kept.last_used_at.is_none_or(|t| now_s - t.0.timestamp() >= LAST_USED_GRANULARITY_SECONDS);
+    // Whole seconds on both sides: past the granularity by one, so never sooner than it.
+    let stale = kept.last_used_at.is_none_or(|t| now_s - t.0.timestamp() > LAST_USED_GRANULARITY_SECONDS);
     if stale || !kept.listed {
         let mut record = KeyRecord::clone(&kept);
         let was_listed = record.listed;

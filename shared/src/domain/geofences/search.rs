@@ -43,7 +43,7 @@ pub struct FoundView<'a> {
 impl FoundView<'_> {
     /// About the bytes it writes.
     pub fn size_hint(&self) -> usize {
-        self.head.len() + 24
+        self.head.len() + 40
     }
 
     /// Its JSON: the kept fields' text and the distance after them (serialized field by field,

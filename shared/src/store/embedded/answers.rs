@@ -30,7 +30,9 @@ use crate::store::reads::{self, Dep};
 use crate::store::{Doc, Query, TABLES, Table};
 
 /// Bytes of documents kept per table at most; past it, all answers are dropped (those in use
-/// come back at their next read).
+/// come back at their next read). What the documents carry (`Doc::derive`: their rendered JSON,
+/// a copy of their bytes beside it, or their decoded record) is held with them: about three times
+/// this in all.
 const MAX_BYTES: usize = 8 << 20;
 /// Partitions whose last write position is remembered per table; past it, all are forgotten at
 /// once and count as written now (answers and reads under way then are retired).
