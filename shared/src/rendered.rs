@@ -10,6 +10,7 @@
 //! rendered afresh.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
@@ -132,18 +133,18 @@ fn shard(hash: u64) -> &'static Mutex<Memo> {
 /// when nothing): kept from an earlier call with the same three when there was one, else
 /// rendered now and kept. `render` writes the record's view with
 /// [`serde_json::value::to_raw_value`] (a view borrows from its record, so it cannot be returned).
-pub fn json_of<T: DeserializeOwned>(
+pub fn json_of<'d, T: DeserializeOwned>(
     view: &'static str,
     context: &str,
-    doc: &Doc,
+    doc: &'d Doc,
     render: impl FnOnce(&T) -> serde_json::Result<Box<RawValue>>,
-) -> Result<Json, StoreError> {
+) -> Result<Cow<'d, Json>, StoreError> {
     match lookup_doc(view, context, doc) {
         Ok(json) => Ok(json),
         // Rendered outside the lock: other requests' lookups do not wait for it.
         Err(missing) => {
             let json = render(&from_json(doc)?).map_err(|e| missing.failed(e))?;
-            Ok(missing.keep(json))
+            Ok(Cow::Owned(missing.keep(json)))
         }
     }
 }
@@ -159,17 +160,17 @@ pub struct Missing {
 
 /// [`lookup`] of a stored document: first what the document itself carries from an earlier
 /// reader ([`Doc::derived`]: a kept answer's documents are handed out again as they are), found
-/// without hashing or comparing its bytes; what is found or kept otherwise, it carries from now on.
-pub fn lookup_doc(view: &'static str, context: &str, doc: &Doc) -> Result<Json, Missing> {
-    // Views are named by constants: the same pointer, nearly always.
-    let same_view = |j: &&Json| std::ptr::eq(j.0.view, view) || j.0.view == view;
-    if let Some(json) = doc.derived::<Json>().filter(same_view).filter(|j| j.0.context == context) {
-        return Ok(json.clone());
+/// without hashing or comparing its bytes, and lent rather than counted once more (the two worker
+/// threads counting the same entries' references met on them); what is found or kept otherwise,
+/// it carries from now on.
+pub fn lookup_doc<'d>(view: &'static str, context: &str, doc: &'d Doc) -> Result<Cow<'d, Json>, Missing> {
+    if let Some(json) = doc.derived::<Json>().filter(|j| j.0.view == view && j.0.context == context) {
+        return Ok(Cow::Borrowed(json));
     }
     match lookup(view, context, doc) {
         Ok(json) => {
             doc.derive(json.clone());
-            Ok(json)
+            Ok(Cow::Owned(json))
         }
         Err(missing) => Err(Missing { doc: Some(doc.clone()), ..missing }),
     }
@@ -243,13 +244,23 @@ mod tests {
     #[test]
     fn a_record_is_rendered_once_and_a_changed_one_again() {
         let calls = Cell::new(0);
-        let a = json_of("test-upper", "", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls)).unwrap();
-        let b = json_of("test-upper", "", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls)).unwrap();
+        let a = json_of("test-upper", "", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls))
+            .unwrap()
+            .into_owned();
+        let b = json_of("test-upper", "", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls))
+            .unwrap()
+            .into_owned();
         assert_eq!((format!("{a:?}"), format!("{b:?}"), calls.get()), (r#""ABC""#.into(), r#""ABC""#.into(), 1));
         // Other bytes, another view or another context: rendered for what they are.
-        let c = json_of("test-upper", "", &Doc::from(&br#""abd""#[..]), |s: &String| upper(s, &calls)).unwrap();
-        let d = json_of("test-other", "", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls)).unwrap();
-        let e = json_of("test-upper", "+02:00", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls)).unwrap();
+        let c = json_of("test-upper", "", &Doc::from(&br#""abd""#[..]), |s: &String| upper(s, &calls))
+            .unwrap()
+            .into_owned();
+        let d = json_of("test-other", "", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls))
+            .unwrap()
+            .into_owned();
+        let e = json_of("test-upper", "+02:00", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls))
+            .unwrap()
+            .into_owned();
         assert_eq!(format!("{c:?}"), r#""ABD""#);
         assert_eq!((format!("{d:?}"), format!("{e:?}")), (r#""ABC""#.into(), r#""ABC""#.into()));
         assert_eq!(calls.get(), 4);
@@ -306,7 +317,8 @@ mod tests {
         let Ok(found) = lookup("test-with", "", b"[1,2]") else { panic!("kept") };
         assert_eq!((found.get(), found.with::<Vec<u8>>()), ("3", Some(&vec![1, 2])));
         assert!(found.with::<String>().is_none(), "only as the type it was kept as");
-        let plain = json_of("test-upper", "", &Doc::from(&br#""x""#[..]), |s: &String| to_raw_value(s)).unwrap();
+        let plain =
+            json_of("test-upper", "", &Doc::from(&br#""x""#[..]), |s: &String| to_raw_value(s)).unwrap().into_owned();
         assert!(plain.with::<Vec<u8>>().is_none());
     }
 

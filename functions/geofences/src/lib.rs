@@ -259,8 +259,8 @@ async fn list_by_metadata(
 
 /// A page of events, fields sorted.
 #[derive(Serialize)]
-struct EventsPage {
-    events: Vec<shared::rendered::Json>,
+struct EventsPage<'a> {
+    events: Vec<std::borrow::Cow<'a, shared::rendered::Json>>,
     next_page: Option<usize>,
     pages: usize,
     prev_page: Option<usize>,

@@ -70,7 +70,7 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
 #[derive(Serialize)]
 struct LocationsPage<'a> {
     app_id: String,
-    locations: Vec<shared::rendered::Json>,
+    locations: Vec<std::borrow::Cow<'a, shared::rendered::Json>>,
     next_page: Option<usize>,
     pages: usize,
     prev_page: Option<usize>,

@@ -334,7 +334,7 @@ pub async fn list(
 }
 
 /// A stored user as lists show it ([`UserView`]), rendered once for these bytes and `tz`.
-pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<rendered::Json, StoreError> {
+pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<std::borrow::Cow<'_, rendered::Json>, StoreError> {
     rendered::json_of("user", crate::time::tz_name(tz), doc, |u: &User| {
         serde_json::value::to_raw_value(&UserView::new(u, tz))
     })
@@ -425,7 +425,7 @@ pub struct UsersPage<'a> {
     pub pages: usize,
     pub prev_page: Option<usize>,
     /// As [`view_json`] renders them.
-    pub users: Vec<rendered::Json>,
+    pub users: Vec<std::borrow::Cow<'a, rendered::Json>>,
 }
 
 /// The creation response's `data`, exactly the fields interface.md lists for it.

@@ -279,7 +279,7 @@ pub async fn list(
 }
 
 /// A stored event as lists show it ([`EventView`]), rendered once for these bytes.
-pub fn view_json(doc: &Doc) -> Result<rendered::Json, StoreError> {
+pub fn view_json(doc: &Doc) -> Result<std::borrow::Cow<'_, rendered::Json>, StoreError> {
     rendered::json_of("geofence event", "", doc, |e: &GeofenceEvent| {
         serde_json::value::to_raw_value(&EventView::from(e))
     })

@@ -139,9 +139,8 @@ fn kept<'a>(docs: impl IntoIterator<Item = &'a Doc>) -> Result<Vec<rendered::Jso
         Ok(missing.keep_with(json, measured, bytes))
     };
     // Those not kept are decoded after the memo's lock is let go.
-    docs.into_iter()
-        .map(|doc| rendered::lookup_doc(FOUND_VIEW, "", doc).or_else(|missing| kept(missing, doc)))
-        .collect()
+    let found = |doc| rendered::lookup_doc(FOUND_VIEW, "", doc).map(std::borrow::Cow::into_owned);
+    docs.into_iter().map(|doc| found(doc).or_else(|missing| kept(missing, doc))).collect()
 }
 
 /// The name [`kept`] keeps a fence's copy under in [`rendered`].

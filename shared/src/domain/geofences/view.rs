@@ -125,7 +125,7 @@ impl<'a> GeofenceView<'a> {
 
 /// A stored fence as lists show it ([`GeofenceView`] without counts or distance), rendered once for
 /// these bytes and `id_key`.
-pub fn view_json(doc: &Doc, id_key: &'static str) -> Result<rendered::Json, StoreError> {
+pub fn view_json<'d>(doc: &'d Doc, id_key: &'static str) -> Result<std::borrow::Cow<'d, rendered::Json>, StoreError> {
     rendered::json_of("geofence", id_key, doc, |g: &Geofence| {
         serde_json::value::to_raw_value(&GeofenceView::new(g, id_key))
     })

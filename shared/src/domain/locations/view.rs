@@ -153,7 +153,7 @@ impl<'a> LocationView<'a> {
 }
 
 /// A stored fix as lists show it ([`LocationView`]), rendered once for these bytes and `tz`.
-pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<rendered::Json, StoreError> {
+pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<std::borrow::Cow<'_, rendered::Json>, StoreError> {
     rendered::json_of("location", crate::time::tz_name(tz), doc, |l: &Location| {
         serde_json::value::to_raw_value(&LocationView::new(l, tz))
     })
