@@ -108,6 +108,23 @@ impl IntoResponse for V2Envelope {
     }
 }
 
+/// `items` as a JSON array, each written by `write`: the parts of answers written by hand.
+pub fn write_array<T>(
+    out: &mut Vec<u8>,
+    items: impl IntoIterator<Item = T>,
+    mut write: impl FnMut(T, &mut Vec<u8>) -> serde_json::Result<()>,
+) -> serde_json::Result<()> {
+    out.push(b'[');
+    for (k, item) in items.into_iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
+        }
+        write(item, out)?;
+    }
+    out.push(b']');
+    Ok(())
+}
+
 /// What `data` writes where [`Envelope::to_json_spliced`] writes a part by hand: a string no
 /// answer holds otherwise.
 pub const MARK: &str = "\u{1}";

@@ -59,15 +59,7 @@ impl FoundView<'_> {
 
 /// Found fences as a JSON array ([`crate::envelope::Envelope::to_json_spliced`]).
 pub fn write_found(found: &[FoundView], out: &mut Vec<u8>) -> serde_json::Result<()> {
-    out.push(b'[');
-    for (k, f) in found.iter().enumerate() {
-        if k > 0 {
-            out.push(b',');
-        }
-        f.write_to(out)?;
-    }
-    out.push(b']');
-    Ok(())
+    crate::envelope::write_array(out, found, FoundView::write_to)
 }
 
 /// What search measures of a fence, kept beside its view.

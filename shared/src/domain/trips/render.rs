@@ -102,15 +102,7 @@ impl<'a> RouteBody<'a> {
     /// directly: through serde, the constant keys were escaped and written call by call, which
     /// was a third of a long route's writing.
     fn write_to(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        out.push(b'[');
-        for (k, entry) in self.entries().enumerate() {
-            if k > 0 {
-                out.push(b',');
-            }
-            entry.write_to(out)?;
-        }
-        out.push(b']');
-        Ok(())
+        crate::envelope::write_array(out, self.entries(), |entry, out| entry.write_to(out))
     }
 }
 
