@@ -50,16 +50,17 @@ impl<T: Serialize> Envelope<T> {
     }
 
     /// The body's bytes with the value of `key`, which `data` writes as [`MARK`], written by
-    /// `write` instead: a long part of an answer written by hand from JSON kept for it (found
-    /// fences), where serde would write each of its keys again. Only a key writes `"key":` with
-    /// its quotes (a quote inside a string is escaped), and `data` must hold one such key.
+    /// `write` instead, into a buffer sized for about `data_bytes` of it: a long part of an answer
+    /// written by hand (a trip's route, on several cores; found fences, from JSON kept for them).
+    /// Only a key writes `"key":` with its quotes (a quote inside a string is escaped), and `data`
+    /// must hold one such key.
     pub fn to_json_spliced(
         &self,
         key: &str,
-        capacity: usize,
+        data_bytes: usize,
         write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
     ) -> serde_json::Result<Vec<u8>> {
-        let mut out = self.to_json(capacity)?;
+        let mut out = self.to_json(data_bytes + ANSWER_CAPACITY)?;
         let marked = format!("\"{key}\":\"\\u0001\"");
         let at = memchr::memmem::find(&out, marked.as_bytes())
             .ok_or_else(|| serde::ser::Error::custom(format!("{key}: not marked")))?;

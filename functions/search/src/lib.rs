@@ -127,6 +127,6 @@ async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
     let (next_page, pages, prev_page) = paging(hits.len(), page, limit);
     let data = FencesPage { geofences: shared::envelope::MARK, next_page, pages, prev_page };
     let body = Envelope::ok(shared::envelope::SUCCESS, data)
-        .to_json_spliced("geofences", bytes + 512, |out| geofences::write_found(&geofences, out));
+        .to_json_spliced("geofences", bytes, |out| geofences::write_found(&geofences, out));
     Ok(shared::envelope::json_written(axum::http::StatusCode::OK, body))
 }

@@ -204,11 +204,6 @@ impl Serialize for RouteMarked<'_> {
     }
 }
 
-/// The route's mark as written: `"route"` followed by a one-character string no summary holds.
-/// Only a key writes these bytes (a quote inside a string is written escaped), and the summary's
-/// only `route` key is its own.
-const ROUTE_MARK: &[u8] = b"\"route\":\"\\u0001\"";
-
 impl SummaryBody {
     fn write<S: Serializer>(&self, s: S, route_marked: bool) -> Result<S::Ok, S::Error> {
         let (sum, t) = (&self.summary, &self.summary.trip);
@@ -225,7 +220,7 @@ impl SummaryBody {
         m.serialize_entry("paused_intervals", &Each(&pauses, |&(a, b)| Paused(a, b)))?;
         m.serialize_entry("project_id", &t.project_id)?;
         if route_marked {
-            m.serialize_entry("route", "\u{1}")?;
+            m.serialize_entry("route", crate::envelope::MARK)?;
         } else {
             let all = 0..sum.route.points.len();
             m.serialize_entry("route", &RouteBody { body: self, pauses: &pauses, range: all, carried: (0.0, 0.0) })?;
@@ -262,8 +257,6 @@ impl SummaryBody {
 
     /// The answer with the route written in `parts` parts at once.
     fn to_json_in(&self, parts: usize) -> Result<Vec<u8>, serde_json::Error> {
-        let head = Envelope::ok(SUCCESS, RouteMarked(self)).to_json(4096)?;
-        let at = memchr::memmem::find(&head, ROUTE_MARK).ok_or_else(|| serde::ser::Error::custom("route mark"))?;
         let points = &self.summary.route.points;
         let bounds: Vec<usize> = (0..=parts).map(|k| k * points.len() / parts).collect();
         // The figures carried into each part: sums over the points before it, in order.
@@ -279,43 +272,41 @@ impl SummaryBody {
         let pauses = self.pauses();
         let part =
             |k: usize| RouteBody { body: self, pauses: &pauses, range: bounds[k]..bounds[k + 1], carried: carried[k] };
-        let mut out = Vec::with_capacity(self.size_hint());
-        out.extend_from_slice(&head[..at]);
-        out.extend_from_slice(b"\"route\":");
-        let rest = std::thread::scope(|scope| {
-            let others: Vec<_> = (1..parts)
-                .map(|k| {
-                    let part = &part;
-                    // Sized up front: grown by doubling, a part of a long route was copied
-                    // and its fresh pages zeroed again at every step.
-                    let size = 64 + (bounds[k + 1] - bounds[k]) * self.point_hint();
-                    scope.spawn(move || {
-                        let mut bytes = Vec::with_capacity(size);
-                        part(k).write_to(&mut bytes).map(|()| bytes)
+        Envelope::ok(SUCCESS, RouteMarked(self)).to_json_spliced("route", self.size_hint(), |out| {
+            let rest = std::thread::scope(|scope| {
+                let others: Vec<_> = (1..parts)
+                    .map(|k| {
+                        let part = &part;
+                        // Sized up front: grown by doubling, a part of a long route was copied
+                        // and its fresh pages zeroed again at every step.
+                        let size = 64 + (bounds[k + 1] - bounds[k]) * self.point_hint();
+                        scope.spawn(move || {
+                            let mut bytes = Vec::with_capacity(size);
+                            part(k).write_to(&mut bytes).map(|()| bytes)
+                        })
                     })
-                })
-                .collect();
-            let first = part(0).write_to(&mut out);
-            let others: Vec<_> =
-                others.into_iter().map(|h| h.join().expect("a route part's writer panicked")).collect();
-            first.map(|()| others)
-        })?;
-        // Each part is an array of its own: their elements go into the first's.
-        for bytes in rest {
-            let bytes = bytes?;
-            let inner = &bytes[1..bytes.len() - 1];
-            if inner.is_empty() {
-                continue;
+                    .collect();
+                let first = part(0).write_to(out);
+                let others: Vec<_> =
+                    others.into_iter().map(|h| h.join().expect("a route part's writer panicked")).collect();
+                first.map(|()| others)
+            })?;
+            // Each part is an array of its own: their elements go into the first's.
+            for bytes in rest {
+                let bytes = bytes?;
+                let inner = &bytes[1..bytes.len() - 1];
+                if inner.is_empty() {
+                    continue;
+                }
+                out.pop();
+                if out.last() != Some(&b'[') {
+                    out.push(b',');
+                }
+                out.extend_from_slice(inner);
+                out.push(b']');
             }
-            out.pop();
-            if out.last() != Some(&b'[') {
-                out.push(b',');
-            }
-            out.extend_from_slice(inner);
-            out.push(b']');
-        }
-        out.extend_from_slice(&head[at + ROUTE_MARK.len()..]);
-        Ok(out)
+            Ok(())
+        })
     }
 }
 
