@@ -241,26 +241,21 @@ mod tests {
         to_raw_value(&s.to_uppercase())
     }
 
+    /// [`json_of`] of `bytes` read afresh (a document carrying nothing yet), upper-cased.
+    fn upper_of(view: &'static str, context: &str, bytes: &[u8], calls: &Cell<usize>) -> Json {
+        json_of(view, context, &Doc::from(bytes), |s: &String| upper(s, calls)).unwrap().into_owned()
+    }
+
     #[test]
     fn a_record_is_rendered_once_and_a_changed_one_again() {
         let calls = Cell::new(0);
-        let a = json_of("test-upper", "", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls))
-            .unwrap()
-            .into_owned();
-        let b = json_of("test-upper", "", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls))
-            .unwrap()
-            .into_owned();
+        let a = upper_of("test-upper", "", br#""abc""#, &calls);
+        let b = upper_of("test-upper", "", br#""abc""#, &calls);
         assert_eq!((format!("{a:?}"), format!("{b:?}"), calls.get()), (r#""ABC""#.into(), r#""ABC""#.into(), 1));
         // Other bytes, another view or another context: rendered for what they are.
-        let c = json_of("test-upper", "", &Doc::from(&br#""abd""#[..]), |s: &String| upper(s, &calls))
-            .unwrap()
-            .into_owned();
-        let d = json_of("test-other", "", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls))
-            .unwrap()
-            .into_owned();
-        let e = json_of("test-upper", "+02:00", &Doc::from(&br#""abc""#[..]), |s: &String| upper(s, &calls))
-            .unwrap()
-            .into_owned();
+        let c = upper_of("test-upper", "", br#""abd""#, &calls);
+        let d = upper_of("test-other", "", br#""abc""#, &calls);
+        let e = upper_of("test-upper", "+02:00", br#""abc""#, &calls);
         assert_eq!(format!("{c:?}"), r#""ABD""#);
         assert_eq!((format!("{d:?}"), format!("{e:?}")), (r#""ABC""#.into(), r#""ABC""#.into()));
         assert_eq!(calls.get(), 4);
