@@ -122,14 +122,24 @@ async fn children(
     level: usize,
     upto: Option<&str>,
 ) -> Result<Vec<(String, i64)>, StoreError> {
+    counters(&store.query_docs(table, &children_query(cpk, parent, level, upto)).await?, level)
+}
+
+/// The query of [`children`].
+fn children_query(cpk: &str, parent: &str, level: usize, upto: Option<&str>) -> Query {
     let len = LEVELS[level];
     let pad = |c: char| padded(parent, c, len);
     let hi = upto.map(str::to_owned).unwrap_or_else(|| pad('f'));
-    let q = Query::new(cpk, SkRange::Between(counter_sk(&pad('0')), counter_sk(&hi)));
-    let mut out = Vec::new();
+    Query::new(cpk, SkRange::Between(counter_sk(&pad('0')), counter_sk(&hi)))
+}
+
+/// What [`children_query`] read, as (prefix, count).
+fn counters(docs: &[Doc], level: usize) -> Result<Vec<(String, i64)>, StoreError> {
+    let len = LEVELS[level];
+    let mut out = Vec::with_capacity(docs.len());
     // Straight from the stored JSON, once per stored document: a walk reads up to 256 counters
     // a level, every list page the root's.
-    for doc in store.query_docs(table, &q).await? {
+    for doc in docs {
         let c = doc.decoded::<Counter>()?;
         // Keys of another length cannot fall in the range (the length leads the key); checked
         // all the same. A counter of an emptied cell reads 0.
@@ -297,7 +307,11 @@ pub async fn page(
     order: Order,
 ) -> Result<(Vec<Doc>, PageInfo), StoreError> {
     let cpk = counts_pk(pk);
-    if store.get_doc(table, &cpk, BUILT_SK).await?.is_none() {
+    if range.is_none() && page.offset() == 0 {
+        if let Some(first) = first_page(store, table, pk, &cpk, page, order).await? {
+            return Ok(first);
+        }
+    } else if store.get_doc(table, &cpk, BUILT_SK).await?.is_none() {
         build(store, table, pk).await?;
     }
     let (lo, hi) = range.unwrap_or_else(all_ids);
@@ -346,6 +360,36 @@ pub async fn page(
     let skip = skip.max(0) as usize;
     let docs = store.query_docs(table, &q.limit(skip + take)).await?;
     Ok((docs.into_iter().skip(skip).collect(), info))
+}
+
+/// The first page of the whole list (the one most asked for): the built marker, the root
+/// counters (the total) and the page read at once, one round of reads where it took three. None
+/// when the list was not counted yet (now it is: the caller goes on as for any page).
+async fn first_page(
+    store: &dyn Store,
+    table: Table,
+    pk: &str,
+    cpk: &str,
+    page: PageNumber,
+    order: Order,
+) -> Result<Option<(Vec<Doc>, PageInfo)>, StoreError> {
+    let (lo, hi) = all_ids();
+    let mut q = Query::new(pk, SkRange::Between(lo, hi)).limit(PAGE_SIZE);
+    if order == Order::NewestFirst {
+        q = q.descending();
+    }
+    let built = Query::new(cpk, SkRange::Between(BUILT_SK.to_owned(), BUILT_SK.to_owned()));
+    let [marker, root, mut docs] =
+        <[Vec<Doc>; 3]>::try_from(store.query_docs_many(table, &[built, children_query(cpk, "", 0, None), q]).await?)
+            .map_err(|_| StoreError::Backend("a batch of three queries did not give three answers".into()))?;
+    if marker.is_empty() {
+        build(store, table, pk).await?;
+        return Ok(None);
+    }
+    let total = counters(&root, 0)?.iter().map(|(_, c)| *c).sum::<i64>().max(0) as usize;
+    // As many as the counts hold (the page read and the counts can differ by a write between).
+    docs.truncate(total);
+    Ok(Some((docs, PageInfo::new(page, total))))
 }
 
 /// The id just before `id` (None for the first possible one).
