@@ -154,8 +154,24 @@ pub fn json_of<'d, T: DeserializeOwned>(
 pub struct Missing {
     hash: u64,
     entry: Entry,
-    /// The stored document looked up ([`lookup_doc`]), to carry what is kept.
-    doc: Option<Doc>,
+    /// The stored documents looked up ([`lookup_doc`], [`lookup_joined`]), to carry what is kept.
+    carry: Option<Carry>,
+}
+
+/// Who carries what is kept for a lookup of stored documents.
+enum Carry {
+    /// The record's document, as a [`Json`].
+    One(Doc),
+    /// The first of several records' documents, as [`Joined`] with the others (boxed: a miss is
+    /// returned by value).
+    Joined(Box<(Doc, Vec<Doc>)>),
+}
+
+/// A view of several stored records, carried by the first ([`lookup_joined`]): the others it was
+/// made with, known by identity.
+struct Joined {
+    rest: Vec<Doc>,
+    json: Json,
 }
 
 /// `a == b`, without `memcmp` for empty strings: an empty string's pointer is dangling, and
@@ -179,7 +195,34 @@ pub fn lookup_doc<'d>(view: &'static str, context: &str, doc: &'d Doc) -> Result
             doc.derive(json.clone());
             Ok(Cow::Owned(json))
         }
-        Err(missing) => Err(Missing { doc: Some(doc.clone()), ..missing }),
+        Err(missing) => Err(Missing { carry: Some(Carry::One(doc.clone())), ..missing }),
+    }
+}
+
+/// [`lookup`] of a view of several stored records (a trip and its events), by their [`joined`]
+/// bytes; but first what `first` carries from an earlier reader that had these same documents
+/// (a kept answer's, handed out again as they are: the same ones, told apart by identity without
+/// joining, hashing and comparing their bytes, a fifth of a made-afresh trips list). What is found
+/// or kept otherwise, `first` carries from now on.
+pub fn lookup_joined(view: &'static str, context: &str, first: &Doc, rest: &[Doc]) -> Result<Json, Missing> {
+    let carried = first.derived::<Joined>().filter(|j| {
+        same_str(j.json.0.view, view)
+            && same_str(&j.json.0.context, context)
+            && j.rest.len() == rest.len()
+            && j.rest.iter().zip(rest).all(|(a, b)| a.same(b))
+    });
+    if let Some(j) = carried {
+        return Ok(j.json.clone());
+    }
+    let key = joined(std::iter::once(first).chain(rest).map(|d| &d[..]));
+    match lookup(view, context, &key) {
+        Ok(json) => {
+            first.derive(Joined { rest: rest.to_vec(), json: json.clone() });
+            Ok(json)
+        }
+        Err(missing) => {
+            Err(Missing { carry: Some(Carry::Joined(Box::new((first.clone(), rest.to_vec())))), ..missing })
+        }
     }
 }
 
@@ -192,7 +235,7 @@ pub fn lookup(view: &'static str, context: &str, doc: &[u8]) -> Result<Json, Mis
     kept.map(Json).ok_or_else(|| {
         let (json, with) = (RawValue::NULL.to_owned(), None);
         let entry = Entry { view, context: context.to_owned(), doc: doc.into(), json, with };
-        Missing { hash, entry, doc: None }
+        Missing { hash, entry, carry: None }
     })
 }
 
@@ -201,10 +244,13 @@ impl Missing {
     pub fn keep(self, json: Box<RawValue>) -> Json {
         let entry = Arc::new(Entry { json, ..self.entry });
         shard(self.hash).lock().unwrap_or_else(PoisonError::into_inner).keep(self.hash, entry.clone());
-        if let Some(doc) = &self.doc {
-            doc.derive(Json(entry.clone()));
+        let json = Json(entry);
+        match self.carry {
+            Some(Carry::One(doc)) => doc.derive(json.clone()),
+            Some(Carry::Joined(docs)) => docs.0.derive(Joined { rest: docs.1, json: json.clone() }),
+            None => {}
         }
-        Json(entry)
+        json
     }
 
     /// `json`, and beside it `with` (`bytes` of heap): what else readers of the record need again
@@ -309,6 +355,32 @@ mod tests {
         missing.keep(to_raw_value(&2).unwrap());
         assert!(matches!(lookup("test-once", "", &key), Ok(j) if format!("{j:?}") == "2"));
         assert!(lookup("test-once", "", &joined([&b"a"[..], b"bc"])).is_err());
+    }
+
+    #[test]
+    fn a_view_of_several_records_is_carried_by_the_first_for_those_very_documents() {
+        let trip = Doc::from(&br#"{"trip":1}"#[..]);
+        let events = vec![Doc::from(&b"[1]"[..]), Doc::from(&b"[2]"[..])];
+        let Err(missing) = lookup_joined("test-joined", "", &trip, &events) else { panic!("nothing kept yet") };
+        let kept = missing.keep(to_raw_value(&"made").unwrap());
+        let carried = trip.derived::<Joined>().expect("the first document carries it");
+        assert!(Arc::ptr_eq(&carried.json.0, &kept.0));
+        let Ok(again) = lookup_joined("test-joined", "", &trip, &events) else { panic!("carried") };
+        assert!(Arc::ptr_eq(&again.0, &kept.0));
+        // The same bytes read again (other documents): found by their bytes, and carried by them.
+        let (trip2, events2) = (Doc::from(&trip[..]), events.iter().map(|e| Doc::from(&e[..])).collect::<Vec<_>>());
+        let Ok(by_bytes) = lookup_joined("test-joined", "", &trip2, &events2) else { panic!("kept by bytes") };
+        assert!(Arc::ptr_eq(&by_bytes.0, &kept.0) && trip2.derived::<Joined>().is_some());
+        // The first document with other events, fewer events, another context: not what it carries.
+        let changed = vec![events[0].clone(), Doc::from(&b"[3]"[..])];
+        assert!(lookup_joined("test-joined", "", &trip, &changed).is_err());
+        assert!(lookup_joined("test-joined", "", &trip, &events[..1]).is_err());
+        assert!(lookup_joined("test-joined", "https://x", &trip, &events).is_err());
+        // A view for one answer only (a trip's ETA): not carried.
+        let fresh = Doc::from(&br#"{"trip":2}"#[..]);
+        let Err(missing) = lookup_joined("test-joined", "", &fresh, &events) else { panic!("nothing kept yet") };
+        missing.once(to_raw_value(&"eta").unwrap());
+        assert!(fresh.derived::<Joined>().is_none());
     }
 
     #[test]

@@ -47,6 +47,11 @@ impl Doc {
         Ok(record)
     }
 
+    /// Whether `other` is this very document (shared, not merely equal bytes).
+    pub fn same(&self, other: &Doc) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// The bytes, without a copy when no one else holds the document.
     pub fn into_vec(self) -> Vec<u8> {
         match Arc::try_unwrap(self.0) {

@@ -155,8 +155,7 @@ pub async fn v1_json(
     now: Timestamp,
 ) -> Result<crate::rendered::Json, crate::error::ApiError> {
     use serde_json::value::to_raw_value;
-    let key = crate::rendered::joined(std::iter::once(&t.doc).chain(&t.events).map(|d| &d[..]));
-    let missing = match crate::rendered::lookup("trip v1", tracking_base, &key) {
+    let missing = match crate::rendered::lookup_joined("trip v1", tracking_base, &t.doc, &t.events) {
         Ok(json) => return Ok(json),
         Err(missing) => missing,
     };
