@@ -1,8 +1,9 @@
 //! Nearby fence search: the index cells of one precision (chosen for the radius) that cover the
-//! circle, read together; each copy taken for its id and shape, with a cheap lower bound on the
-//! sphere ruling out most far fences before the exact distance. What a search needs of a fence,
-//! and the fence as it shows it, are decoded once for the stored copy's bytes and kept with them
-//! (see [`crate::rendered`]): decoding the copies was a fifth of a warm search's CPU.
+//! circle, read together; each copy taken for its id and shape, with a cheap lower bound (the
+//! chord to its center) ruling out most far fences before the exact distance. What a search
+//! needs of a fence, and the fence as it shows it, are decoded once for the stored copy's bytes
+//! and kept with them (see [`crate::rendered`]): decoding the copies was a fifth of a warm
+//! search's CPU.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +13,7 @@ use super::view::GeofenceView;
 use super::{Geofence, cell_pk, index};
 use crate::auth::Project;
 use crate::error::ApiError;
-use crate::geometry::LngLat;
+use crate::geometry::{LngLat, Placed};
 use crate::rendered;
 use crate::store::{Cond, Doc, Query, Store, StoreError, Table, WriteOp, from_json, to_item};
 
@@ -69,21 +70,22 @@ struct Measured {
     /// Its fields as v3 lists show them, sorted, as the text of one JSON object without its
     /// closing brace (`{` alone when it has none).
     head: String,
-    center: LngLat,
+    /// The center, placed once for every search that measures the fence.
+    center: Placed,
     shape: index::Shape,
     /// Meters from the center to the farthest vertex (0 for a circle).
     reach_m: f64,
 }
 
-/// How far the sphere may be from the ellipsoid, as a factor (haversine is within 0.5 % of the
-/// geodesic; 1 % leaves room).
+/// How far the sphere may be from the ellipsoid, as a factor (haversine, which measures a
+/// polygon's reach, is within 0.5 % of the geodesic; 1 % leaves room).
 const SPHERE: f64 = 1.01;
 
 impl Measured {
     fn of(g: &Geofence, view: &RawValue) -> serde_json::Result<Self> {
         let head = head_of(view)?;
         let reach_m = g.ring.iter().flatten().map(|v| g.center.haversine_m(*v)).fold(0.0, f64::max);
-        Ok(Self { id: g.id.clone(), head, center: g.center, shape: g.shape(), reach_m })
+        Ok(Self { id: g.id.clone(), head, center: g.center.placed(), shape: g.shape(), reach_m })
     }
 
     /// What [`kept`] kept beside a copy's view.
@@ -100,15 +102,25 @@ impl Measured {
         self.id.len() + self.head.len() + vertices * std::mem::size_of::<geo::Coord<f64>>()
     }
 
-    /// Meters that the fence is at least from `at`, from haversine distances alone. A polygon lies
-    /// within the cap around its center that reaches its farthest vertex (caps are convex, so
-    /// edges between vertices stay inside), widened for the sphere, for edges drawn straight in
-    /// longitude/latitude (the in/out rule) and for a few meters of rounding.
-    fn distance_at_least(&self, at: LngLat) -> f64 {
-        let h = self.center.haversine_m(at) / SPHERE;
+    /// Meters that the fence is at least from `at`, from the chord to its center alone (never
+    /// longer than the geodesic). A polygon lies within the cap around its center that reaches its
+    /// farthest vertex (caps are convex, so edges between vertices stay inside), widened for the
+    /// sphere its reach was measured on, for edges drawn straight in longitude/latitude (the in/out
+    /// rule) and for a few meters of rounding.
+    fn distance_at_least(&self, at: &Placed) -> f64 {
+        let c = self.center.chord_m(at);
         match self.shape {
-            index::Shape::Polygon(_) => h - self.reach_m * 1.05 - 10.0,
-            index::Shape::Circle { radius_m, .. } => h - radius_m,
+            index::Shape::Polygon(_) => c - self.reach_m * SPHERE * 1.05 - 10.0,
+            index::Shape::Circle { radius_m, .. } => c - radius_m,
+        }
+    }
+
+    /// Meters from `at` to the fence (0 inside): [`index::Shape::distance_m`], a circle's from
+    /// its placed center.
+    fn distance_m(&self, at: &Placed) -> f64 {
+        match self.shape {
+            index::Shape::Circle { radius_m, .. } => (self.center.distance_m(at) - radius_m).max(0.0),
+            index::Shape::Polygon(_) => self.shape.distance_m(at.at),
         }
     }
 }
@@ -149,13 +161,13 @@ pub async fn search(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -
     let read = cells.iter().map(Vec::len).sum();
     let copies = kept(cells.iter().flatten())?;
     let mut seen = std::collections::HashSet::with_capacity_and_hasher(read, foldhash::fast::RandomState::default());
-    let mut hits = Vec::new();
+    let (here, mut hits) = (at.placed(), Vec::new());
     for kept in &copies {
         let f = Measured::kept_in(kept)?;
-        if f.distance_at_least(at) > radius_m || !seen.insert(f.id.as_str()) {
+        if f.distance_at_least(&here) > radius_m || !seen.insert(f.id.as_str()) {
             continue;
         }
-        let d = f.shape.distance_m(at);
+        let d = f.distance_m(&here);
         if d <= radius_m {
             hits.push(Hit { id: f.id.clone(), distance_m: d, kept: kept.clone() });
         }
