@@ -6,7 +6,7 @@
 //! Never stale, on either store and without being told of writes: what is kept is a function of
 //! the bytes read (and of what else the caller names as `context`, such as a time zone), and a
 //! hit compares them whole, or is carried by the stored document it was rendered from, whose
-//! bytes never change ([`lookup_doc`]). A changed record has other bytes, so it is a miss,
+//! bytes never change ([`lookup_carried`]). A changed record has other bytes, so it is a miss,
 //! rendered afresh.
 
 use std::any::Any;
@@ -154,22 +154,14 @@ pub fn json_of<'d, T: DeserializeOwned>(
 pub struct Missing {
     hash: u64,
     entry: Entry,
-    /// The stored documents looked up ([`lookup_doc`], [`lookup_joined`]), to carry what is kept.
-    carry: Option<Carry>,
+    /// The stored documents looked up ([`lookup_carried`]), to carry what is kept: the first
+    /// and the others (boxed: a miss is returned by value).
+    carry: Option<Box<(Doc, Vec<Doc>)>>,
 }
 
-/// Who carries what is kept for a lookup of stored documents.
-enum Carry {
-    /// The record's document, as a [`Json`].
-    One(Doc),
-    /// The first of several records' documents, as [`Joined`] with the others (boxed: a miss is
-    /// returned by value).
-    Joined(Box<(Doc, Vec<Doc>)>),
-}
-
-/// A view of several stored records, carried by the first ([`lookup_joined`]): the others it was
-/// made with, known by identity.
-struct Joined {
+/// What a stored document carries ([`lookup_carried`]): the view made of it and of the other
+/// documents it was made with (none for a view of one record), known by identity.
+struct Carried {
     rest: Vec<Doc>,
     json: Json,
 }
@@ -181,54 +173,50 @@ fn same_str(a: &str, b: &str) -> bool {
     a.len() == b.len() && (a.is_empty() || a == b)
 }
 
-/// [`lookup`] of a stored document: first what the document itself carries from an earlier
-/// reader ([`Doc::derived`]: a kept answer's documents are handed out again as they are), found
-/// without hashing or comparing its bytes, and lent rather than counted once more (the two worker
-/// threads counting the same entries' references met on them); what is found or kept otherwise,
-/// it carries from now on.
+/// [`lookup`] of one stored document ([`lookup_carried`] with no others).
 pub fn lookup_doc<'d>(view: &'static str, context: &str, doc: &'d Doc) -> Result<Cow<'d, Json>, Missing> {
-    if let Some(json) = doc.derived::<Json>().filter(|j| same_str(j.0.view, view) && same_str(&j.0.context, context)) {
-        return Ok(Cow::Borrowed(json));
-    }
-    match lookup(view, context, doc) {
-        Ok(json) => {
-            doc.derive(json.clone());
-            Ok(Cow::Owned(json))
-        }
-        Err(missing) => Err(Missing { carry: Some(Carry::One(doc.clone())), ..missing }),
-    }
+    lookup_carried(view, context, doc, &[])
 }
 
-/// [`lookup`] of a view of several stored records (a trip and its events), by their [`joined`]
-/// bytes; but first what `first` carries from an earlier reader that had these same documents
-/// (a kept answer's, handed out again as they are: the same ones, told apart by identity without
-/// joining, hashing and comparing their bytes, a fifth of a made-afresh trips list). What is found
-/// or kept otherwise, `first` carries from now on.
-pub fn lookup_joined(view: &'static str, context: &str, first: &Doc, rest: &[Doc]) -> Result<Json, Missing> {
-    let carried = first.derived::<Joined>().filter(|j| {
-        same_str(j.json.0.view, view)
-            && same_str(&j.json.0.context, context)
-            && j.rest.len() == rest.len()
-            && j.rest.iter().zip(rest).all(|(a, b)| a.same(b))
+/// [`lookup`] of a view of the stored records `first` and `rest` (a trip and its events; a view
+/// of one record has no others): first what `first` carries from an earlier reader that had
+/// these very documents ([`Doc::derived`]: a kept answer's documents are handed out again as they
+/// are), found without joining, hashing or comparing their bytes and lent rather than counted once
+/// more (the two worker threads counting the same entries' references met on them). Otherwise by
+/// their bytes (several records [`joined`]); what is found or kept then, `first` carries from now
+/// on.
+pub fn lookup_carried<'d>(
+    view: &'static str,
+    context: &str,
+    first: &'d Doc,
+    rest: &[Doc],
+) -> Result<Cow<'d, Json>, Missing> {
+    let carried = first.derived::<Carried>().filter(|c| {
+        same_str(c.json.0.view, view)
+            && same_str(&c.json.0.context, context)
+            && c.rest.len() == rest.len()
+            && c.rest.iter().zip(rest).all(|(a, b)| a.same(b))
     });
-    if let Some(j) = carried {
-        return Ok(j.json.clone());
+    if let Some(c) = carried {
+        return Ok(Cow::Borrowed(&c.json));
     }
-    let key = joined(std::iter::once(first).chain(rest).map(|d| &d[..]));
-    match lookup(view, context, &key) {
+    let found = if rest.is_empty() {
+        lookup(view, context, first)
+    } else {
+        lookup(view, context, &joined(std::iter::once(first).chain(rest).map(|d| &d[..])))
+    };
+    match found {
         Ok(json) => {
-            first.derive(Joined { rest: rest.to_vec(), json: json.clone() });
-            Ok(json)
+            first.derive(Carried { rest: rest.to_vec(), json: json.clone() });
+            Ok(Cow::Owned(json))
         }
-        Err(missing) => {
-            Err(Missing { carry: Some(Carry::Joined(Box::new((first.clone(), rest.to_vec())))), ..missing })
-        }
+        Err(missing) => Err(Missing { carry: Some(Box::new((first.clone(), rest.to_vec()))), ..missing }),
     }
 }
 
 /// The JSON kept for the record `doc` in `view` and `context`, or what keeps it once rendered.
 /// For a view of several stored records, `doc` is their [`joined`] bytes.
-pub fn lookup(view: &'static str, context: &str, doc: &[u8]) -> Result<Json, Missing> {
+fn lookup(view: &'static str, context: &str, doc: &[u8]) -> Result<Json, Missing> {
     let hash = MEMO.0.hash_one((view, context, doc));
     let same = |e: &Entry| same_str(e.view, view) && same_str(&e.context, context) && *e.doc == *doc;
     let kept = shard(hash).lock().unwrap_or_else(PoisonError::into_inner).get(hash, same);
@@ -245,10 +233,9 @@ impl Missing {
         let entry = Arc::new(Entry { json, ..self.entry });
         shard(self.hash).lock().unwrap_or_else(PoisonError::into_inner).keep(self.hash, entry.clone());
         let json = Json(entry);
-        match self.carry {
-            Some(Carry::One(doc)) => doc.derive(json.clone()),
-            Some(Carry::Joined(docs)) => docs.0.derive(Joined { rest: docs.1, json: json.clone() }),
-            None => {}
+        if let Some(docs) = self.carry {
+            let (first, rest) = *docs;
+            first.derive(Carried { rest, json: json.clone() });
         }
         json
     }
@@ -273,7 +260,7 @@ impl Missing {
 
 /// Several stored records as one key for [`lookup`]: each one's length, then its bytes (so no two
 /// lists of records give the same key).
-pub fn joined<'a>(docs: impl IntoIterator<Item = &'a [u8]> + Clone) -> Vec<u8> {
+fn joined<'a>(docs: impl IntoIterator<Item = &'a [u8]> + Clone) -> Vec<u8> {
     // Sized first: grown as it was written, a trip's key was copied a few times over.
     let mut key = Vec::with_capacity(docs.clone().into_iter().map(|d| d.len() + 8).sum());
     for d in docs {
@@ -321,8 +308,8 @@ mod tests {
         let calls = Cell::new(0);
         let doc = Doc::from(&br#""carried""#[..]);
         let a = json_of("test-carry", "", &doc, |s: &String| upper(s, &calls)).unwrap();
-        let carried = doc.derived::<Json>().expect("the document carries what it rendered to");
-        assert!(Arc::ptr_eq(&a.0, &carried.0));
+        let carried = doc.derived::<Carried>().expect("the document carries what it rendered to");
+        assert!(Arc::ptr_eq(&a.0, &carried.json.0));
         // The same document in another view or context: rendered for those, not taken from it.
         let b = json_of("test-other", "", &doc, |s: &String| to_raw_value(&s.len())).unwrap();
         let c = json_of("test-carry", "+02:00", &doc, |s: &String| to_raw_value(&format!("{s}!"))).unwrap();
@@ -332,7 +319,7 @@ mod tests {
         // Equal bytes read again find it by their bytes, and carry it from then on.
         let read_again = Doc::from(&br#""carried""#[..]);
         assert!(Arc::ptr_eq(&json_of("test-carry", "", &read_again, |s: &String| upper(s, &calls)).unwrap().0, &a.0));
-        assert!(read_again.derived::<Json>().is_some() && calls.get() == 1);
+        assert!(read_again.derived::<Carried>().is_some() && calls.get() == 1);
     }
 
     #[test]
@@ -361,26 +348,26 @@ mod tests {
     fn a_view_of_several_records_is_carried_by_the_first_for_those_very_documents() {
         let trip = Doc::from(&br#"{"trip":1}"#[..]);
         let events = vec![Doc::from(&b"[1]"[..]), Doc::from(&b"[2]"[..])];
-        let Err(missing) = lookup_joined("test-joined", "", &trip, &events) else { panic!("nothing kept yet") };
+        let Err(missing) = lookup_carried("test-joined", "", &trip, &events) else { panic!("nothing kept yet") };
         let kept = missing.keep(to_raw_value(&"made").unwrap());
-        let carried = trip.derived::<Joined>().expect("the first document carries it");
+        let carried = trip.derived::<Carried>().expect("the first document carries it");
         assert!(Arc::ptr_eq(&carried.json.0, &kept.0));
-        let Ok(again) = lookup_joined("test-joined", "", &trip, &events) else { panic!("carried") };
+        let Ok(again) = lookup_carried("test-joined", "", &trip, &events) else { panic!("carried") };
         assert!(Arc::ptr_eq(&again.0, &kept.0));
         // The same bytes read again (other documents): found by their bytes, and carried by them.
         let (trip2, events2) = (Doc::from(&trip[..]), events.iter().map(|e| Doc::from(&e[..])).collect::<Vec<_>>());
-        let Ok(by_bytes) = lookup_joined("test-joined", "", &trip2, &events2) else { panic!("kept by bytes") };
-        assert!(Arc::ptr_eq(&by_bytes.0, &kept.0) && trip2.derived::<Joined>().is_some());
+        let Ok(by_bytes) = lookup_carried("test-joined", "", &trip2, &events2) else { panic!("kept by bytes") };
+        assert!(Arc::ptr_eq(&by_bytes.0, &kept.0) && trip2.derived::<Carried>().is_some());
         // The first document with other events, fewer events, another context: not what it carries.
         let changed = vec![events[0].clone(), Doc::from(&b"[3]"[..])];
-        assert!(lookup_joined("test-joined", "", &trip, &changed).is_err());
-        assert!(lookup_joined("test-joined", "", &trip, &events[..1]).is_err());
-        assert!(lookup_joined("test-joined", "https://x", &trip, &events).is_err());
+        assert!(lookup_carried("test-joined", "", &trip, &changed).is_err());
+        assert!(lookup_carried("test-joined", "", &trip, &events[..1]).is_err());
+        assert!(lookup_carried("test-joined", "https://x", &trip, &events).is_err());
         // A view for one answer only (a trip's ETA): not carried.
         let fresh = Doc::from(&br#"{"trip":2}"#[..]);
-        let Err(missing) = lookup_joined("test-joined", "", &fresh, &events) else { panic!("nothing kept yet") };
+        let Err(missing) = lookup_carried("test-joined", "", &fresh, &events) else { panic!("nothing kept yet") };
         missing.once(to_raw_value(&"eta").unwrap());
-        assert!(fresh.derived::<Joined>().is_none());
+        assert!(fresh.derived::<Carried>().is_none());
     }
 
     #[test]

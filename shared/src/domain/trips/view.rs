@@ -155,7 +155,9 @@ pub async fn v1_json(
     now: Timestamp,
 ) -> Result<crate::rendered::Json, crate::error::ApiError> {
     use serde_json::value::to_raw_value;
-    let missing = match crate::rendered::lookup_joined("trip v1", tracking_base, &t.doc, &t.events) {
+    let missing = match crate::rendered::lookup_carried("trip v1", tracking_base, &t.doc, &t.events)
+        .map(std::borrow::Cow::into_owned)
+    {
         Ok(json) => return Ok(json),
         Err(missing) => missing,
     };
