@@ -148,7 +148,7 @@ impl LngLat {
 /// in meters (on the ellipsoid's surface) and its latitude's sine and cosine. A search measures
 /// one place against many fences, each placed once and kept: the trigonometry is done once a
 /// position rather than once a distance (a fifth of a search made afresh).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Placed {
     pub at: LngLat,
     xyz: [f64; 3],

@@ -319,7 +319,7 @@ pub async fn page(
     let mut root = None;
     let b = if hi == LAST_ID {
         let r = children(store, table, &cpk, "", 0, None).await?;
-        let total = r.iter().map(|(_, c)| *c).sum::<i64>().max(0) as usize;
+        let total = total_of(&r);
         root = Some(r);
         total
     } else {
@@ -337,12 +337,8 @@ pub async fn page(
     }
     let take = PAGE_SIZE.min(total - offset);
     if offset == 0 {
-        // The first page (the one most asked for) starts at an end of the range: no walk.
-        let mut q = Query::new(pk, SkRange::Between(lo, hi)).limit(take);
-        if order == Order::NewestFirst {
-            q = q.descending();
-        }
-        return Ok((store.query_docs(table, &q).await?, info));
+        // The first page starts at an end of the range: no walk.
+        return Ok((store.query_docs(table, &from_an_end(pk, lo, hi, order).limit(take)).await?, info));
     }
     let at = match order {
         Order::OldestFirst => a + offset,
@@ -374,22 +370,29 @@ async fn first_page(
     order: Order,
 ) -> Result<Option<(Vec<Doc>, PageInfo)>, StoreError> {
     let (lo, hi) = all_ids();
-    let mut q = Query::new(pk, SkRange::Between(lo, hi)).limit(PAGE_SIZE);
-    if order == Order::NewestFirst {
-        q = q.descending();
-    }
     let built = Query::new(cpk, SkRange::Between(BUILT_SK.to_owned(), BUILT_SK.to_owned()));
-    let [marker, root, mut docs] =
-        <[Vec<Doc>; 3]>::try_from(store.query_docs_many(table, &[built, children_query(cpk, "", 0, None), q]).await?)
-            .map_err(|_| StoreError::Backend("a batch of three queries did not give three answers".into()))?;
+    let qs = [built, children_query(cpk, "", 0, None), from_an_end(pk, lo, hi, order).limit(PAGE_SIZE)];
+    let [marker, root, mut docs] = <[Vec<Doc>; 3]>::try_from(store.query_docs_many(table, &qs).await?)
+        .map_err(|_| StoreError::Backend("a batch of three queries did not give three answers".into()))?;
     if marker.is_empty() {
         build(store, table, pk).await?;
         return Ok(None);
     }
-    let total = counters(&root, 0)?.iter().map(|(_, c)| *c).sum::<i64>().max(0) as usize;
+    let total = total_of(&counters(&root, 0)?);
     // As many as the counts hold (the page read and the counts can differ by a write between).
     docs.truncate(total);
     Ok(Some((docs, PageInfo::new(page, total))))
+}
+
+/// The ids `lo..=hi` of the list at `pk` read from the end `order` starts at.
+fn from_an_end(pk: &str, lo: String, hi: String, order: Order) -> Query {
+    let q = Query::new(pk, SkRange::Between(lo, hi));
+    if order == Order::NewestFirst { q.descending() } else { q }
+}
+
+/// The entries the root counters count: the whole list.
+fn total_of(root: &[(String, i64)]) -> usize {
+    root.iter().map(|(_, c)| *c).sum::<i64>().max(0) as usize
 }
 
 /// The id just before `id` (None for the first possible one).
