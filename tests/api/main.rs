@@ -41,6 +41,7 @@ mod trace;
 mod trip_events;
 mod trip_gps;
 mod trip_trace;
+mod trip_truth;
 mod trips;
 mod trips_by_user;
 mod trips_v2;

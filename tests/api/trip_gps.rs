@@ -1,9 +1,11 @@
 //! Trip figures on realistic GPS (see `gps_truth`): each case is driven through the API as a
 //! device and a server would (ingest in batches, start/pause/resume/end with times, summary) and
 //! held to its ground truth:
-//! - distance within 1 % of the geodesic length through the true positions at the same sample
-//!   times (walking at 3 km/h: 2.5 %, see `check`), and never more than 2 % above the true
-//!   path's length;
+//! - distance at least the geodesic length through the true positions at the same sample times
+//!   less 1 % (walking at 3 km/h: 2.5 %, see `check`), at most the larger of that and the true
+//!   path's length plus 1 % (sparse fixes cut corners the figures may recover), and never more
+//!   than 2 % above the true path's length; pacing slowly at 5–10 m noise (accuracy sent or
+//!   not), within 5 %;
 //! - stops where they truly are (still at least 2 minutes), no others;
 //! - movement while paused not counted;
 //! - elevation gain within 20 % on a hilly route, under 20 m per 10 km on a flat one;
@@ -33,6 +35,8 @@ struct Case {
     pause: Option<(usize, usize)>,
     /// Whether the elevation is checked as hilly (else as flat).
     hilly: bool,
+    /// Fixes are sent without their accuracy.
+    no_accuracy: bool,
 }
 
 fn ts(t: DateTime<Utc>) -> String {
@@ -72,6 +76,16 @@ fn still_hour() -> Timeline {
 fn slow_walk() -> Timeline {
     let mut tl = Timeline::new(t0(), HOME, 34.0);
     tl.travel(&crate::gps_truth::walking_route((0.0, 0.0)), 0.9, 34.0, 5.0, false);
+    tl
+}
+
+/// Walking back and forth along a 300 m path at 1.5 m/s, ten times, noise σ 5 m then 10 m: slow
+/// movement, never a stop.
+fn pacing() -> Timeline {
+    let mut tl = Timeline::new(t0(), HOME, 34.0);
+    for lap in 0..10 {
+        tl.travel(&[(300.0, 0.0), (0.0, 0.0)], 1.5, 34.0, if lap < 5 { 5.0 } else { 10.0 }, false);
+    }
     tl
 }
 
@@ -135,6 +149,7 @@ fn cases() -> Vec<Case> {
         outliers,
         pause: None,
         hilly: false,
+        no_accuracy: false,
     };
     let mut v = Vec::new();
     for every in [1, 5, 15, 60] {
@@ -151,6 +166,12 @@ fn cases() -> Vec<Case> {
         v.push(case("still 1 h at 20-50 m", still_hour(), every, Outliers::None));
         v.push(case("walk 3.2 km/h", slow_walk(), every, Outliers::None));
     }
+    for no_accuracy in [false, true] {
+        let label = if no_accuracy { "no accuracy" } else { "accuracy sent" };
+        let mut p = case(&format!("pacing 300 m at 1.5 m/s, {label}"), pacing(), 3, Outliers::None);
+        p.no_accuracy = no_accuracy;
+        v.push(p);
+    }
     v.push(case("deliveries, 3 stops", deliveries(), 5, Outliers::Optimistic));
     v.push(case("tunnel gap and a jump", gaps(), 5, Outliers::None));
     let mut h = case("hills, +85 m", hills(), 5, Outliers::None);
@@ -165,6 +186,8 @@ fn cases() -> Vec<Case> {
 
 struct Outcome {
     distance_err_pct: f64,
+    /// Against the true path's length.
+    path_err_pct: f64,
     stops: (usize, usize),
     elevation: String,
 }
@@ -177,7 +200,12 @@ async fn control(app: &TestApp, trip: &str, action: &str, field: &str, at: DateT
 }
 
 async fn run(app: &TestApp, c: &Case) -> Outcome {
-    let samples = sample(&c.tl, c.every, c.outliers, 7 + c.every as u64);
+    let mut samples = sample(&c.tl, c.every, c.outliers, 7 + c.every as u64);
+    if c.no_accuracy {
+        for s in &mut samples {
+            s.json.as_object_mut().unwrap().remove("accuracy");
+        }
+    }
     let last = c.tl.states.len() - 1;
     let user = app.create_user(json!({})).await;
     let o = c.tl.states[0].pos;
@@ -250,9 +278,27 @@ fn check(c: &Case, samples: &[Sample], s: &Value, ended: &Value) -> Outcome {
     // (fitting each leg's offset to its fixes) spreads −1.6 … +2.0 % over 200 seeds at 5 s
     // sampling, 14 % of them beyond 1 %. Ours spreads about ±2.5 % (see `spread`), so walking
     // is held to 2.5 %.
-    let bound = if c.name.starts_with("walk") { 2.5 } else { 1.0 };
-    assert!(err.abs() <= bound, "{name}: distance {got:.1} m vs truth {truth:.1} m ({err:+.2} %)");
-    assert!(got <= path * 1.02, "{name}: distance {got:.1} m above the true path {path:.1} m");
+    // Pacing slowly at 5-10 m noise, a step of 4.5 m is mostly noise: at least 95 % of the way
+    // counts, and at most 5 % more.
+    let bound = if c.name.starts_with("walk") {
+        2.5
+    } else if c.name.starts_with("pacing") {
+        5.0
+    } else {
+        1.0
+    };
+    // Sparse fixes cut the corners of the true path: the samples' own path is the least to
+    // count, and recovering the corners (see `route::curve_m`; real traces' truth is the road
+    // driven) may count up to the true path's length.
+    let most = truth.max(path) * (1.0 + bound / 100.0);
+    assert!(
+        err >= -bound && got <= most,
+        "{name}: distance {got:.1} m vs truth {truth:.1} m ({err:+.2} %), true path {path:.1} m"
+    );
+    assert!(
+        got <= path * (1.0 + bound.max(2.0) / 100.0),
+        "{name}: distance {got:.1} m above the true path {path:.1} m"
+    );
     assert_eq!(ended["distance_covered"], s["distance_covered"], "{name}: stored and summary figures agree");
 
     // Stops.
@@ -295,7 +341,12 @@ fn check(c: &Case, samples: &[Sample], s: &Value, ended: &Value) -> Outcome {
         format!("{gain:.0} m of {true_gain:.0} m ({e:+.0} %)")
     } else {
         let per_10km = gain / (path / 10_000.0);
-        assert!(per_10km < 20.0, "{name}: flat route climbed {gain:.1} m over {path:.0} m");
+        // Pacing spends an hour on 6 km: altitude noise has ten times a drive's time to climb.
+        // The case is there for its distance.
+        assert!(
+            per_10km < 20.0 || c.name.starts_with("pacing"),
+            "{name}: flat route climbed {gain:.1} m over {path:.0} m"
+        );
         format!("{gain:.0} m on flat ({per_10km:.1} m/10 km)")
     };
 
@@ -335,19 +386,25 @@ fn check(c: &Case, samples: &[Sample], s: &Value, ended: &Value) -> Outcome {
     if c.pause.is_some() {
         assert_eq!(s["paused_intervals"].as_array().unwrap().len(), 1, "{name}");
     }
-    Outcome { distance_err_pct: err, stops: (found.len(), truth_stops.len()), elevation }
+    Outcome {
+        distance_err_pct: err,
+        path_err_pct: (got - path) / path * 100.0,
+        stops: (found.len(), truth_stops.len()),
+        elevation,
+    }
 }
 
 both!(trip_figures_hold_on_realistic_gps, |app| async move {
     let mut table = vec![
-        "| Case | Sampling | Distance error | Stops found / true | Elevation gain |".to_owned(),
-        "|---|---|---|---|---|".to_owned(),
+        "| Case | Sampling | Distance vs samples' path | vs true path | Stops found / true | Elevation gain |"
+            .to_owned(),
+        "|---|---|---|---|---|---|".to_owned(),
     ];
     for c in cases() {
         let o = run(&app, &c).await;
         table.push(format!(
-            "| {} | {} s | {:+.2} % | {} / {} | {} |",
-            c.name, c.every, o.distance_err_pct, o.stops.0, o.stops.1, o.elevation
+            "| {} | {} s | {:+.2} % | {:+.2} % | {} / {} | {} |",
+            c.name, c.every, o.distance_err_pct, o.path_err_pct, o.stops.0, o.stops.1, o.elevation
         ));
     }
     println!("{}", table.join("\n"));
@@ -467,4 +524,44 @@ both!(an_outlier_fires_no_stop_departure_and_a_fix_before_the_start_reaches_noth
     let departures =
         got["trip"]["events"].as_array().unwrap().iter().filter(|e| e["event_type"] == "trip:user_left_stop").count();
     assert_eq!(departures, 1, "{got}");
+});
+
+both!(stop_departures_keep_their_time_on_a_1_s_drive_with_outliers, |app| async move {
+    // The deliveries at one fix a second with 1 % multipath outliers: each v2 stop is departed
+    // at the first fix beyond its radius and margin, not minutes later.
+    let route = city_route(1.0);
+    let cases = [
+        (deliveries(), vec![at(HOME, 500.0, 600.0), at(HOME, 1200.0, 600.0), at(HOME, 1700.0, 1300.0)]),
+        // Stops the drive passes through without stopping, and one where it waits at a light.
+        (drive(), [1, 4, 9, 17].iter().map(|&k| at(HOME, route[k].0, route[k].1)).collect()),
+    ];
+    for ((tl, places), outliers) in cases.iter().flat_map(|c| [(c, Outliers::Optimistic), (c, Outliers::Missing)]) {
+        let samples = sample(tl, 1, outliers, 11);
+        let user = app.create_user(json!({})).await;
+        let stops: Vec<Value> = places
+            .iter()
+            .map(|p| json!({"geometry_radius": 50, "geometry": {"type": "Point", "coordinates": [p.0, p.1]}}))
+            .collect();
+        let (status, res) =
+            app.call("POST", "/v2/trips", Key::Bearer, Some(&json!({"user_id": user, "stops": stops}))).await;
+        assert_eq!(status, StatusCode::CREATED, "{res}");
+        let id = res["trip"]["id"].as_str().unwrap().to_owned();
+        let start = json!({"action": "start", "started_at": ts(tl.time(0))});
+        let (status, res) = app.call("POST", &format!("/v2/trips/{id}/controls"), Key::Bearer, Some(&start)).await;
+        assert_eq!(status, StatusCode::CREATED, "{res}");
+        for chunk in samples.chunks(1000) {
+            send(&app, &user, chunk.iter().map(|s| s.json.clone()).collect()).await;
+        }
+        let (_, got) = app.call("GET", &format!("/v2/trips/{id}"), Key::Bearer, None).await;
+        for (k, place) in places.iter().enumerate() {
+            // Truly left: the first second the device is beyond radius and margin.
+            let d = |s: usize| geodesic(tl.states[s].pos, *place);
+            let arrived = (0..tl.states.len()).find(|&s| d(s) <= 50.0).unwrap();
+            let left = (arrived..tl.states.len()).find(|&s| d(s) > 75.0).unwrap();
+            let departed = got["trip"]["stops"][k]["departed_at"].as_str().unwrap_or_else(|| panic!("{got}"));
+            let departed = DateTime::parse_from_rfc3339(&format!("{departed}Z")).unwrap().with_timezone(&Utc);
+            let late = (departed - tl.time(left)).num_seconds();
+            assert!(late.abs() <= 10, "{outliers:?}: stop {k} departed {late} s after truly leaving");
+        }
+    }
 });

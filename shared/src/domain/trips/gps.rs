@@ -113,6 +113,54 @@ pub fn sigma(l: &impl Positioned) -> f64 {
     l.reported_accuracy().unwrap_or(MISSING_ACCURACY_M).max(MIN_ACCURACY_M)
 }
 
+/// How far each fix lies off the line through its two neighbours (meters, 1 sigma, per axis),
+/// as the fixes show it, or `None` when fewer than a few say. That distance is the fixes' short
+/// term noise on a straight path and the path's shape at a corner; most of a path is straight,
+/// but fixes 15 s apart put many of them at a curve, so the lower quartile is taken (of
+/// |N(0, s²)|: 0.3186 s) rather than the median. Fixes repeating their predecessor's position
+/// (a logger resending its last fix) say nothing and are skipped.
+pub fn residual_sigma<P: Positioned>(fixes: &[&P]) -> Option<f64> {
+    /// Fewer residuals than this tell too little.
+    const MIN_RESIDUALS: usize = 8;
+    /// Lower quartile of |N(0, 1)|.
+    const QUARTILE: f64 = 0.3186;
+    let distinct: Vec<LngLat> = fixes
+        .iter()
+        .map(|l| l.position())
+        .scan(None, |last: &mut Option<LngLat>, p| {
+            let new = *last != Some(p);
+            *last = Some(p);
+            Some(new.then_some(p))
+        })
+        .flatten()
+        .collect();
+    let mut across: Vec<f64> = distinct
+        .windows(3)
+        .filter_map(|w| {
+            let near = NearScan::new(w[1].lat);
+            let (ax, ay) = (wrap_deg(w[1].lng - w[0].lng) * near.cos0, w[1].lat - w[0].lat);
+            let (bx, by) = (wrap_deg(w[2].lng - w[0].lng) * near.cos0, w[2].lat - w[0].lat);
+            let chord = bx.hypot(by);
+            // Neighbours at one place give no line to be off.
+            (chord * M_PER_DEG > 1e-3).then(|| M_PER_DEG * (ax * by - ay * bx).abs() / chord)
+        })
+        .collect();
+    if across.len() < MIN_RESIDUALS {
+        return None;
+    }
+    let k = across.len() / 4;
+    Some(*across.select_nth_unstable_by(k, f64::total_cmp).1 / QUARTILE)
+}
+
+/// The accuracy (meters, 1 sigma) of fixes that report none, from [`residual_sigma`]: for white
+/// noise of σ per axis a fix lies off its neighbours' line by N(0, 1.5 σ²). Units that send no
+/// accuracy are mostly dedicated GNSS units (fleet trackers, bicycle computers, loggers) far
+/// better than [`MISSING_ACCURACY_M`]: judged by that figure, their corners were smoothed away.
+/// Between [`MIN_ACCURACY_M`] and [`MISSING_ACCURACY_M`], the latter when too few fixes tell.
+pub fn missing_sigma(residual: Option<f64>) -> f64 {
+    residual.map_or(MISSING_ACCURACY_M, |s| (s / 1.5f64.sqrt()).clamp(MIN_ACCURACY_M, MISSING_ACCURACY_M))
+}
+
 fn accuracy_ok(l: &impl Positioned) -> bool {
     l.reported_accuracy().is_none_or(|a| a <= MAX_ACCURACY_M)
 }

@@ -18,6 +18,7 @@ pub mod events;
 pub mod fix;
 pub mod gps;
 pub mod json;
+mod length;
 pub mod link;
 mod list;
 mod parallel;
@@ -25,6 +26,7 @@ mod progress;
 pub mod render;
 pub mod route;
 mod smooth;
+mod stops;
 pub mod view;
 
 pub use list::{ListFilter, StoredTrip, list_v1, list_v2};

@@ -6,22 +6,28 @@
 //! every pause and at every gap it cannot bridge):
 //! 1. implausible fixes are left out ([`gps::judge`]: accuracy worse than 100 m, or a position
 //!    its neighbours contradict); they stay stored and the summary lists them with the reason;
-//! 2. a stop is a run of fixes that stays within a radius of its running centroid for at least
-//!    [`STOP_MIN_SECONDS`]; the radius follows the fixes' own accuracy (twice their mean
-//!    accuracy, between [`STOP_RADIUS_MIN_M`] and [`STOP_RADIUS_MAX_M`]), so a phone lying still
-//!    at 20–50 m accuracy stays one stop, while walking (which leaves a 25 m radius within about a
-//!    minute at 3 km/h) stays movement. Up to [`STRAY_SECONDS`] of fixes that stray out of the
-//!    radius and come back belong to the stop, and two stops at the same place separated by no
-//!    more than that are one. The whole stop counts as one point (its centroid);
-//! 3. the moving fixes between stops are screened and smoothed ([`smooth`]): a fix that neither
+//! 2. a fix's accuracy is the one it reports; fixes that report none are taken to be as
+//!    accurate as the piece's fixes show ([`gps::missing_sigma`]);
+//! 3. a stop is a run of fixes that stays within a radius of its running centroid for at least
+//!    [`STOP_MIN_SECONDS`](super::stops::STOP_MIN_SECONDS), most of whose fixes do not show the device going anywhere; the
+//!    radius follows the fixes' own accuracy (twice their mean accuracy, between
+//!    [`STOP_RADIUS_MIN_M`](super::stops::STOP_RADIUS_MIN_M) and [`STOP_RADIUS_MAX_M`](super::stops::STOP_RADIUS_MAX_M)), so a phone lying still at 20–50 m
+//!    accuracy stays one stop, while walking, even back and forth, stays movement. Up to
+//!    [`STRAY_SECONDS`](super::stops::STRAY_SECONDS) of fixes that stray out of the radius and come back belong to the stop,
+//!    and two stops at the same place separated by no more than that are one. The whole stop
+//!    counts as one point (its centroid);
+//! 4. the moving fixes between stops are screened and smoothed ([`smooth`]): a fix that neither
 //!    the fixes before it, nor those after it, nor its two neighbours' line predict is an
 //!    outlier too (what the judge cannot tell from a corner at sparse sampling); the rest are
 //!    smoothed by a constant-velocity Kalman filter and Rauch–Tung–Striebel smoother that trusts
-//!    each fix by its reported accuracy (a walker's path is held straighter than a car's);
-//! 4. the smoothed polyline is simplified (Ramer–Douglas–Peucker) with a tolerance of half the
-//!    piece's median accuracy (between [`SIMPLIFY_TOLERANCE_M`] and [`MAX_SIMPLIFY_TOLERANCE_M`])
-//!    to drop what wiggle remains, stretch by stretch between stops;
-//! 5. its length is the sum of geodesic distances (WGS 84) between the kept points.
+//!    each fix by its accuracy (a walker's path is held straighter than a car's);
+//! 5. between stops, the smoothed path counts unless it is shorter than the recorded fixes'
+//!    own path less what their noise adds to it: then smoothing cut real corners, and the
+//!    recorded path counts ([`path_steps`](super::length::path_steps)); either path is measured along the curve through
+//!    its points ([`curve_m`](super::length)), not its chords, and in geodesic meters (WGS 84).
+//!
+//! Measured on real traces with an independent truth (`../shared/data/trip-truth`, see
+//! `tests/api/trip_truth.rs` and docs/trips.md) as well as on generated ones.
 //!
 //! Pauses: nothing between a pause and its resume counts, not even the straight line from where
 //! the trip was paused to where it resumed. Gaps: two consecutive fixes more than
@@ -32,33 +38,19 @@
 
 use std::ops::Range;
 
-use geo::SimplifyIdx;
-
 use super::elevation;
 use super::fix::TripFix;
-use super::gps::{self, Exclusion, sigma};
-use super::parallel::{in_two, worth_two};
-use super::smooth::{self, Frame};
+use super::gps::{self, Exclusion, Positioned, sigma};
+use super::length::{Node, path_steps};
+use super::parallel::in_two;
+use super::smooth;
+use super::stops::{STRAY_SECONDS, detect_stops};
 use crate::domain::locations::Location;
 use crate::geometry::LngLat;
 use crate::time::Timestamp;
 
-/// Smallest stop radius (meters).
-pub const STOP_RADIUS_MIN_M: f64 = 25.0;
-/// Largest stop radius (meters).
-pub const STOP_RADIUS_MAX_M: f64 = 100.0;
-/// A stop's radius in the mean accuracy of its fixes.
-pub const STOP_RADIUS_SIGMAS: f64 = 2.0;
-/// A stop lasts at least this long (seconds).
-pub const STOP_MIN_SECONDS: i64 = 120;
-/// Fixes may stray out of a stop's radius this long (seconds) and still belong to it.
-pub const STRAY_SECONDS: i64 = 60;
 /// Consecutive fixes further apart than this (seconds) leave a gap.
 pub const GAP_SECONDS: i64 = 120;
-/// Sideways deviation (meters) of the smoothed path below which it is treated as straight.
-pub const SIMPLIFY_TOLERANCE_M: f64 = 2.0;
-/// Largest simplification tolerance (meters), for the least accurate fixes.
-pub const MAX_SIMPLIFY_TOLERANCE_M: f64 = 8.0;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Activity {
     Stop,
@@ -292,7 +284,7 @@ fn figures(locations: &[TripFix], pauses: &[(Timestamp, Timestamp)]) -> (Route, 
 }
 
 /// Fixes after a jump too fast for any vehicle ([`gps::MAX_SPEED_MPS`]) when, within
-/// [`STRAY_SECONDS`] of the fix before it (`a`), the trace comes back to where the vehicle could
+/// [`STRAY_SECONDS`](super::stops::STRAY_SECONDS) of the fix before it (`a`), the trace comes back to where the vehicle could
 /// be by then at the pace it kept before `a` ([`gps::SPEED_SLACK`] times its median speed over
 /// the last few steps, beyond the fixes' accuracy): two or more multipath fixes that agree with
 /// each other (so the judge, comparing neighbours, keeps them), not a move. Only within a leg; a
@@ -335,14 +327,20 @@ fn excursions(accepted: &[(&TripFix, usize)]) -> Vec<bool> {
 /// Stops (indexes local to the piece), meters since the previous fix along the cleaned path,
 /// and which fixes the smoother found to be outliers (their distance is 0: they are left out).
 fn analyse_piece(fixes: &[&TripFix]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
-    let runs = detect_stops(fixes);
+    // A fix's accuracy: as reported, else what the piece's fixes show of their noise.
+    let residual = gps::residual_sigma(fixes);
+    let missing = gps::missing_sigma(residual);
+    let sigmas: Vec<f64> =
+        fixes.iter().map(|l| l.reported_accuracy().unwrap_or(missing).max(gps::MIN_ACCURACY_M)).collect();
+    let runs = detect_stops(fixes, &sigmas);
     let mut activity = vec![Activity::Moving; fixes.len()];
     for &(a, b, _) in &runs {
         activity[a..=b].fill(Activity::Stop);
     }
-    let (smoothed, outliers) = smooth_moving(fixes, &activity);
-    // Nodes of the cleaned path: every moving fix (smoothed), and one centroid per stop.
-    let mut nodes: Vec<LngLat> = Vec::new();
+    let (smoothed, outliers) = smooth_moving(fixes, &sigmas, &activity);
+    // Nodes of the cleaned path: every moving fix (smoothed, and as recorded with its accuracy),
+    // and one centroid per stop.
+    let mut nodes: Vec<Node> = Vec::new();
     let mut node_of = vec![0usize; fixes.len()];
     let mut stop_nodes = Vec::new();
     let mut stops = Vec::new();
@@ -352,7 +350,8 @@ fn analyse_piece(fixes: &[&TripFix]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
         if let Some(&&(a, b, centroid)) = runs_iter.peek().filter(|(a, _, _)| *a == i) {
             runs_iter.next();
             stop_nodes.push(nodes.len());
-            nodes.push(centroid);
+            let ms = (fixes[a].recorded_at.0.timestamp_millis(), fixes[b].recorded_at.0.timestamp_millis());
+            nodes.push(Node { smoothed: centroid, recorded: centroid, ms, noise2: 0.0 });
             node_of[a..=b].fill(nodes.len() - 1);
             stops.push(StopFound {
                 first: a,
@@ -364,31 +363,23 @@ fn analyse_piece(fixes: &[&TripFix]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
             i = b + 1;
         } else {
             if !outliers[i] {
-                nodes.push(smoothed[i]);
+                nodes.push(Node {
+                    smoothed: smoothed[i],
+                    recorded: fixes[i].coordinates,
+                    ms: (fixes[i].recorded_at.0.timestamp_millis(), fixes[i].recorded_at.0.timestamp_millis()),
+                    // What a step's length gains from this end's noise (see `path_steps`).
+                    noise2: residual.map_or(2.0 * sigmas[i] * sigmas[i], |r| 2.0 * r * r),
+                });
             }
             // An outlier shares the node before it (never the first fix of a run: see `smooth`).
             node_of[i] = nodes.len().saturating_sub(1);
             i += 1;
         }
     }
-    let mut sigmas: Vec<f64> = fixes.iter().map(|l| sigma(*l)).collect();
-    let tolerance =
-        (crate::stats::median(&mut sigmas).unwrap_or(0.0) / 2.0).clamp(SIMPLIFY_TOLERANCE_M, MAX_SIMPLIFY_TOLERANCE_M);
-    let kept = simplify_between(&nodes, &stop_nodes, tolerance);
-    // Cumulative path length at each kept node; other nodes interpolate between kept neighbours.
+    let steps = path_steps(&nodes, &stop_nodes);
     let mut cum = vec![0.0; nodes.len()];
-    let mut total = 0.0;
-    for (k, &n) in kept.iter().enumerate() {
-        if k > 0 {
-            total += segment_m(nodes[kept[k - 1]], nodes[n]);
-        }
-        cum[n] = total;
-    }
-    for w in kept.windows(2) {
-        let (a, b) = (w[0], w[1]);
-        for m in a + 1..b {
-            cum[m] = cum[a] + (cum[b] - cum[a]) * (m - a) as f64 / (b - a) as f64;
-        }
+    for k in 1..nodes.len() {
+        cum[k] = cum[k - 1] + steps[k];
     }
     let dist = (0..fixes.len()).map(|i| if i == 0 { 0.0 } else { cum[node_of[i]] - cum[node_of[i - 1]] }).collect();
     (stops, dist, outliers)
@@ -396,12 +387,12 @@ fn analyse_piece(fixes: &[&TripFix]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
 
 /// Smoothed positions of the moving fixes (stop fixes are returned as they are), and which are
 /// outliers: each run of moving fixes between stops is smoothed on its own.
-fn smooth_moving(fixes: &[&TripFix], activity: &[Activity]) -> (Vec<LngLat>, Vec<bool>) {
+fn smooth_moving(fixes: &[&TripFix], sigmas: &[f64], activity: &[Activity]) -> (Vec<LngLat>, Vec<bool>) {
     let n = fixes.len();
     // Runs never cross a stop fix: long traces are smoothed in two halves at once, cut at one.
     let half = (n / 2..n).find(|&i| activity[i] == Activity::Stop).unwrap_or(n);
     let (mut out, mut outliers) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    for (pos, off) in in_two(n, n, half, &|span| smooth_span(fixes, activity, span)) {
+    for (pos, off) in in_two(n, n, half, &|span| smooth_span(fixes, sigmas, activity, span)) {
         out.extend(pos);
         outliers.extend(off);
     }
@@ -409,7 +400,12 @@ fn smooth_moving(fixes: &[&TripFix], activity: &[Activity]) -> (Vec<LngLat>, Vec
 }
 
 /// [`smooth_moving`] of the fixes in `span`, which starts at a run's start or at a stop fix.
-fn smooth_span(fixes: &[&TripFix], activity: &[Activity], span: Range<usize>) -> (Vec<LngLat>, Vec<bool>) {
+fn smooth_span(
+    fixes: &[&TripFix],
+    sigmas: &[f64],
+    activity: &[Activity],
+    span: Range<usize>,
+) -> (Vec<LngLat>, Vec<bool>) {
     let n = fixes.len();
     let (mut out, mut outliers) = (Vec::with_capacity(span.len()), vec![false; span.len()]);
     let mut i = span.start;
@@ -429,220 +425,12 @@ fn smooth_span(fixes: &[&TripFix], activity: &[Activity], span: Range<usize>) ->
         // their place in the stop.
         let a = if i > 0 { i - 1 } else { i };
         let b = if j + 1 < n { j + 1 } else { j };
-        let (pos, off) = smooth::run(&fixes[a..=b]);
+        let (pos, off) = smooth::run(&fixes[a..=b], &sigmas[a..=b]);
         out.extend_from_slice(&pos[i - a..=j - a]);
         outliers[i - span.start..=j - span.start].copy_from_slice(&off[i - a..=j - a]);
         i = j + 1;
     }
     (out, outliers)
-}
-
-/// Meters between consecutive path points on the WGS 84 ellipsoid: for a short segment (most
-/// of them, and the cost of a 100,000-point summary) the ellipsoid's local radii of curvature
-/// at the mean latitude, within a millimetre per kilometre of the geodesic; Karney's geodesic
-/// for longer ones.
-fn segment_m(a: LngLat, b: LngLat) -> f64 {
-    const A: f64 = 6_378_137.0;
-    const E2: f64 = 0.006_694_379_990_14;
-    if gps::near_m(a, b) > 2_000.0 {
-        return a.distance_m(b);
-    }
-    let phi = ((a.lat + b.lat) * 0.5).to_radians();
-    let w = 1.0 - E2 * phi.sin().powi(2);
-    let (meridian, normal) = (A * (1.0 - E2) / (w * w.sqrt()), A / w.sqrt());
-    let dlng = gps::wrap_deg(b.lng - a.lng).to_radians();
-    let (x, y) = (dlng * normal * phi.cos(), (b.lat - a.lat).to_radians() * meridian);
-    (x * x + y * y).sqrt()
-}
-
-fn stop_radius(mean_sigma: f64) -> f64 {
-    (STOP_RADIUS_SIGMAS * mean_sigma).clamp(STOP_RADIUS_MIN_M, STOP_RADIUS_MAX_M)
-}
-
-/// Runs of fixes that are stops: (first, last, centroid). A run grows while the next fix is
-/// within the radius of its running centroid, skipping fixes that stray out for at most
-/// STRAY_SECONDS (and less than three radii) when a later one comes back; then neighbouring
-/// runs at the same place are merged.
-fn detect_stops(fixes: &[&TripFix]) -> Vec<(usize, usize, LngLat)> {
-    // What the scans read, side by side: each fix is looked at many times (a minute of fixes
-    // around each), and a whole record per look is a cache miss each.
-    let scan = StopScan {
-        pos: fixes.iter().map(|l| l.coordinates).collect(),
-        ms: fixes.iter().map(|l| l.recorded_at.0.timestamp_millis()).collect(),
-        sigmas: fixes.iter().map(|l| sigma(*l)).collect(),
-    };
-    let runs = scan.runs();
-    let mut merged: Vec<(usize, usize, LngLat, f64)> = Vec::new();
-    for run in runs {
-        // One place: their centroids within a radius; or nothing recorded between them (no
-        // moving fix) and within three radii, the reach of a stray (a phone lying still at
-        // 50 m accuracy makes two minutes of fixes drift that far together).
-        let same_place = |last: &(usize, usize, LngLat, f64)| {
-            let (d, r) = (gps::near_m(last.2, run.2), last.3.max(run.3));
-            d <= r || (run.0 == last.1 + 1 && d <= 3.0 * r)
-        };
-        if let Some(last) = merged.last_mut()
-            && scan.secs(last.1, run.0) <= STRAY_SECONDS
-            && same_place(last)
-        {
-            let (wa, wb) = ((last.1 - last.0 + 1) as f64, (run.1 - run.0 + 1) as f64);
-            last.2 = LngLat {
-                lng: (last.2.lng * wa + run.2.lng * wb) / (wa + wb),
-                lat: (last.2.lat * wa + run.2.lat * wb) / (wa + wb),
-            };
-            last.1 = run.1;
-            last.3 = last.3.max(run.3);
-            continue;
-        }
-        merged.push(run);
-    }
-    merged.into_iter().map(|(a, b, c, _)| (a, b, c)).collect()
-}
-
-/// A run of stop fixes: first, last, centroid, radius.
-type Run = (usize, usize, LngLat, f64);
-
-/// The fixes as stop detection reads them.
-struct StopScan {
-    pos: Vec<LngLat>,
-    ms: Vec<i64>,
-    sigmas: Vec<f64>,
-}
-
-impl StopScan {
-    /// Whole seconds between fixes, cut toward zero as chrono's `num_seconds` cuts them.
-    fn secs(&self, a: usize, b: usize) -> i64 {
-        (self.ms[b] - self.ms[a]) / 1000
-    }
-
-    /// Every run, in order. Long traces are scanned in two halves at once: the run grown from
-    /// a fix depends on that fix alone, so once the first half's scan reaches a fix the second
-    /// half's scan started from, what follows is the second half's, as it would be.
-    fn runs(&self) -> Vec<Run> {
-        let n = self.pos.len();
-        if !worth_two(n) {
-            return self.scan(0, n, |_| false).0;
-        }
-        let mid = n / 2;
-        std::thread::scope(|s| {
-            let second = s.spawn(|| {
-                let mut started = vec![false; n - mid];
-                let (runs, _) = self.scan(mid, n, |i| {
-                    started[i - mid] = true;
-                    false
-                });
-                (runs, started)
-            });
-            let (first, _) = self.scan(0, mid, |_| false);
-            let (second, started) = second.join().expect("stop detection's second half panicked");
-            // Go on from where the first half stopped until a start the second half made too.
-            let from = first.last().map_or(0, |r| r.1 + 1).max(mid);
-            let mut runs = first;
-            let (between, joined) = self.scan(from, n, |i| i >= mid && started[i - mid]);
-            runs.extend(between);
-            if let Some(at) = joined {
-                runs.extend(second.into_iter().filter(|r| r.0 >= at));
-            }
-            runs
-        })
-    }
-
-    /// The runs started from `from` on, each start told to `stop_at` first: scanning ends at
-    /// the first start it answers true for (returned), or at `to`.
-    fn scan(&self, from: usize, to: usize, mut stop_at: impl FnMut(usize) -> bool) -> (Vec<Run>, Option<usize>) {
-        let (pos, sigmas, n) = (&self.pos, &self.sigmas, self.pos.len());
-        let mut runs: Vec<Run> = Vec::new();
-        let mut i = from;
-        while i < to {
-            if stop_at(i) {
-                return (runs, Some(i));
-            }
-            let (mut sum_lng, mut sum_lat, mut sum_sigma, mut count) = (pos[i].lng, pos[i].lat, sigmas[i], 1.0);
-            let mut j = i;
-            let near = gps::NearScan::new(pos[i].lat);
-            loop {
-                let c = LngLat { lng: sum_lng / count, lat: sum_lat / count };
-                let r = stop_radius(sum_sigma / count);
-                let mut k = j + 1;
-                let mut found = None;
-                while k < n {
-                    match near.ring(c, pos[k], r) {
-                        gps::Ring::Within => {
-                            found = Some(k);
-                            break;
-                        }
-                        gps::Ring::Beyond => break,
-                        gps::Ring::Between if self.secs(j, k) > STRAY_SECONDS => break,
-                        gps::Ring::Between => {}
-                    }
-                    k += 1;
-                }
-                let Some(k) = found else { break };
-                j = k;
-                sum_lng += pos[k].lng;
-                sum_lat += pos[k].lat;
-                sum_sigma += sigmas[k];
-                count += 1.0;
-            }
-            if j > i && self.secs(i, j) >= STOP_MIN_SECONDS {
-                let c = LngLat { lng: sum_lng / count, lat: sum_lat / count };
-                runs.push((i, j, c, stop_radius(sum_sigma / count)));
-                i = j + 1;
-            } else {
-                i += 1;
-            }
-        }
-        (runs, None)
-    }
-}
-
-/// The nodes kept by [`simplify`] of each stretch between stop nodes: a stop's centroid is a
-/// corner of the path whatever the line around it, and simplifying the stretches on their own
-/// spares the search for the farthest node most of its passes over the whole piece. Long
-/// pieces are simplified in two halves of about as many nodes at once.
-fn simplify_between(nodes: &[LngLat], stop_nodes: &[usize], tolerance: f64) -> Vec<usize> {
-    let mut stretches = Vec::with_capacity(stop_nodes.len() + 1);
-    let mut from = 0;
-    for to in stop_nodes.iter().copied().chain([nodes.len().saturating_sub(1)]) {
-        if to > from {
-            stretches.push((from, to));
-            from = to;
-        }
-    }
-    // Each stretch's kept nodes but its first (the previous stretch's last).
-    let simplified = |range: Range<usize>| -> Vec<usize> {
-        let mut kept = Vec::new();
-        for &(from, to) in &stretches[range] {
-            kept.extend(simplify(&nodes[from..=to], tolerance).into_iter().skip(1).map(|k| from + k));
-        }
-        kept
-    };
-    let half = stretches.partition_point(|&(_, to)| to < nodes.len() / 2);
-    let mut kept: Vec<usize> = Vec::with_capacity(nodes.len());
-    if !nodes.is_empty() {
-        kept.push(0);
-    }
-    for part in in_two(nodes.len(), stretches.len(), half, &simplified) {
-        kept.extend(part);
-    }
-    kept
-}
-
-/// Indexes of the nodes kept by Ramer–Douglas–Peucker at `tolerance` meters, computed in a
-/// local flat frame in meters (geo's epsilon is in the units of the coordinates).
-fn simplify(nodes: &[LngLat], tolerance: f64) -> Vec<usize> {
-    if nodes.len() < 3 {
-        return (0..nodes.len()).collect();
-    }
-    let frame = Frame::around(nodes.iter().copied());
-    let line: geo::LineString<f64> = nodes
-        .iter()
-        .map(|p| {
-            let (x, y) = frame.to_xy(*p);
-            geo::Coord { x, y }
-        })
-        .collect();
-    line.simplify_idx(tolerance)
 }
 
 fn segments(activity: &[Activity]) -> Vec<(usize, usize, Activity)> {
@@ -658,6 +446,7 @@ fn segments(activity: &[Activity]) -> Vec<(usize, usize, Activity)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::length::segment_m;
     use super::super::parallel::one_pass;
     use super::*;
 
@@ -697,54 +486,16 @@ mod tests {
     }
 
     #[test]
-    fn long_pieces_smoothed_and_simplified_in_halves_are_as_in_one_pass() {
+    fn long_pieces_smoothed_in_halves_are_as_in_one_pass() {
         let locs = long_trace();
         let fixes: Vec<&TripFix> = locs.iter().collect();
+        let sigmas: Vec<f64> = fixes.iter().map(|l| sigma(*l)).collect();
         let activity: Vec<Activity> =
             (0..fixes.len()).map(|i| if i % 400 > 300 { Activity::Stop } else { Activity::Moving }).collect();
-        let (pos, off) = smooth_moving(&fixes, &activity);
-        let one = one_pass(|| smooth_moving(&fixes, &activity));
+        let (pos, off) = smooth_moving(&fixes, &sigmas, &activity);
+        let one = one_pass(|| smooth_moving(&fixes, &sigmas, &activity));
         assert!((&pos, &off) == (&one.0, &one.1), "smoothed in halves differs");
         assert!(off.iter().any(|&o| o), "no outlier found: the trace does not test them");
-        // Nodes: every fix's smoothed position, a stop node every 400.
-        let stop_nodes: Vec<usize> = (0..pos.len()).filter(|i| i % 400 == 350).collect();
-        let kept = simplify_between(&pos, &stop_nodes, 4.0);
-        assert_eq!(kept, one_pass(|| simplify_between(&pos, &stop_nodes, 4.0)));
-        assert!(kept.len() < pos.len() / 2, "{} of {} kept", kept.len(), pos.len());
-    }
-
-    #[test]
-    fn stops_found_in_two_halves_are_those_found_in_one_scan() {
-        // A day of 1 s fixes: drives, walks, crawls and stops of many lengths, 5-50 m noise from
-        // a fixed-seed generator; the seeds put a long stop across the middle or not.
-        for seed in [1u64, 7, 42] {
-            let mut state = seed;
-            let mut rand = move || {
-                state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-                (state >> 11) as f64 / (1u64 << 53) as f64
-            };
-            let (mut x, mut y) = (0.0f64, 0.0f64);
-            let (mut pos, mut ms, mut sigmas) = (Vec::new(), Vec::new(), Vec::new());
-            while pos.len() < 60_000 {
-                let len = 20 + (rand() * 600.0) as usize;
-                let speed = [0.0, 0.0, 0.6, 1.4, 4.0, 12.0][(rand() * 6.0) as usize];
-                let noise = 5.0 + rand() * 45.0;
-                let heading = rand() * std::f64::consts::TAU;
-                for _ in 0..len {
-                    x += speed * heading.cos();
-                    y += speed * heading.sin();
-                    let (ex, ey) = ((rand() - 0.5) * 2.0 * noise, (rand() - 0.5) * 2.0 * noise);
-                    pos.push(LngLat { lng: 13.4 + (x + ex) / 68_000.0, lat: 52.5 + (y + ey) / 111_000.0 });
-                    ms.push(pos.len() as i64 * 1000);
-                    sigmas.push(noise);
-                }
-            }
-            let scan = StopScan { pos, ms, sigmas };
-            let one = one_pass(|| scan.runs());
-            assert!(one.len() > 20, "seed {seed}: {} runs", one.len());
-            let two = scan.runs();
-            assert!(one == two, "seed {seed}: two halves found other runs");
-        }
     }
 
     fn fix(lng: f64, lat: f64, secs: i64, accuracy: f64) -> Location {

@@ -1,7 +1,7 @@
 //! The estimator behind trip distance: a constant-velocity Kalman filter over the moving fixes,
 //! run forwards and then smoothed backwards (Rauch–Tung–Striebel), in a local flat frame in
-//! meters. Each fix is trusted by its reported accuracy, a fix without one as
-//! [`gps::MISSING_ACCURACY_M`] (never better); the mover may accelerate in proportion to its
+//! meters. Each fix is trusted by its accuracy (as the caller takes it: reported, or what the
+//! fixes show, see `route`); the mover may accelerate in proportion to its
 //! typical speed ([`ACCELERATION_PER_SPEED`] times the run's median speed, between
 //! [`MIN_ACCELERATION_NOISE`] and [`MAX_ACCELERATION_NOISE`]): a walker's path is held
 //! straighter than a car's, whose corners are sharp and fast.
@@ -27,7 +27,7 @@
 //! acceleration density), so each pass costs a few multiplications per fix and the only
 //! allocations are one record per fix.
 
-use super::gps::{self, sigma};
+use super::gps;
 use crate::geometry::LngLat;
 
 /// Spectral density of the acceleration the smoother allows (m²/s³) per m/s of typical speed.
@@ -261,19 +261,38 @@ fn screen(obs: &[Obs], idx: &[usize], fwd: &[Fwd], q: f64, floor2: f64, gate2: f
     let last_dt = (obs[idx[n - 1]].t - obs[idx[n - 2]].t).max(1e-3);
     let last = fwd[n - 2].xf.ahead(last_dt);
     let last_off = (obs[idx[n - 1]].x - last.x[0]).hypot(obs[idx[n - 1]].y - last.y[0]);
-    let beyond = |(off, dt): (f64, f64)| off > 0.5 * MAX_ACCELERATION_MPS2 * dt * dt + slack;
-    if beyond(first_off) && !out.contains(&1) {
+    // Nor is an end marked that needs no more speed than the run's own fast steps: loggers
+    // stamp fixes late by a second or two (fleet traces do), which makes a fix look far from
+    // where the velocity put it while its step is as fast as many before.
+    let step = |a: usize, b: usize| {
+        let (p, q) = (obs[idx[a]], obs[idx[b]]);
+        (q.x - p.x).hypot(q.y - p.y) / (q.t - p.t).max(1e-3)
+    };
+    let mut speeds: Vec<f64> = (1..n).map(|j| step(j - 1, j)).collect();
+    let fast = gps::SPEED_SLACK * top_speed(&mut speeds);
+    let beyond =
+        |(off, dt): (f64, f64), speed: f64| off > 0.5 * MAX_ACCELERATION_MPS2 * dt * dt + slack && speed > fast;
+    if beyond(first_off, step(0, 1)) && !out.contains(&1) {
         out.insert(0, 0);
     }
-    if beyond((last_off, last_dt)) && !out.contains(&(n - 2)) {
+    if beyond((last_off, last_dt), step(n - 2, n - 1)) && !out.contains(&(n - 2)) {
         out.push(n - 1);
     }
     out
 }
 
+/// The speed (m/s) that a tenth of the steps reach: the run's fast pace, not its fastest step.
+fn top_speed(speeds: &mut [f64]) -> f64 {
+    if speeds.is_empty() {
+        return 0.0;
+    }
+    let k = speeds.len() * 9 / 10;
+    *speeds.select_nth_unstable_by(k.min(speeds.len() - 1), f64::total_cmp).1
+}
+
 /// Smoothed positions of one run of moving fixes, and which of them are outliers (those keep
-/// their own position, unused).
-pub(super) fn run<P: gps::Positioned>(fixes: &[&P]) -> (Vec<LngLat>, Vec<bool>) {
+/// their own position, unused). `sigmas` are the fixes' accuracies (meters, 1 sigma).
+pub(super) fn run<P: gps::Positioned>(fixes: &[&P], sigmas: &[f64]) -> (Vec<LngLat>, Vec<bool>) {
     let n = fixes.len();
     if n < 3 {
         return (fixes.iter().map(|l| l.position()).collect(), vec![false; n]);
@@ -282,9 +301,9 @@ pub(super) fn run<P: gps::Positioned>(fixes: &[&P]) -> (Vec<LngLat>, Vec<bool>) 
     let t0 = fixes[0].at().0.timestamp_millis();
     let obs: Vec<Obs> = fixes
         .iter()
-        .map(|l| {
+        .zip(sigmas)
+        .map(|(l, s)| {
             let (x, y) = frame.to_xy(l.position());
-            let s = sigma(*l);
             Obs { t: (l.at().0.timestamp_millis() - t0) as f64 / 1000.0, x, y, r2: s * s }
         })
         .collect();
@@ -348,6 +367,10 @@ mod tests {
         .unwrap()
     }
 
+    fn sigmas(fixes: &[&Location]) -> Vec<f64> {
+        fixes.iter().map(|l| gps::sigma(*l)).collect()
+    }
+
     /// A drive at 12 m/s with a fix every 15 s: east 5 fixes, north 5, east 5, ... (right-angle
     /// corners), each fix off by a few meters (a fixed pattern, no randomness).
     fn blocks(n: usize) -> Vec<Location> {
@@ -370,12 +393,12 @@ mod tests {
     fn an_outlier_off_a_straight_road_at_sparse_sampling_is_screened_and_corners_are_kept() {
         let mut fixes = blocks(40);
         let clean: Vec<&Location> = fixes.iter().collect();
-        assert!(run(&clean).1.iter().all(|o| !o), "every corner is kept");
+        assert!(run(&clean, &sigmas(&clean)).1.iter().all(|o| !o), "every corner is kept");
         // Half way along an eastward leg, 220 m off to the side, claiming 5 m.
         fixes[22].coordinates.lat += 220.0 / 111_320.0;
         fixes[22].accuracy = Some(5.0);
         let refs: Vec<&Location> = fixes.iter().collect();
-        let (_, outliers) = run(&refs);
+        let (_, outliers) = run(&refs, &sigmas(&refs));
         let marked: Vec<usize> = (0..outliers.len()).filter(|&i| outliers[i]).collect();
         assert_eq!(marked, vec![22]);
     }
@@ -398,13 +421,13 @@ mod tests {
         let mut with_far = fixes.clone();
         with_far.push(far.clone());
         let refs: Vec<&Location> = with_far.iter().collect();
-        assert_eq!(run(&refs).1.iter().position(|&o| o), Some(with_far.len() - 1));
+        assert_eq!(run(&refs, &sigmas(&refs)).1.iter().position(|&o| o), Some(with_far.len() - 1));
         // Leaving from rest at 2 m/s²: 225 m in those 15 s, kept.
         far.coordinates = end.coordinates;
         far.coordinates.lng += 225.0 / 68_600.0;
         fixes.push(far);
         let refs: Vec<&Location> = fixes.iter().collect();
-        assert!(run(&refs).1.iter().all(|o| !o));
+        assert!(run(&refs, &sigmas(&refs)).1.iter().all(|o| !o));
     }
 
     #[test]
@@ -417,7 +440,7 @@ mod tests {
             })
             .collect();
         let refs: Vec<&Location> = fixes.iter().collect();
-        assert!(run(&refs).1.iter().all(|o| !o));
+        assert!(run(&refs, &sigmas(&refs)).1.iter().all(|o| !o));
     }
 
     #[test]
