@@ -27,7 +27,7 @@ pub mod route;
 mod smooth;
 pub mod view;
 
-pub use list::{ListFilter, StoredTrip, list_v1, list_v2};
+pub use list::{ListFilter, StoredTrip, TripType, list_v1, list_v2};
 pub use progress::{TripPlan, plan as plan_progress};
 
 use serde::{Deserialize, Serialize};
