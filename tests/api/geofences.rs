@@ -350,6 +350,7 @@ both!(scoped_create_returns_its_own_shape, |app| async move {
         keys(&d),
         sorted(vec![
             "geofence_id",
+            "geometry_type",
             "geometry_radius",
             "geometry_center",
             "is_enabled",
