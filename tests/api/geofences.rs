@@ -356,6 +356,7 @@ both!(scoped_create_returns_its_own_shape, |app| async move {
             "is_enabled",
             "user_ids",
             "group_ids",
+            "is_deleted",
             "created_at",
             "updated_at"
         ]),

@@ -125,6 +125,9 @@ struct CreateBody {
     destinations: Option<Vec<LngLat>>,
     #[serde(default)]
     metadata: Option<Map<String, Value>>,
+    /// Sent by Roam clients on create (undocumented): true creates the trip started, as `quick/`.
+    #[serde(default)]
+    is_started: Option<bool>,
 }
 
 fn waypoints(kind: WaypointKind, list: Option<Vec<LngLat>>) -> Vec<WaypointInput> {
@@ -170,6 +173,10 @@ async fn create(
     State(s): State<AppState>,
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Result<Envelope<Value>, ApiError> {
+    if body.is_started == Some(true) {
+        let trip = trips::quick(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
+        return Ok(Envelope::created(shared::envelope::SUCCESS, json!([render(&s, &p, &trip).await?])));
+    }
     let mut trip = trips::create(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
     // The creation event is recorded; the response shows the trip as created, events empty.
     trip.events.clear();

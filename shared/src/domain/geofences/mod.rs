@@ -733,9 +733,19 @@ pub fn scoped_created_json(g: &Geofence) -> Value {
         "is_enabled": view::Enabled::of(g),
         "user_ids": g.user_ids,
         "group_ids": g.group_ids,
+        "is_deleted": g.is_deleted,
         "created_at": g.created_at.format(None),
         "updated_at": g.updated_at.format(None),
     });
+    // Echoed when given, as Roam's worked examples show them (a client stores them from here).
+    for (k, given) in [("description", &g.description), ("tag", &g.tag), ("color_code", &g.color_code)] {
+        if let Some(text) = given {
+            v[k] = json!(text);
+        }
+    }
+    if let Some(m) = &g.metadata {
+        v["metadata"] = json!(m);
+    }
     if let Some(ring) = &g.ring {
         v["geometry"] = json!({"type": "Polygon", "coordinates": [ring]});
     }
