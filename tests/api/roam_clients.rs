@@ -173,6 +173,15 @@ fn cases() -> Vec<Case> {
             (None, "", "start_date"),
             (None, "?start_date=soon&end_date=2024-01-02", "start_date"),
         ),
+        c("DELETE", "/v1/api/webhooks/", (None, "", "webhook_id"), (None, "?webhook_id=x&force=1", "force")),
+        c("DELETE", "/v1/api/keys/", (None, "", "key_id"), (None, "?key_id=x&force=1", "force")),
+        // Settings has no required field: an unknown one stands in for the missing one.
+        c(
+            "PUT",
+            "/v1/api/project/settings/",
+            (Some(json!({"link_ttl": 5})), "", "link_ttl"),
+            (Some(json!({"tracking_link_ttl_hours": -1})), "", "tracking_link_ttl_hours"),
+        ),
     ]
 }
 
