@@ -57,12 +57,30 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
     }
 
-    /// Roam's error object: `[{field, message}]` for the field at fault, empty when none is.
+    /// Waymark's `errors` list: `[{field, message}]` for the field at fault, empty when none is.
     pub fn field_errors(&self) -> serde_json::Value {
         match &self.field {
             Some(f) => json!([{"field": f.field, "message": f.message}]),
             None => json!([]),
         }
+    }
+
+    /// Roam's `error` object (its "Error Responses" page): `GS401` for a key problem (missing,
+    /// unknown, or one that may not do this), `GS402` for an invalid input with `details`
+    /// `{field: [messages]}`, `GS404` for an unknown id or path, `GS400` for anything else, its
+    /// `details` the reason as text (as Roam's key and unknown errors carry it).
+    pub fn roam_error(&self) -> serde_json::Value {
+        let (code, message) = match (self.status, &self.field) {
+            (StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN, _) => ("GS401", "Invalid Api key"),
+            (StatusCode::BAD_REQUEST, Some(_)) => ("GS402", "Invalid request"),
+            (StatusCode::NOT_FOUND, _) => ("GS404", "Not found"),
+            _ => ("GS400", "An error occured"),
+        };
+        let details = match (&self.field, code) {
+            (Some(f), "GS402") => json!({ f.field.as_str(): [f.message] }),
+            _ => json!(self.msg),
+        };
+        json!({"ErrorCode": code, "ErrorMessage": message, "details": details})
     }
 
     /// The v2 `message`: a snake_case reason derived from the status (400 is Roam's
@@ -102,13 +120,14 @@ impl From<StoreError> for ApiError {
     }
 }
 
-/// v1/v3 error envelope: `{status: false, msg, code, data: null, errors: [{field, message}]}` with
-/// that HTTP status.
+/// v1/v3 error envelope: `{status: false, msg, code, data: null, errors: [{field, message}],
+/// error: {ErrorCode, ErrorMessage, details}}` with that HTTP status: Waymark's list and Roam's
+/// object, both built here so no handler builds either.
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let errors = self.field_errors();
-        let body =
-            json!({"status": false, "msg": self.msg, "code": self.status.as_u16(), "data": null, "errors": errors});
+        let (errors, error) = (self.field_errors(), self.roam_error());
+        let body = json!({"status": false, "msg": self.msg, "code": self.status.as_u16(), "data": null,
+            "errors": errors, "error": error});
         (self.status, axum::Json(body)).into_response()
     }
 }

@@ -73,12 +73,28 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         if inner.is_syntax() || inner.is_eof() {
             ApiError::field("body", format!("malformed JSON ({inner})"))
         } else if path == "." || path.is_empty() {
-            // Missing fields are reported by serde at the enclosing object: the message names them.
-            ApiError::field("body", reason)
+            // serde reports a missing or unknown field at the enclosing object, naming it only in
+            // its message: named as the field, so Roam's `details` carry it as Roam's do.
+            match named_field(&reason) {
+                Some((f, true)) => ApiError::field(f, "is required"),
+                Some((f, false)) => ApiError::field(f, "is not a field of this body"),
+                None => ApiError::field("body", reason),
+            }
         } else {
             ApiError::field(&path, reason)
         }
     })
+}
+
+/// The field serde's top-level message names: (name, true) for "missing field `x`", (name, false)
+/// for "unknown field `x`, expected ...".
+fn named_field(reason: &str) -> Option<(&str, bool)> {
+    let (rest, missing) = match (reason.strip_prefix("missing field `"), reason.strip_prefix("unknown field `")) {
+        (Some(r), _) => (r, true),
+        (_, Some(r)) => (r, false),
+        _ => return None,
+    };
+    rest.split_once('`').map(|(f, _)| (f, missing))
 }
 
 /// The query string as a map, with typed getters that name the parameter on failure.

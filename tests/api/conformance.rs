@@ -1,5 +1,7 @@
-//! The conformance suite: request examples written from docs.roam.ai (our own values, in
-//! `tests/conformance/*.json`) replayed against the app on both backends, each answer compared
+//! The conformance suite: request examples written from docs.roam.ai (our own values), and the
+//! requests open-source Roam clients send (headers as they spell them, with the fields their
+//! models read as the response; `source` names the file), all in `tests/conformance/*.json`,
+//! replayed against the app on both backends, each answer compared
 //! with the documented one: HTTP status, `code`, v1 `msg` and v2 `message` must be equal, and
 //! every documented field present with the same JSON type and nesting. A documented `null`
 //! matches only `null`, unless the fixture lists the field's path in `nullable` (a value Roam
@@ -110,13 +112,23 @@ async fn send(app: &TestApp, req: &Value) -> (StatusCode, Value) {
         uri = format!("{uri}?{}", serde_urlencoded::to_string(pairs).unwrap());
     }
     let mut r = Request::builder().method(req["method"].as_str().unwrap()).uri(uri);
-    r = match req["auth"].as_str() {
-        Some("bearer_api_key") => r.header("Authorization", format!("Bearer {}", app.project.api_key)),
-        _ => r.header("Api-Key", &app.project.api_key),
-    };
+    // A client's own headers as it sends them (`{api_key}` is the key), else the documented ones.
+    if let Some(h) = req["headers"].as_object() {
+        for (k, v) in h {
+            r = r.header(k.as_str(), v.as_str().unwrap().replace("{api_key}", &app.project.api_key));
+        }
+    } else {
+        r = match req["auth"].as_str() {
+            Some("bearer_api_key") => r.header("Authorization", format!("Bearer {}", app.project.api_key)),
+            Some("none") => r,
+            _ => r.header("Api-Key", &app.project.api_key),
+        };
+    }
     let body = match req.get("body") {
         Some(b) => {
-            r = r.header("Content-Type", "application/json");
+            if req["headers"].is_null() {
+                r = r.header("Content-Type", "application/json");
+            }
             Body::from(b.to_string())
         }
         None => Body::empty(),
@@ -124,8 +136,8 @@ async fn send(app: &TestApp, req: &Value) -> (StatusCode, Value) {
     app.send(r.body(body).unwrap()).await
 }
 
-/// What the fixtures refer to: two users with a fix each, a group, a v1 and a v2 trip, and today's
-/// date (for lists of what the fixtures create).
+/// What the fixtures refer to: two users with a fix each, a group, a v1 and a v2 trip, an ended
+/// v1 trip with a route, and today's date (for lists of what the fixtures create).
 async fn setup(app: &TestApp) -> Vec<(&'static str, String)> {
     let user = app.create_user(json!({"depot": "east"})).await;
     let user_2 = app.create_user(json!({})).await;
@@ -148,6 +160,34 @@ async fn setup(app: &TestApp) -> Vec<(&'static str, String)> {
     let (s, r) = send(app, &req).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     let v2_trip = r["trip"]["id"].as_str().unwrap().to_owned();
+    // An ended trip with a route, for the clients that list a user's history and export it.
+    let (s, r) = app
+        .post(
+            "/v1/api/trips/",
+            &json!({"user_id": user, "origins": [[-73.9857, 40.7484]],
+        "destinations": [[-73.9772, 40.7527]]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let ended = r["data"][0]["id"].as_str().unwrap().to_owned();
+    let now = chrono::Utc::now();
+    let at = |m: i64| (now - chrono::Duration::minutes(m)).format("%Y-%m-%dT%H:%M:%S").to_string();
+    let (s, r) =
+        app.post("/v1/api/trips/controls/", &json!({"trip_id": ended, "action": "start", "started_at": at(30)})).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let fixes: Vec<Value> = (0..5)
+        .map(|i| {
+            let mut f = fix.clone();
+            f["coordinates"] = json!([-73.9857 + f64::from(i) * 0.002, 40.7484 + f64::from(i) * 0.001]);
+            f["recorded_at"] = json!(at(25 - 4 * i64::from(i)));
+            f
+        })
+        .collect();
+    let (s, r) = app.post("/v1/api/location/", &json!({"user_id": user, "locations": fixes})).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, r) =
+        app.post("/v1/api/trips/controls/", &json!({"trip_id": ended, "action": "end", "ended_at": at(2)})).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
     let today = chrono::Utc::now().date_naive();
     vec![
         ("today", today.to_string()),
@@ -157,6 +197,7 @@ async fn setup(app: &TestApp) -> Vec<(&'static str, String)> {
         ("group_id", "grp-east".into()),
         ("trip_id", trip),
         ("v2_trip_id", v2_trip),
+        ("ended_trip_id", ended),
     ]
 }
 
@@ -192,7 +233,7 @@ both!(roam_documented_examples_answer_as_documented, |app| async move {
         }
         let nullable: BTreeSet<String> =
             f.doc["nullable"].as_array().into_iter().flatten().map(|d| d.as_str().unwrap().to_owned()).collect();
-        for k in ["data", "trip", "trips", "has_more", "errors", "status"] {
+        for k in ["data", "trip", "trips", "has_more", "errors", "status", "error"] {
             if let Some(w) = body.get(k) {
                 fields += 1;
                 match got.get(k) {

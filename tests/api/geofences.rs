@@ -350,11 +350,13 @@ both!(scoped_create_returns_its_own_shape, |app| async move {
         keys(&d),
         sorted(vec![
             "geofence_id",
+            "geometry_type",
             "geometry_radius",
             "geometry_center",
             "is_enabled",
             "user_ids",
             "group_ids",
+            "is_deleted",
             "created_at",
             "updated_at"
         ]),

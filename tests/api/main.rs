@@ -32,6 +32,7 @@ mod processor;
 mod receiver;
 mod rendered;
 mod retention;
+mod roam_clients;
 mod roam_params;
 mod roam_paths;
 mod search;

@@ -153,6 +153,9 @@ const CASES: &[Case] = &[
     case("trips-v1-gpx", File("application/gpx+xml"), StartedTrip(Api::V1)),
     case("trips-events-list", V1(200), ReachedTrip),
     case("trips-v3-gpx", File("application/gpx+xml"), StartedTrip(Api::V1)),
+    case("trips-v1-export", V1(200), StartedTrip(Api::V1)),
+    case("trips-v3-export", V1(200), StartedTrip(Api::V1)),
+    case("tracking-gpx", Public("application/gpx+xml"), Tracked),
     case("moving-geofences-create", V1(201), Nothing),
     case("moving-geofences-update", V1(200), MovingFence),
     case("moving-geofences-list", V1(200), MovingFence),
@@ -774,6 +777,10 @@ fn check_data(name: &str, fx: &Fixture, data: &Value) {
                 "{data}"
             );
         }
+        "trips-v1-export" | "trips-v3-export" => {
+            let url = data["download_url"].as_str().expect("download_url");
+            assert!(url.ends_with("/gpx") && !url.contains(trip), "{data}");
+        }
         "locations-gpx" | "trips-v1-gpx" | "trips-v3-gpx" => {
             let doc = data.as_str().expect("gpx");
             assert!(doc.contains("<gpx") && doc.contains("version=\"1.1\"") && doc.contains("<trkpt"), "{name}: {doc}");
@@ -821,8 +828,11 @@ fn check_data(name: &str, fx: &Fixture, data: &Value) {
         }
 
         // Tracking: what the page shows, and no ids.
-        "tracking-page" | "tracking-data" => {
+        "tracking-page" | "tracking-data" | "tracking-gpx" => {
             let text = data.as_str().map_or_else(|| data.to_string(), str::to_owned);
+            if name == "tracking-gpx" {
+                assert!(text.contains("version=\"1.1\"") && text.contains("<trkpt"), "{name}: {text}");
+            }
             for secret in [user, trip, fx.project.project_id.as_str()] {
                 assert!(!text.contains(secret), "{name} shows {secret}: {text}");
             }

@@ -116,7 +116,9 @@ fn is_v2(path: &str) -> bool {
 }
 
 /// The error envelope of the path's generation: v1/v3 `{status: false, msg, code, data: null,
-/// errors}`, v2 `{code, message, description, errors}`; `code` is the HTTP status.
+/// errors, error}` (`error` Roam's object, its `ErrorCode` the status's: GS401 for a key
+/// problem, GS402 for a 400 naming a field, GS404, else GS400), v2 `{code, message, description,
+/// errors}`; `code` is the HTTP status.
 fn assert_error_envelope(path: &str, what: &str, status: StatusCode, body: Option<&Value>) {
     let body = body.unwrap_or_else(|| panic!("{what}: body is not JSON"));
     assert_eq!(body["code"], Value::from(status.as_u16()), "{what}: {body}");
@@ -131,7 +133,24 @@ fn assert_error_envelope(path: &str, what: &str, status: StatusCode, body: Optio
         assert!(body["data"].is_null(), "{what}: {body}");
         assert!(body["msg"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {body}");
         assert!(body["errors"].is_array(), "{what}: {body}");
-        assert_eq!(body.as_object().map(|o| o.len()), Some(5), "{what}: {body}");
+        assert_eq!(body.as_object().map(|o| o.len()), Some(6), "{what}: {body}");
+        let error = &body["error"];
+        let named = body["errors"].as_array().is_some_and(|e| !e.is_empty());
+        let code = match status {
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => "GS401",
+            StatusCode::BAD_REQUEST if named => "GS402",
+            StatusCode::NOT_FOUND => "GS404",
+            _ => "GS400",
+        };
+        assert_eq!(error["ErrorCode"], code, "{what}: {body}");
+        assert!(error["ErrorMessage"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {body}");
+        if code == "GS402" {
+            // Roam's shape: {field: [messages]}, the field `errors` names.
+            let field = body["errors"][0]["field"].as_str().unwrap_or("");
+            assert!(error["details"][field].as_array().is_some_and(|m| !m.is_empty()), "{what}: {body}");
+        } else {
+            assert_eq!(error["details"], body["msg"], "{what}: {body}");
+        }
     }
 }
 
@@ -179,6 +198,12 @@ async fn every_operation_is_routed_and_asks_for_a_key() {
         for p in both_forms(&path) {
             let (status, _, body) = call(&app, &method, &p, Cred::None).await;
             let what = format!("{method} {p} without a key");
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{what}: {body:?}");
+            assert_error_envelope(&p, &what, status, body.as_ref());
+            // A key that is no project's: the same 401, Roam's GS401 naming it in `details`.
+            let bad = if is_v2(&p) { Cred::Bearer("wm_at_0000") } else { Cred::ApiKey("wm_sk_0000") };
+            let (status, _, body) = call(&app, &method, &p, bad).await;
+            let what = format!("{method} {p} with an unknown key");
             assert_eq!(status, StatusCode::UNAUTHORIZED, "{what}: {body:?}");
             assert_error_envelope(&p, &what, status, body.as_ref());
         }

@@ -38,6 +38,7 @@ async fn answer(
     State(s): State<AppState>,
     q: Params,
 ) -> Result<Envelope<Value>, ApiError> {
+    q.only(&["user_id"])?;
     let store = s.store.as_ref();
     let user = users::require_ref(store, &p, "user_id", q.required("user_id")?).await?;
     let list = insights::insights(store, &p, &user.id, kind).await?;

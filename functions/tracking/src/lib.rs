@@ -1,5 +1,6 @@
 //! The public trip tracking page behind `trip_tracking_url`: `/track/{token}` (HTML), its live
-//! data `/track/{token}/data` (JSON, polled by the page while the trip is not ended) and the page's
+//! data `/track/{token}/data` (JSON, polled by the page while the trip is not ended), its route as
+//! GPX 1.1 `/track/{token}/gpx` (Roam's export `download_url`) and the page's
 //! assets `/track/assets/{file}` (Leaflet, bundled at build time, and the page's own script and
 //! style). No key: the unguessable token is the only credential, and an unknown, malformed or
 //! deleted trip's token gets the same plain 404 page.
@@ -25,8 +26,12 @@ use shared::time::Timestamp;
 mod view;
 
 /// Every operation this function serves: (HTTP method, path). Public: no key.
-pub const ROUTES: &[(&str, &str)] =
-    &[("GET", "/track/{token}/"), ("GET", "/track/{token}/data/"), ("GET", "/track/assets/{file}")];
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/track/{token}/"),
+    ("GET", "/track/{token}/data/"),
+    ("GET", "/track/{token}/gpx/"),
+    ("GET", "/track/assets/{file}"),
+];
 
 /// At most this many route points go to the page (a long trip is thinned evenly, ends kept).
 pub const MAX_ROUTE_POINTS: usize = 2000;
@@ -103,6 +108,7 @@ pub fn router_with(config: PageConfig) -> Router<AppState> {
         "/track/{token}/",
         get(move |s: State<AppState>, p: Path<String>, uri: Uri| page(page_cfg.clone(), s, p, uri)),
     );
+    let r = add_route(r, "/track/{token}/gpx/", get(gpx));
     add_route(r, "/track/{token}/data/", get(move |s: State<AppState>, p: Path<String>| data(data_cfg.clone(), s, p)))
 }
 
@@ -182,6 +188,36 @@ async fn data(cfg: PageConfig, State(s): State<AppState>, Path(token): Path<Stri
         Err(res) => res,
     };
     secure(res, &csp, NO_STORE)
+}
+
+/// The trip's route (as the summary's) as GPX 1.1: what the page draws, as a file. Named without
+/// the trip's id, as the page shows none.
+async fn gpx(State(s): State<AppState>, Path(token): Path<String>) -> Response {
+    const CSP: &str = "default-src 'none'";
+    let trip = match live_trip(&s, &token).await {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            let res = (StatusCode::NOT_FOUND, axum::Json(json!({"error": "not_found"}))).into_response();
+            return secure(res, CSP, NO_STORE);
+        }
+        Err(res) => return secure(res, CSP, NO_STORE),
+    };
+    // The trip's own project, taken from the stored trip (never from the request).
+    let p = Project { project_id: trip.project_id.clone(), account_id: trip.account_id.clone(), kind: KeyKind::Secret };
+    let doc = match trips::summary(s.store.as_ref(), &p, trip.api, &trip.id).await {
+        Ok(sum) => {
+            shared::domain::export::gpx_track("Trip route", sum.route.points.iter().map(|r| (&r.location).into()))
+        }
+        Err(e) => Err(e),
+    };
+    let res = match doc {
+        Ok(body) => shared::GpxFile { filename: "trip.gpx".into(), body }.into_response(),
+        Err(e) => {
+            tracing::error!("tracking gpx failed: {}", e.msg);
+            StatusCode::SERVICE_UNAVAILABLE.into_response()
+        }
+    };
+    secure(res, CSP, NO_STORE)
 }
 
 async fn asset(Path(file): Path<String>) -> Response {

@@ -12,7 +12,9 @@ use shared::auth::{Project, SecretKey};
 use shared::domain::trips::json::tracking_url;
 use shared::domain::trips::render::SummaryBody;
 use shared::domain::trips::view::TripV1View;
-use shared::domain::trips::{self, Action, Api, ListFilter, NewTrip, Trip, TripUpdate, WaypointInput, WaypointKind};
+use shared::domain::trips::{
+    self, Action, Api, ListFilter, NewTrip, Trip, TripType, TripUpdate, WaypointInput, WaypointKind,
+};
 use shared::domain::trips::{eta, link};
 use shared::geometry::LngLat;
 use shared::http::route;
@@ -29,6 +31,19 @@ async fn gpx(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> R
     Ok(GpxFile { filename: format!("trip-{}.gpx", sum.trip.id), body })
 }
 
+/// Roam's export: `data.download_url`, a link to the trip's GPX that works without the key (the
+/// trip's tracking token: see [`link::gpx_url`]). `type` is Roam's format name; only `gpx` exists.
+async fn export(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+    q.only(&["trip_id", "type"])?;
+    let id = q.required("trip_id")?;
+    let ty = q.required("type")?;
+    if !ty.eq_ignore_ascii_case("gpx") {
+        return Err(ApiError::field("type", format!("'{ty}' is not an export format; the one format is gpx")));
+    }
+    let url = link::gpx_url(s.store.as_ref(), &p, &s.config.tracking_base_url, id, Timestamp::now()).await?;
+    Ok(Envelope::ok(shared::envelope::SUCCESS, json!({"download_url": url})))
+}
+
 /// Every operation this function serves: (HTTP method, path with its trailing slash).
 pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/api/trips/"),
@@ -37,6 +52,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/v1/api/trips/"),
     ("GET", "/v1/api/trips/summary/"),
     ("GET", "/v1/api/trips/gpx/"),
+    ("GET", "/v1/api/trips/export/"),
     ("POST", "/v1/api/trips/controls/"),
     ("POST", "/v1/api/trips/quick/"),
     ("POST", "/v1/api/trips/revoke-link/"),
@@ -46,6 +62,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/v3/api/trips/"),
     ("GET", "/v3/api/trips/summary/"),
     ("GET", "/v3/api/trips/gpx/"),
+    ("GET", "/v3/api/trips/export/"),
     ("POST", "/v3/api/trips/controls/"),
     ("POST", "/v3/api/trips/quick/"),
     ("GET", EVENTS_PATH),
@@ -90,6 +107,7 @@ pub fn router() -> Router<AppState> {
         r = route(r, base, post(create).put(update).get(move |k, s, q| list(ver, k, s, q)).delete(delete));
         r = route(r, &format!("{base}summary/"), get(move |k, s, q| summary(ver, k, s, q)));
         r = route(r, &format!("{base}gpx/"), get(gpx));
+        r = route(r, &format!("{base}export/"), get(export));
         r = route(r, &format!("{base}controls/"), post(controls));
         r = route(r, &format!("{base}quick/"), post(quick));
     }
@@ -107,6 +125,9 @@ struct CreateBody {
     destinations: Option<Vec<LngLat>>,
     #[serde(default)]
     metadata: Option<Map<String, Value>>,
+    /// Sent by Roam clients on create (undocumented): true creates the trip started, as `quick/`.
+    #[serde(default)]
+    is_started: Option<bool>,
 }
 
 fn waypoints(kind: WaypointKind, list: Option<Vec<LngLat>>) -> Vec<WaypointInput> {
@@ -152,6 +173,10 @@ async fn create(
     State(s): State<AppState>,
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Result<Envelope<Value>, ApiError> {
+    if body.is_started == Some(true) {
+        let trip = trips::quick(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
+        return Ok(Envelope::created(shared::envelope::SUCCESS, json!([render(&s, &p, &trip).await?])));
+    }
     let mut trip = trips::create(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
     // The creation event is recorded; the response shows the trip as created, events empty.
     trip.events.clear();
@@ -160,13 +185,19 @@ async fn create(
 
 async fn list(ver: Ver, SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
     let store = s.store.as_ref();
-    q.only(&["trip_id", "user_id", "start_date", "end_date", "page_number", "metadata"])?;
+    q.only(&["trip_id", "user_id", "start_date", "end_date", "page_number", "metadata", "trip_type"])?;
+    let trip_type = q.opt("trip_type").map(TripType::parse).transpose()?.flatten();
     // The key's project, the trips and their events; an ETA under way says it depends on the
     // time (crate `local`'s memo).
     shared::store::reads::pure();
     if let Some(id) = q.opt("trip_id") {
         let trip = trips::get(store, &p, Api::V1, id).await?;
-        return Ok(Envelope::ok(shared::envelope::SUCCESS, [render(&s, &p, &trip).await?]).into_response());
+        // With `trip_type` too: the trip if it is of that type, else none.
+        let mut one = Vec::new();
+        if trip_type.is_none_or(|k| k.matches(&trip)) {
+            one.push(render(&s, &p, &trip).await?);
+        }
+        return Ok(Envelope::ok(shared::envelope::SUCCESS, one).into_response());
     }
     if ver == Ver::V3 {
         q.required("start_date")?;
@@ -176,6 +207,7 @@ async fn list(ver: Ver, SecretKey(p): SecretKey, State(s): State<AppState>, q: P
         user_id: q.opt("user_id").map(str::to_owned),
         range: q.date_range(None)?,
         metadata: q.metadata_filter()?,
+        trip_type,
     };
     let (list, info) = trips::list_v1(store, &p, &filter, q.page_number()?).await?;
     let now = Timestamp::now();
@@ -224,6 +256,7 @@ async fn update(
 }
 
 async fn delete(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+    q.only(&["trip_id"])?;
     trips::delete(s.store.as_ref(), &p, Api::V1, q.required("trip_id")?).await?;
     Ok(Envelope::ok("Trip deleted successfully", Value::Null))
 }
@@ -234,6 +267,7 @@ async fn summary(
     State(s): State<AppState>,
     q: Params,
 ) -> Result<Response, ApiError> {
+    q.only(&["trip_id"])?;
     let sum = trips::summary(s.store.as_ref(), &p, Api::V1, q.required("trip_id")?).await?;
     Ok(SummaryBody { summary: sum, detailed: ver == Ver::V1 }.into_response())
 }

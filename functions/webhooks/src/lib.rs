@@ -67,6 +67,7 @@ async fn update(
 }
 
 async fn delete(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+    q.only(&["webhook_id"])?;
     let id = q.required("webhook_id")?;
     webhooks::delete(s.store.as_ref(), &p, id).await?;
     Ok(Envelope::ok("Webhook deleted", json!({"webhook_id": id})))

@@ -17,6 +17,7 @@ pub mod moving;
 mod reindex;
 mod search;
 pub mod view;
+mod window;
 
 pub use reindex::{Reindexed, reindex};
 pub use search::{FoundView, Hit, coarse_indexed, coarse_indexed_from_start, search, write_found};
@@ -35,7 +36,7 @@ use crate::paging::{Order, PageInfo, PageNumber};
 use crate::store::{
     Cond, Doc, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, get_as, to_item,
 };
-use crate::time::{DateRange, Timestamp, parse_ts};
+use crate::time::{DateRange, Timestamp};
 
 use index::Shape;
 
@@ -171,6 +172,11 @@ pub struct CreateGeofence {
     pub user_ids: Option<Vec<String>>,
     #[serde(default)]
     pub group_ids: Option<Vec<String>>,
+    /// The active window, as on update (each a timestamp or null; one needs the other).
+    #[serde(default, deserialize_with = "window::some_value")]
+    pub enable_at: Option<Value>,
+    #[serde(default, deserialize_with = "window::some_value")]
+    pub disable_at: Option<Value>,
 }
 
 /// 3 or 6 hex digits, no `#`.
@@ -266,32 +272,6 @@ fn parse_shape(kind: GeometryType, coordinates: &Value, radius: Option<&Value>) 
     }
 }
 
-fn parse_window(v: &[Value]) -> Result<(bool, Option<Timestamp>, Option<Timestamp>), ApiError> {
-    let field = "is_enabled";
-    let flag = v
-        .first()
-        .and_then(Value::as_bool)
-        .ok_or_else(|| ApiError::field(field, "must be a boolean or [boolean, start_time, end_time]"))?;
-    if v.len() > 3 {
-        return Err(ApiError::field(field, "must be [boolean, start_time, end_time]"));
-    }
-    let ts = |i: usize, name: &str| -> Result<Option<Timestamp>, ApiError> {
-        match v.get(i) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) if s.is_empty() => Ok(None),
-            Some(Value::String(s)) => parse_ts(&format!("is_enabled[{i}] ({name})"), s).map(|t| Some(Timestamp(t))),
-            Some(_) => Err(ApiError::field(&format!("is_enabled[{i}]"), "must be a timestamp")),
-        }
-    };
-    let (a, b) = (ts(1, "start_time")?, ts(2, "end_time")?);
-    if let (Some(a), Some(b)) = (a, b)
-        && b <= a
-    {
-        return Err(ApiError::field("is_enabled[2]", "end_time must be after start_time"));
-    }
-    Ok((flag, a, b))
-}
-
 /// Ids of users of this project (all must exist) and group ids (must be well-formed and have
 /// members in this project).
 async fn check_scope(
@@ -360,10 +340,16 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateGeofence) -> Re
         None => (false, None, None, false),
         Some(Enabled::Flag(b)) => (*b, None, None, false),
         Some(Enabled::Window(v)) => {
-            let (f, a, b) = parse_window(v)?;
+            let (f, a, b) = window::parse_window(v)?;
             (f, a, b, true)
         }
     };
+    // `enable_at` / `disable_at` as the update takes them (over the array's times, as there).
+    let (active_from, active_until, window_form) = match window::pair(&input.enable_at, &input.disable_at)? {
+        Some((a, b)) => (a, b, true),
+        None => (active_from, active_until, window_form),
+    };
+    window::check_order(active_from, active_until)?;
     let user_ids = dedup(input.user_ids.clone().unwrap_or_default());
     let group_ids = dedup(input.group_ids.clone().unwrap_or_default());
     for (field, ids) in [("user_ids", &user_ids), ("group_ids", &group_ids)] {
@@ -464,15 +450,10 @@ pub struct UpdateGeofence {
     #[serde(default)]
     pub group_ids: Option<Vec<String>>,
     /// The active window (static fences): a timestamp, or null to open that end.
-    #[serde(default, deserialize_with = "some_value")]
+    #[serde(default, deserialize_with = "window::some_value")]
     pub enable_at: Option<Value>,
-    #[serde(default, deserialize_with = "some_value")]
+    #[serde(default, deserialize_with = "window::some_value")]
     pub disable_at: Option<Value>,
-}
-
-/// `Some(Value::Null)` for an explicit null, so "clear" differs from "leave".
-fn some_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
 }
 
 impl UpdateGeofence {
@@ -550,35 +531,15 @@ impl UpdateGeofence {
             (g.user_ids, g.group_ids, g.scoped) = (users, groups, true);
         }
         if let Some(Enabled::Window(w)) = &self.is_enabled {
-            let (flag, a, b) = parse_window(w)?;
+            let (flag, a, b) = window::parse_window(w)?;
             (g.is_enabled, g.active_from, g.active_until, g.scoped) = (flag, a, b, true);
         }
-        let at = |field: &str, v: &Value| -> Result<Option<Timestamp>, ApiError> {
-            match v {
-                Value::Null => Ok(None),
-                Value::String(s) if s.is_empty() => Ok(None),
-                Value::String(s) => parse_ts(field, s).map(|t| Some(Timestamp(t))),
-                _ => Err(ApiError::field(field, "must be a timestamp or null")),
-            }
-        };
-        // Roam takes the window as a pair ("required if disable_at is present" and back) and
-        // answers the fence in its scoped shape, window shown: so does Waymark, never a window
-        // hidden behind a project-wide fence's boolean is_enabled.
-        match (&self.enable_at, &self.disable_at) {
-            (Some(_), None) => return Err(ApiError::field("disable_at", "is required with enable_at")),
-            (None, Some(_)) => return Err(ApiError::field("enable_at", "is required with disable_at")),
-            (Some(a), Some(b)) => {
-                (g.active_from, g.active_until) = (at("enable_at", a)?, at("disable_at", b)?);
-                g.scoped = true;
-            }
-            (None, None) => {}
+        // Roam takes the window as a pair and answers the fence in its scoped shape, window
+        // shown: so does Waymark, never a window hidden behind a project-wide fence's boolean.
+        if let Some((a, b)) = window::pair(&self.enable_at, &self.disable_at)? {
+            (g.active_from, g.active_until, g.scoped) = (a, b, true);
         }
-        if let (Some(a), Some(b)) = (g.active_from, g.active_until)
-            && b <= a
-        {
-            return Err(ApiError::field("disable_at", "must be after enable_at"));
-        }
-        Ok(())
+        window::check_order(g.active_from, g.active_until)
     }
 }
 
@@ -766,14 +727,25 @@ pub fn geofence_json(g: &Geofence, id_key: &str) -> Value {
 pub fn scoped_created_json(g: &Geofence) -> Value {
     let mut v = json!({
         "geofence_id": g.id,
+        "geometry_type": g.geometry_type.as_str(),
         "geometry_radius": g.radius_m,
         "geometry_center": GeoPoint::from(g.center),
         "is_enabled": view::Enabled::of(g),
         "user_ids": g.user_ids,
         "group_ids": g.group_ids,
+        "is_deleted": g.is_deleted,
         "created_at": g.created_at.format(None),
         "updated_at": g.updated_at.format(None),
     });
+    // Echoed when given, as Roam's worked examples show them (a client stores them from here).
+    for (k, given) in [("description", &g.description), ("tag", &g.tag), ("color_code", &g.color_code)] {
+        if let Some(text) = given {
+            v[k] = json!(text);
+        }
+    }
+    if let Some(m) = &g.metadata {
+        v["metadata"] = json!(m);
+    }
     if let Some(ring) = &g.ring {
         v["geometry"] = json!({"type": "Polygon", "coordinates": [ring]});
     }

@@ -50,3 +50,29 @@ pub async fn revoke(store: &dyn Store, p: &Project, trip_id: &str) -> Result<Tri
     })
     .await
 }
+
+/// The link to a v1/v3 trip's GPX (Roam's export `download_url`): `<tracking link>/gpx`, the
+/// same token, so it works without a key and stops exactly when the tracking link does (revoked,
+/// trip deleted, or `tracking_link_ttl_hours` after the end). A link already dead is refused
+/// here rather than handed out.
+pub async fn gpx_url(
+    store: &dyn Store,
+    p: &Project,
+    base: &str,
+    trip_id: &str,
+    now: Timestamp,
+) -> Result<String, ApiError> {
+    let trip = super::get(store, p, Api::V1, trip_id).await?;
+    if trip.is_deleted {
+        return Err(ApiError::not_found(format!("trip_id: trip '{trip_id}' is deleted")));
+    }
+    let s = settings::cached(store, &p.project_id).await?;
+    if expired(&trip, s, now) {
+        return Err(ApiError::conflict(format!(
+            "trip_id: the trip's links expired {} hours after it ended (tracking_link_ttl_hours in the project settings); \
+             GET /v1/api/trips/gpx/ answers its GPX with the key",
+            s.tracking_link_ttl_hours
+        )));
+    }
+    Ok(format!("{}/gpx", super::json::tracking_url(base, &trip)))
+}

@@ -18,6 +18,45 @@ pub struct ListFilter {
     pub user_id: Option<String>,
     pub range: Option<DateRange>,
     pub metadata: Option<MetadataFilter>,
+    /// `trip_type` (inferred from Roam's client code; `all` is None).
+    pub trip_type: Option<TripType>,
+}
+
+/// Where a trip is in its life, as Roam's clients ask for it with `trip_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TripType {
+    /// Ended.
+    Completed,
+    /// Started, not ended (paused ones too).
+    Active,
+    /// Not started.
+    Upcoming,
+}
+
+impl TripType {
+    /// `completed`, `active`, `upcoming` or `all` (None); anything else is a 400 naming it.
+    pub fn parse(s: &str) -> Result<Option<Self>, ApiError> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "completed" => Some(Self::Completed),
+            "active" => Some(Self::Active),
+            "upcoming" => Some(Self::Upcoming),
+            "all" => None,
+            _ => {
+                return Err(ApiError::field(
+                    "trip_type",
+                    format!("'{s}' is not one of completed, active, upcoming, all"),
+                ));
+            }
+        })
+    }
+
+    pub fn matches(self, t: &Trip) -> bool {
+        match self {
+            Self::Completed => t.ended_at.is_some(),
+            Self::Active => t.started_at.is_some() && t.ended_at.is_none(),
+            Self::Upcoming => t.started_at.is_none(),
+        }
+    }
 }
 
 /// A listed trip as stored: its record and its events' (in the order they were recorded).
@@ -45,7 +84,7 @@ pub async fn list_v1(
     page: PageNumber,
 ) -> Result<(Vec<StoredTrip>, PageInfo), ApiError> {
     let ids = f.range.map(|r| id_range(&r));
-    if let (Some(user), None) = (&f.user_id, &f.metadata)
+    if let (Some(user), None, None) = (&f.user_id, &f.metadata, f.trip_type)
         && let Some((docs, info)) = super::by_user::page(store, p, user, ids.clone(), page).await?
     {
         // A page of the user's own list.
@@ -54,8 +93,9 @@ pub async fn list_v1(
     let keep = |t: &Trip| {
         f.user_id.as_ref().is_none_or(|u| t.user_id.as_ref() == Some(u))
             && f.metadata.as_ref().is_none_or(|m| m.matches(t.metadata.as_ref()))
+            && f.trip_type.is_none_or(|k| k.matches(t))
     };
-    let filtered = f.user_id.is_some() || f.metadata.is_some();
+    let filtered = f.user_id.is_some() || f.metadata.is_some() || f.trip_type.is_some();
     let keep = filtered.then_some(&keep as &(dyn Fn(&Trip) -> bool + Sync));
     let pk = trips_pk(&p.project_id, Api::V1);
     let (docs, info) = list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::NewestFirst).await?;

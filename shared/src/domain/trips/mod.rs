@@ -29,7 +29,7 @@ mod smooth;
 mod stops;
 pub mod view;
 
-pub use list::{ListFilter, StoredTrip, list_v1, list_v2};
+pub use list::{ListFilter, StoredTrip, TripType, list_v1, list_v2};
 pub use progress::{TripPlan, plan as plan_progress};
 
 use serde::{Deserialize, Serialize};
