@@ -3,8 +3,7 @@
 # DynamoDB Local this script starts (and stops) itself. Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# One target dir outside the clone, so CI runs and sessions share the build.
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/waymark-target}"
+# Builds where `cargo run` does: `$CARGO_TARGET_DIR` when set (as .ci/run sets it), else ./target.
 
 source scripts/dynamodb-local.sh
 cargo test --workspace --all-targets "$@"

@@ -19,8 +19,10 @@ cd "$(dirname "$0")/../.."
 dur="${DURATION:-10s}"
 runs="${RUNS:-20}"
 read_dur="${READ_DURATION:-5s}"
-# The target dir scripts/test.sh uses, so one build serves both (release lands in release/).
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/waymark-target}"
+# The target dir `cargo run` and scripts/test.sh use (`$CARGO_TARGET_DIR`, else ./target), so one
+# build serves all (release lands in release/). Named here because the peers are their own
+# workspace: without it they would build into scripts/bench/peers/target.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 peers=scripts/bench/peers
 bin="${BIN_DIR:-$CARGO_TARGET_DIR/release}"
 

@@ -38,7 +38,9 @@ DDB_FENCES="${DDB_FENCES:-100000}" DDB_QUERIES="${DDB_QUERIES:-500}" STORE="${ST
 OUT="${OUT:-$(mktemp -d /tmp/gfbench.XXXXXX)}"
 mkdir -p "$OUT"
 chmod 755 "$OUT"
-export CARGO_TARGET_DIR="${CARGO_RELEASE_TARGET_DIR:-${CARGO_TARGET_DIR:-$HOME/.cache/waymark-target}}"
+# The target dir `cargo run` and scripts/test.sh use (`$CARGO_TARGET_DIR`, else ./target), unless
+# CARGO_RELEASE_TARGET_DIR names another.
+export CARGO_TARGET_DIR="${CARGO_RELEASE_TARGET_DIR:-${CARGO_TARGET_DIR:-$PWD/target}}"
 bin="$CARGO_TARGET_DIR/release"
 ex="$bin/examples/geofence_bench"
 export WM_KEY="wm_sk_geofence_bench_key_0000000000"

@@ -11,8 +11,8 @@ use crate::error::{ApiError, V2Error};
 use crate::extract::MAX_BODY_BYTES;
 use crate::state::AppState;
 
-/// Register `path` both with and without its trailing slash (interface.md: "a trailing slash may
-/// be present"). `path` is given with the slash.
+/// Register `path` both with and without its trailing slash (openapi.yaml, Conventions: "every
+/// path is also served without it"). `path` is given with the slash.
 pub fn route(router: Router<AppState>, path: &str, handler: MethodRouter<AppState>) -> Router<AppState> {
     let bare = path.trim_end_matches('/');
     router.route(path, handler.clone()).route(bare, handler)

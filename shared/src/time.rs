@@ -180,9 +180,9 @@ pub struct DateRange {
 }
 
 impl DateRange {
-    /// Rules of interface.md: `end_date` needs `start_date` and must be after it; `start_date`
-    /// alone is that one day. `end_date` is inclusive: the range runs to the end of that day. Days
-    /// are taken in `tz` when given, else UTC. Either may also be a date-time, as Roam takes
+    /// Rules of openapi.yaml (Conventions, Dates): `end_date` needs `start_date` and must be
+    /// after it; `start_date` alone is that one day. `end_date` is inclusive: the range runs to the
+    /// end of that day. Days are taken in `tz` when given, else UTC. Either may also be a date-time, as Roam takes
     /// (`2024-03-01T08:30:00`, zone-less in `tz` or UTC, or with its own offset): the range then
     /// starts, or ends (inclusive, to the millisecond), at that instant; a date-time
     /// `start_date` alone runs to the end of its day.

@@ -6,8 +6,8 @@
 //! every documented field present with the same JSON type and nesting. A documented `null`
 //! matches only `null`, unless the fixture lists the field's path in `nullable` (a value Roam
 //! shows as null in one state and filled in another, e.g. `arrived_at`). What differs is listed
-//! in the fixture's `differences` (and in README's table): the suite fails when a new difference
-//! appears or a listed one is gone.
+//! in the fixture's `differences` (and in docs/compatibility.md's table): the suite fails when a
+//! new difference appears or a listed one is gone.
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -28,7 +28,7 @@ use tokio::sync::Semaphore;
 
 use crate::memo::Memo;
 
-/// The limits, from the environment (README, "`waymark serve`": its options and limits).
+/// The limits, from the environment (docs/serve.md, "`waymark serve`": its options and limits).
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// A client must send a request's headers within this; an idle connection closes after it.

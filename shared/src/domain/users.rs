@@ -349,7 +349,7 @@ fn app_id_of(project_id: &str, app_type: u8) -> String {
     format!("{project_id}_{app_type}")
 }
 
-/// A user as lists return it: every field of interface.md's User table. Serialised straight into
+/// A user as lists return it: every field of openapi.yaml's `User` schema. Serialised straight into
 /// the response (a `json!` tree per user was an eighth of a warm list request's time); fields in
 /// sorted order, as the tree wrote them.
 #[derive(Debug, Serialize)]
@@ -428,7 +428,7 @@ pub struct UsersPage<'a> {
     pub users: Vec<std::borrow::Cow<'a, rendered::Json>>,
 }
 
-/// The creation response's `data`, exactly the fields interface.md lists for it.
+/// The creation response's `data`, exactly the fields of openapi.yaml's `UserCreated`.
 pub fn created_json(u: &User) -> Value {
     let f = u;
     json!({

@@ -160,7 +160,7 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
             fired.push((e, g.clone()));
         };
         // Exits first (a fence left), then entries, then dwells of those still inside: the order
-        // the README documents, kept by the sequence in the ids.
+        // docs/events.md documents, kept by the sequence in the ids.
         let left: Vec<String> = inside.keys().filter(|id| !now_in.iter().any(|g| &&g.id == id)).cloned().collect();
         for id in left {
             inside.remove(&id);

@@ -40,7 +40,7 @@ use crate::time::{DateRange, Timestamp};
 
 use index::Shape;
 
-/// Circle radius bounds in meters (interface.md).
+/// Circle radius bounds in meters (openapi.yaml, `CreateCircle.geometry_radius`).
 pub const RADIUS_M: std::ops::RangeInclusive<i64> = 50..=1000;
 /// Most cells, of both precisions, one fence may be indexed in (one transaction holds the fence,
 /// its deleted copy, every cell copy and the list's 5 page counters: see `domain::list_pages`).
@@ -49,7 +49,7 @@ pub const MAX_CELLS: usize = 93;
 pub const MAX_VERTICES: usize = 500;
 /// Most user ids, and most group ids, a fence may be scoped to.
 pub const MAX_SCOPE_IDS: usize = 100;
-/// Most ids in one bulk delete (interface.md).
+/// Most ids in one bulk delete (openapi.yaml, `DeleteGeofences`).
 pub const MAX_BULK_DELETE: usize = 200;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -723,7 +723,7 @@ pub fn geofence_json(g: &Geofence, id_key: &str) -> Value {
     serde_json::to_value(view::GeofenceView::new(g, id_key)).unwrap_or(Value::Null)
 }
 
-/// The response of the user/group-scoped create (interface.md).
+/// The response of the user/group-scoped create (openapi.yaml, `ScopedGeofenceCreated`).
 pub fn scoped_created_json(g: &Geofence) -> Value {
     let mut v = json!({
         "geofence_id": g.id,

@@ -163,7 +163,7 @@ fn confidence(kind: Kind, p: &Place, total_weight: f64, moved: bool) -> &'static
     }
 }
 
-/// The Insight shape of interface.md.
+/// The `Insight` schema of openapi.yaml.
 pub fn insight_json(kind: Kind, p: &Place, total_weight: f64, moved: bool, namer: &dyn PlaceNamer) -> Value {
     let last = &p.last;
     let kind_name = match kind {
