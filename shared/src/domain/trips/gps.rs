@@ -113,43 +113,54 @@ pub fn sigma(l: &impl Positioned) -> f64 {
     l.reported_accuracy().unwrap_or(MISSING_ACCURACY_M).max(MIN_ACCURACY_M)
 }
 
-/// How far each fix lies off the line through its two neighbours (meters, 1 sigma, per axis),
-/// as the fixes show it, or `None` when fewer than a few say. That distance is the fixes' short
-/// term noise on a straight path and the path's shape at a corner; most of a path is straight,
-/// but fixes 15 s apart put many of them at a curve, so the lower quartile is taken (of
-/// |N(0, s²)|: 0.3186 s) rather than the median. Fixes repeating their predecessor's position
-/// (a logger resending its last fix) say nothing and are skipped.
-pub fn residual_sigma<P: Positioned>(fixes: &[&P]) -> Option<f64> {
-    /// Fewer residuals than this tell too little.
-    const MIN_RESIDUALS: usize = 8;
-    /// Lower quartile of |N(0, 1)|.
-    const QUARTILE: f64 = 0.3186;
-    let distinct: Vec<LngLat> = fixes
-        .iter()
-        .map(|l| l.position())
-        .scan(None, |last: &mut Option<LngLat>, p| {
-            let new = *last != Some(p);
-            *last = Some(p);
-            Some(new.then_some(p))
-        })
-        .flatten()
-        .collect();
-    let mut across: Vec<f64> = distinct
-        .windows(3)
-        .filter_map(|w| {
-            let near = NearScan::new(w[1].lat);
-            let (ax, ay) = (wrap_deg(w[1].lng - w[0].lng) * near.cos0, w[1].lat - w[0].lat);
-            let (bx, by) = (wrap_deg(w[2].lng - w[0].lng) * near.cos0, w[2].lat - w[0].lat);
+/// How far each fix lies off the line through its neighbours (meters): the fixes before and
+/// after it at other positions (a logger resending its last fix says nothing new). `None` for
+/// the ends, a fix repeating its predecessor, and neighbours at one place (no line to be off).
+/// On a straight path that distance is the fixes' short-term noise; at a corner, the path's
+/// shape.
+pub fn offsets<P: Positioned>(fixes: &[&P]) -> Vec<Option<f64>> {
+    let pos: Vec<LngLat> = fixes.iter().map(|l| l.position()).collect();
+    let n = pos.len();
+    // The nearest index before each fix at another position.
+    let mut before = vec![None; n];
+    for k in 1..n {
+        before[k] = if pos[k - 1] != pos[k] { Some(k - 1) } else { before[k - 1] };
+    }
+    let mut after = vec![None; n];
+    for k in (0..n.saturating_sub(1)).rev() {
+        after[k] = if pos[k + 1] != pos[k] { Some(k + 1) } else { after[k + 1] };
+    }
+    (0..n)
+        .map(|k| {
+            let (a, b) = (pos[before[k]?], pos[after[k]?]);
+            if k > 0 && pos[k - 1] == pos[k] {
+                return None;
+            }
+            let near = NearScan::new(pos[k].lat);
+            let (ax, ay) = (wrap_deg(pos[k].lng - a.lng) * near.cos0, pos[k].lat - a.lat);
+            let (bx, by) = (wrap_deg(b.lng - a.lng) * near.cos0, b.lat - a.lat);
             let chord = bx.hypot(by);
-            // Neighbours at one place give no line to be off.
             (chord * M_PER_DEG > 1e-3).then(|| M_PER_DEG * (ax * by - ay * bx).abs() / chord)
         })
-        .collect();
+        .collect()
+}
+
+/// Lower quartile of |N(0, 1)|: an offset's lower quartile over this is its σ.
+pub const OFFSET_QUARTILE: f64 = 0.3186;
+
+/// The fixes' short-term noise (meters, 1 sigma, per axis) from their [`offsets`], or `None`
+/// when fewer than a few tell. Most of a path is straight, but fixes 15 s apart put many of
+/// them at a curve, so the lower quartile is taken (of |N(0, s²)|: 0.3186 s) rather than the
+/// median.
+pub fn residual_sigma(offsets: &[Option<f64>]) -> Option<f64> {
+    /// Fewer offsets than this tell too little.
+    const MIN_RESIDUALS: usize = 8;
+    let mut across: Vec<f64> = offsets.iter().flatten().copied().collect();
     if across.len() < MIN_RESIDUALS {
         return None;
     }
     let k = across.len() / 4;
-    Some(*across.select_nth_unstable_by(k, f64::total_cmp).1 / QUARTILE)
+    Some(*across.select_nth_unstable_by(k, f64::total_cmp).1 / OFFSET_QUARTILE)
 }
 
 /// The accuracy (meters, 1 sigma) of fixes that report none, from [`residual_sigma`]: for white

@@ -328,7 +328,8 @@ fn excursions(accepted: &[(&TripFix, usize)]) -> Vec<bool> {
 /// and which fixes the smoother found to be outliers (their distance is 0: they are left out).
 fn analyse_piece(fixes: &[&TripFix]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
     // A fix's accuracy: as reported, else what the piece's fixes show of their noise.
-    let residual = gps::residual_sigma(fixes);
+    let offsets = gps::offsets(fixes);
+    let residual = gps::residual_sigma(&offsets);
     let missing = gps::missing_sigma(residual);
     let sigmas: Vec<f64> =
         fixes.iter().map(|l| l.reported_accuracy().unwrap_or(missing).max(gps::MIN_ACCURACY_M)).collect();
@@ -368,7 +369,7 @@ fn analyse_piece(fixes: &[&TripFix]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
                     recorded: fixes[i].coordinates,
                     ms: (fixes[i].recorded_at.0.timestamp_millis(), fixes[i].recorded_at.0.timestamp_millis()),
                     // What a step's length gains from this end's noise (see `path_steps`).
-                    noise2: residual.map_or(2.0 * sigmas[i] * sigmas[i], |r| 2.0 * r * r),
+                    noise2: 2.0 * residual.unwrap_or(sigmas[i]).powi(2),
                 });
             }
             // An outlier shares the node before it (never the first fix of a run: see `smooth`).
