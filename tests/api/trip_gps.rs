@@ -444,7 +444,12 @@ fn spread() {
     let mut dropped: std::collections::BTreeMap<String, Vec<(u64, usize)>> = Default::default();
     let from: u64 = std::env::var("SEED_FROM").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     for (seed, c) in (from..from + seeds).flat_map(|k| cases().into_iter().map(move |c| (k, c))) {
-        let samples = sample(&c.tl, c.every, c.outliers, 7 + c.every as u64 + seed * 1000);
+        let mut samples = sample(&c.tl, c.every, c.outliers, 7 + c.every as u64 + seed * 1000);
+        if c.no_accuracy {
+            for s in &mut samples {
+                s.json.as_object_mut().unwrap().remove("accuracy");
+            }
+        }
         let active = |k: usize| c.pause.is_none_or(|(p, r)| k <= p || k >= r);
         let locs: Vec<Location> = samples
             .iter()

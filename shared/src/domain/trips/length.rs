@@ -1,5 +1,5 @@
-//! How long a cleaned path is: the smoothed path or the recorded one less its noise, each along
-//! the curve through its points (see `route` for where the nodes come from).
+//! How long a cleaned path is: the smoothed path, simplified, or the recorded one less its noise
+//! along the curve through its points (see `route` for where the nodes come from).
 
 use super::gps;
 use super::route::GAP_SECONDS;
@@ -20,8 +20,9 @@ pub(super) struct Node {
 }
 
 /// Meters from each node to the next (`[0]` is 0), stretch by stretch between stops, along one
-/// of two paths through the nodes: the smoothed positions, or the recorded ones less what their
-/// noise adds. Noise of per-axis variance v at each end lengthens a step of true length ℓ on
+/// of two paths through the nodes: the smoothed positions simplified at `tolerance` meters
+/// (what wiggle smoothing leaves at dense sampling is dropped), or the recorded ones less what
+/// their noise adds. Noise of per-axis variance v at each end lengthens a step of true length ℓ on
 /// average to d with E[d²] = ℓ² + 2 (va + vb), so √(d² − 2 (va + vb)) is that step without its
 /// noise. What counts is the noise from one fix to the next, which a fix's reported accuracy
 /// overstates (GPS error drifts slowly): it is read off the fixes instead, from how far each
@@ -33,39 +34,56 @@ pub(super) struct Node {
 /// (slow movement, poor fixes) the corrected steps shrink towards 0 and the smoothed path
 /// counts.
 ///
-/// Each step follows the curve through its neighbours ([`curve_m`]) rather than the chord:
-/// fixes a few seconds apart cut every corner of the road between them (the plain sum of a
-/// fleet car's 15 s fixes reads 4 % short of its map-matched route). Across a gap
+/// Each recorded step follows the curve through its neighbours ([`curve_m`]) rather than the
+/// chord: fixes a few seconds apart cut every corner of the road between them (the plain sum of
+/// a fleet car's 15 s fixes reads 4 % short of its map-matched route). Across a gap
 /// ([`GAP_SECONDS`]) the neighbours say nothing of the way taken, and the straight line counts.
-pub(super) fn path_steps(nodes: &[Node], stop_nodes: &[usize]) -> Vec<f64> {
+pub(super) fn path_steps(nodes: &[Node], stop_nodes: &[usize], tolerance: f64) -> Vec<f64> {
     let mut steps = vec![0.0; nodes.len()];
     let mut from = 0;
     for to in stop_nodes.iter().copied().chain([nodes.len().saturating_sub(1)]) {
         if to <= from {
             continue;
         }
-        let lengths = |at: fn(&Node) -> LngLat| -> Vec<f64> {
-            (from + 1..=to)
-                .map(|k| {
-                    let (a, b) = (&nodes[k - 1], &nodes[k]);
-                    if b.ms.0 - a.ms.1 > GAP_SECONDS * 1000 {
-                        return segment_m(at(a), at(b));
-                    }
-                    let before = at(&nodes[k.saturating_sub(2).max(from)]);
-                    let after = at(&nodes[(k + 1).min(to)]);
-                    curve_m(before, at(a), at(b), after)
-                })
-                .collect()
-        };
-        let smoothed = lengths(|n| n.smoothed);
-        let recorded: Vec<f64> = lengths(|n| n.recorded)
-            .into_iter()
-            .zip(from + 1..=to)
-            .map(|(d, k)| (d * d - nodes[k - 1].noise2 - nodes[k].noise2).max(0.0).sqrt())
+        let smoothed = simplified(&nodes[from..=to], tolerance);
+        let recorded: Vec<f64> = (from + 1..=to)
+            .map(|k| {
+                let (a, b) = (&nodes[k - 1], &nodes[k]);
+                let d = if b.ms.0 - a.ms.1 > GAP_SECONDS * 1000 {
+                    segment_m(a.recorded, b.recorded)
+                } else {
+                    let before = nodes[k.saturating_sub(2).max(from)].recorded;
+                    curve_m(before, a.recorded, b.recorded, nodes[(k + 1).min(to)].recorded)
+                };
+                (d * d - a.noise2 - b.noise2).max(0.0).sqrt()
+            })
             .collect();
         let chosen = if recorded.iter().sum::<f64>() > smoothed.iter().sum::<f64>() { recorded } else { smoothed };
         steps[from + 1..=to].copy_from_slice(&chosen);
         from = to;
+    }
+    steps
+}
+
+/// Meters from each node of a stretch to the next along its smoothed path simplified by
+/// Ramer–Douglas–Peucker at `tolerance` meters (in a local flat frame; geo's epsilon is in the
+/// coordinates' units): a node between two kept ones takes its share of their chord by index.
+fn simplified(stretch: &[Node], tolerance: f64) -> Vec<f64> {
+    use geo::SimplifyIdx;
+    let frame = super::smooth::Frame::around(stretch.iter().map(|n| n.smoothed));
+    let line: geo::LineString<f64> = stretch
+        .iter()
+        .map(|n| {
+            let (x, y) = frame.to_xy(n.smoothed);
+            geo::Coord { x, y }
+        })
+        .collect();
+    let kept = if stretch.len() < 3 { (0..stretch.len()).collect() } else { line.simplify_idx(tolerance) };
+    let mut steps = vec![0.0; stretch.len() - 1];
+    for w in kept.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let d = segment_m(stretch[a].smoothed, stretch[b].smoothed) / (b - a) as f64;
+        steps[a..b].fill(d);
     }
     steps
 }

@@ -21,10 +21,11 @@
 //!    outlier too (what the judge cannot tell from a corner at sparse sampling); the rest are
 //!    smoothed by a constant-velocity Kalman filter and Rauch–Tung–Striebel smoother that trusts
 //!    each fix by its accuracy (a walker's path is held straighter than a car's);
-//! 5. between stops, the smoothed path counts unless it is shorter than the recorded fixes'
-//!    own path less what their noise adds to it: then smoothing cut real corners, and the
-//!    recorded path counts ([`path_steps`](super::length::path_steps)); either path is measured along the curve through
-//!    its points ([`curve_m`](super::length)), not its chords, and in geodesic meters (WGS 84).
+//! 5. between stops, the smoothed path (simplified by Ramer–Douglas–Peucker at half the piece's
+//!    median accuracy, 2 to 8 m, to drop what wiggle remains) counts unless it is shorter than
+//!    the recorded fixes' own path less what their noise adds to it: then smoothing cut real
+//!    corners, and the recorded path counts, measured along the curve through its points rather
+//!    than its chords ([`path_steps`](super::length::path_steps)); in geodesic meters (WGS 84).
 //!
 //! Measured on real traces with an independent truth (`../shared/data/trip-truth`, see
 //! `tests/api/trip_truth.rs` and docs/trips.md) as well as on generated ones.
@@ -49,6 +50,10 @@ use crate::domain::locations::Location;
 use crate::geometry::LngLat;
 use crate::time::Timestamp;
 
+/// Sideways deviation (meters) of the smoothed path below which it is treated as straight.
+pub const SIMPLIFY_TOLERANCE_M: f64 = 2.0;
+/// Largest simplification tolerance (meters), for the least accurate fixes.
+pub const MAX_SIMPLIFY_TOLERANCE_M: f64 = 8.0;
 /// Consecutive fixes further apart than this (seconds) leave a gap.
 pub const GAP_SECONDS: i64 = 120;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -377,7 +382,10 @@ fn analyse_piece(fixes: &[&TripFix]) -> (Vec<StopFound>, Vec<f64>, Vec<bool>) {
             i += 1;
         }
     }
-    let steps = path_steps(&nodes, &stop_nodes);
+    let mut sorted = sigmas.clone();
+    let tolerance =
+        (crate::stats::median(&mut sorted).unwrap_or(0.0) / 2.0).clamp(SIMPLIFY_TOLERANCE_M, MAX_SIMPLIFY_TOLERANCE_M);
+    let steps = path_steps(&nodes, &stop_nodes, tolerance);
     let mut cum = vec![0.0; nodes.len()];
     for k in 1..nodes.len() {
         cum[k] = cum[k - 1] + steps[k];
