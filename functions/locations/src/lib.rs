@@ -37,8 +37,6 @@ async fn gpx(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> R
 }
 
 async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
-    // The key's project, the user, the history and its counts: nothing else (crate `local`'s memo).
-    shared::store::reads::pure();
     let store = s.store.as_ref();
     q.only(&["user_id", "timezone_offset", "start_date", "end_date", "page_number", "points_encoded"])?;
     let user = users::require_ref(store, &p, "user_id", q.required("user_id")?).await?;

@@ -112,9 +112,6 @@ struct FencesPage {
 async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
     let store = s.store.as_ref();
     q.only(&["location", "user_id", "radius", "page_limit", "page_number"])?;
-    // The key's project, the user's last location, the fence index: nothing else (crate
-    // `local`'s memo).
-    shared::store::reads::pure();
     let radius = SearchRadius::parse(q.opt("radius"), 0.0)?.0;
     let at = origin(store, &p, &q).await?;
     let limit = page_limit(&q)?;

@@ -89,8 +89,6 @@ fn remember(project_id: &str, s: ProjectSettings) {
 
 /// A project's settings as this process read them at most [`CACHE_SECONDS`] ago.
 pub async fn cached(store: &dyn Store, project_id: &str) -> Result<ProjectSettings, ApiError> {
-    // Not as the store has them now: an answer made with them is not kept (crate `local`'s memo).
-    crate::store::reads::untracked();
     let hit = CACHE.lock().unwrap_or_else(|e| e.into_inner()).get(project_id).copied();
     if let Some((_, s)) = hit.filter(|(at, _)| at.elapsed() < Duration::from_secs(CACHE_SECONDS)) {
         return Ok(s);

@@ -26,8 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use foldhash::fast::RandomState;
 
-use crate::store::reads::{self, Dep};
-use crate::store::{Doc, Query, TABLES, Table};
+use crate::store::{Doc, Query, Table};
 
 /// Bytes of documents kept per table at most; past it, all answers are dropped (those in use
 /// come back at their next read). What the documents carry (`Doc::derive`: their rendered JSON,
@@ -80,16 +79,6 @@ impl Table1 {
         at & COMMITTING == 0 && self.position(part) == at
     }
 
-    /// The position of partition `part` as a read of it begins, noted for the running request
-    /// when it notes its reads ([`reads`]).
-    fn position_noted(&self, table: Table, part: u64, recording: bool) -> u64 {
-        let at = self.position(part);
-        if recording {
-            reads::note(table, part, at);
-        }
-        at
-    }
-
     /// Room for `bytes` more: when they would pass [`MAX_BYTES`], everything goes.
     fn make_room(&mut self, bytes: usize) {
         if self.bytes + bytes > MAX_BYTES {
@@ -135,17 +124,11 @@ impl Answers {
     /// dozen).
     pub fn get_each(&self, table: Table, qs: &[Query], now: i64) -> Vec<Result<Vec<Doc>, Stamp>> {
         let parts: Vec<u64> = qs.iter().map(|q| self.part(&q.pk)).collect();
-        let recording = reads::recording();
         let t = self.table(table);
         let answer = |(q, part): (&Query, u64)| {
-            let at = t.position_noted(table, part, recording);
+            let at = t.position(part);
             match t.answers.get(q) {
-                Some(a) if a.at == at && a.expires.is_none_or(|e| (now as f64) < e) => {
-                    if recording {
-                        reads::note_expiry(a.expires);
-                    }
-                    Ok(a.docs.to_vec())
-                }
+                Some(a) if a.at == at && a.expires.is_none_or(|e| (now as f64) < e) => Ok(a.docs.to_vec()),
                 _ => Err(Stamp(at)),
             }
         };
@@ -153,23 +136,14 @@ impl Answers {
     }
 
     /// What the read of `q` begun at `stamp` found: kept unless a write of its partition came
-    /// since, or it is larger than [`MAX_ANSWER_BYTES`]; until its earliest item's expiry, which
-    /// the running request notes too ([`reads`]).
+    /// since, or it is larger than [`MAX_ANSWER_BYTES`]; until its earliest item's expiry.
     pub fn offer(&self, table: Table, q: &Query, stamp: Stamp, docs: &[Doc]) {
         let bytes = docs.iter().map(|d| d.len() + 24).sum::<usize>() + q.pk.len() + 128;
-        let keep = bytes <= MAX_ANSWER_BYTES && !q.with_expired;
-        let recording = reads::recording();
-        if !keep && !recording {
+        if bytes > MAX_ANSWER_BYTES || q.with_expired {
             return;
         }
         let expires = docs.iter().filter_map(|d| super::ttl_of(d)).min_by(f64::total_cmp);
-        if recording {
-            reads::note_expiry(expires);
-        }
         let part = self.part(&q.pk);
-        if !keep {
-            return;
-        }
         let mut t = self.table(table);
         if !t.admits(part, stamp.0) {
             return;
@@ -191,19 +165,13 @@ impl Answers {
         key.push_str(pk);
         key.push_str(super::SEP);
         let prefix = key.len();
-        let recording = reads::recording();
         let t = self.table(table);
-        let at = t.position_noted(table, part, recording);
+        let at = t.position(part);
         let mut answer = |sk: &str| {
             key.truncate(prefix);
             key.push_str(sk);
             match t.points.get(key.as_str()) {
-                Some(p) if p.at == at && p.expires.is_none_or(|e| (now as f64) < e) => {
-                    if recording {
-                        reads::note_expiry(p.expires);
-                    }
-                    Ok(p.doc.clone())
-                }
+                Some(p) if p.at == at && p.expires.is_none_or(|e| (now as f64) < e) => Ok(p.doc.clone()),
                 _ => Err(Stamp(at)),
             }
         };
@@ -214,18 +182,10 @@ impl Answers {
     /// kept), under [`Answers::offer`]'s rules.
     pub fn offer_point(&self, table: Table, pk: &str, sk: &str, stamp: Stamp, doc: &Doc) {
         let bytes = pk.len() + 1 + sk.len() + doc.len() + POINT_OVERHEAD;
-        let keep = bytes <= MAX_ANSWER_BYTES;
-        let recording = reads::recording();
-        if !keep && !recording {
+        if bytes > MAX_ANSWER_BYTES {
             return;
         }
         let expires = super::ttl_of(doc);
-        if recording {
-            reads::note_expiry(expires);
-        }
-        if !keep {
-            return;
-        }
         let part = self.part(pk);
         let mut t = self.table(table);
         if !t.admits(part, stamp.0) {
@@ -237,27 +197,6 @@ impl Answers {
         if let Some(old) = t.points.insert(super::key(pk, sk), point) {
             t.bytes -= old.bytes;
         }
-    }
-
-    /// Note, for the running request ([`reads`]), the position partition `pk` has as a read of
-    /// it begins (reads that keep nothing here).
-    pub fn note_read(&self, table: Table, pk: &str) {
-        if reads::recording() {
-            self.table(table).position_noted(table, self.part(pk), true);
-        }
-    }
-
-    /// Whether every one of these reads still holds ([`Table1::admits`]), each table's lock taken
-    /// once.
-    pub fn unchanged(&self, deps: &[Dep]) -> bool {
-        TABLES.iter().map(|d| d.table).all(|table| {
-            let mut of = deps.iter().filter(|d| d.table == table).peekable();
-            if of.peek().is_none() {
-                return true;
-            }
-            let t = self.table(table);
-            of.all(|d| t.admits(d.part, d.at))
-        })
     }
 
     /// The partitions of these redb keys (`pk \0 sk`) are about to be written (`committing`:

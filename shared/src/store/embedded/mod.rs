@@ -21,7 +21,6 @@ use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use writer::{Db, Failed};
 
-use super::reads::{self, Dep};
 use super::{
     Cond, Doc, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, Visitor, WriteOp, cond_holds,
     doc_str, epoch_now, is_expired, key_of,
@@ -199,13 +198,6 @@ fn keyed(item: &Item) -> Result<(String, Vec<u8>), StoreError> {
 /// rules them out; the others are walked to the attribute (see [`ttl_of`]).
 fn expired_value(bytes: &[u8], now: i64) -> bool {
     ttl_of(bytes).is_some_and(|t| t <= now as f64)
-}
-
-/// Note the expiries of these items for the running request, if it notes its reads.
-fn note_expiries<'a>(items: impl Iterator<Item = &'a Item>) {
-    if reads::recording() {
-        items.for_each(|i| reads::note_expiry(i.get(crate::store::TTL_ATTRIBUTE).and_then(serde_json::Value::as_f64)));
-    }
 }
 
 /// The attribute's name as JSON writes it (a test holds it to TTL_ATTRIBUTE).
@@ -436,34 +428,29 @@ fn visit_ranges(db: &Database, table: Table, qs: &[Query], visitors: &mut [Box<V
     })
 }
 
-/// The unexpired entries between `bounds`, and the earliest expiry among them; `None` when there
-/// are more than `cap`.
+/// The unexpired entries between `bounds`; `None` when there are more than `cap`.
 fn count_range(
     db: &Database,
     table: Table,
     (lo, hi): &(Bound<String>, Bound<String>),
     cap: Option<usize>,
-) -> Result<Option<(usize, Option<f64>)>, StoreError> {
+) -> Result<Option<usize>, StoreError> {
     let txn = db.begin_read().map_err(backend)?;
     let t = txn.open_table(redb_table(table)).map_err(backend)?;
     let r = t.range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str))).map_err(backend)?;
     let now = epoch_now() as f64;
-    let (mut n, mut first_expiry) = (0usize, None::<f64>);
+    let mut n = 0usize;
     for e in r {
         let (_, v) = e.map_err(backend)?;
-        let ttl = ttl_of(v.value());
-        if ttl.is_some_and(|t| t <= now) {
+        if ttl_of(v.value()).is_some_and(|t| t <= now) {
             continue;
         }
         n += 1;
         if cap.is_some_and(|c| n > c) {
             return Ok(None);
         }
-        if let Some(t) = ttl {
-            first_expiry = Some(first_expiry.map_or(t, |f| f.min(t)));
-        }
     }
-    Ok(Some((n, first_expiry)))
+    Ok(Some(n))
 }
 
 /// One top-level attribute of a stored value, the others skipped without building them.
@@ -610,13 +597,10 @@ fn apply_all(txn: &redb::WriteTransaction, ops: &[Ready]) -> Result<(), Failed> 
 #[async_trait]
 impl Store for EmbeddedStore {
     async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
-        self.answers.note_read(table, pk);
         let txn = self.db.begin_read().map_err(backend)?;
         let t = txn.open_table(redb_table(table)).map_err(backend)?;
         let item = t.get(key(pk, sk).as_str()).map_err(backend)?.map(|g| decode(g.value(), pk)).transpose()?;
-        let item = item.filter(|i| !is_expired(i, epoch_now()));
-        note_expiries(item.iter());
-        Ok(item)
+        Ok(item.filter(|i| !is_expired(i, epoch_now())))
     }
 
     async fn get_doc(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Doc>, StoreError> {
@@ -644,7 +628,6 @@ impl Store for EmbeddedStore {
     }
 
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError> {
-        self.answers.note_read(table, &q.pk);
         // Here unless it passes INLINE_ITEMS entries (most reads without a limit are short, such
         // as a list's counters), then again on the blocking pool.
         let page = match query_page(&self.db, table, q, Some(INLINE_ITEMS))? {
@@ -654,7 +637,6 @@ impl Store for EmbeddedStore {
                 self.run(move |db| Ok(query_page(db, table, &q, None)?.unwrap_or_default())).await?
             }
         };
-        note_expiries(page.items.iter());
         Ok(page)
     }
 
@@ -663,8 +645,6 @@ impl Store for EmbeddedStore {
     }
 
     async fn query_docs_each(&self, table: Table, q: &Query, each: &mut EachChunk) -> Result<(), StoreError> {
-        // Read in chunks the caller does not keep: not followed (`reads`).
-        reads::untracked();
         if let Some(docs) = docs_of(&self.db, table, q, Some(INLINE_ITEMS))? {
             return each(docs);
         }
@@ -708,7 +688,6 @@ impl Store for EmbeddedStore {
     }
 
     fn visit_ranges(&self, table: Table, qs: &[Query], visitors: &mut [Box<Visitor>]) -> Result<bool, StoreError> {
-        reads::untracked();
         visit_ranges(&self.db, table, qs, visitors)?;
         Ok(true)
     }
@@ -736,13 +715,9 @@ impl Store for EmbeddedStore {
         let Some(read) = docs_of_many(&self.db, table, &unread, Some(INLINE_ITEMS))? else {
             // A long read: all of them again on the blocking pool, none kept.
             let qs = qs.to_vec();
-            let all = self
+            return self
                 .run(move |db| Ok(docs_of_many(db, table, &qs.iter().collect::<Vec<_>>(), None)?.unwrap_or_default()))
-                .await?;
-            if reads::recording() {
-                all.iter().flatten().for_each(|d| reads::note_expiry(ttl_of(d)));
-            }
-            return Ok(all);
+                .await;
         };
         for ((i, stamp), docs) in missing.into_iter().zip(read) {
             self.answers.offer(table, &qs[i], stamp, &docs);
@@ -752,16 +727,12 @@ impl Store for EmbeddedStore {
     }
 
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError> {
-        // Followed as a read of the partition, until the first of the counted items expires.
-        self.answers.note_read(table, pk);
         let bounds = bounds(pk, range);
         // Most ranges are short: count here, and only a long one again on the blocking pool.
-        let (n, first_expiry) = match count_range(&self.db, table, &bounds, Some(INLINE_ITEMS))? {
-            Some(counted) => counted,
-            None => self.run(move |db| Ok(count_range(db, table, &bounds, None)?.unwrap_or_default())).await?,
-        };
-        reads::note_expiry(first_expiry);
-        Ok(n)
+        match count_range(&self.db, table, &bounds, Some(INLINE_ITEMS))? {
+            Some(n) => Ok(n),
+            None => self.run(move |db| Ok(count_range(db, table, &bounds, None)?.unwrap_or_default())).await,
+        }
     }
 
     async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
@@ -805,7 +776,6 @@ impl Store for EmbeddedStore {
     }
 
     async fn scan_all(&self, table: Table) -> Result<Vec<Item>, StoreError> {
-        reads::untracked();
         self.run(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let t = txn.open_table(redb_table(table)).map_err(backend)?;
@@ -822,14 +792,6 @@ impl Store for EmbeddedStore {
 
     async fn ensure_tables(&self) -> Result<(), StoreError> {
         Ok(()) // created when opened
-    }
-
-    fn unchanged(&self, deps: &[Dep]) -> bool {
-        self.answers.unchanged(deps)
-    }
-
-    fn follows_writes(&self) -> bool {
-        true
     }
 }
 
