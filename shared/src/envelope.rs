@@ -3,6 +3,9 @@
 
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::store::StoreError;
 
 /// The `msg` Roam answers on success for most operations (its clients may show it).
 pub const SUCCESS: &str = "Success.";
@@ -129,6 +132,12 @@ pub fn write_array<T>(
 /// What `data` writes where [`Envelope::to_json_spliced`] writes a part by hand: a string no
 /// answer holds otherwise.
 pub const MARK: &str = "\u{1}";
+
+/// `view` (a stored record as an answer shows it, `what` in an error) as JSON text, written into
+/// an answer as it is.
+pub fn rendered<T: Serialize>(what: &str, view: &T) -> Result<Box<RawValue>, StoreError> {
+    serde_json::value::to_raw_value(view).map_err(|e| StoreError::Corrupt(format!("rendering {what}: {e}")))
+}
 
 /// First capacity of an answer's buffer: most answers (a page of a list) fit, and a longer one
 /// grows it a few times.

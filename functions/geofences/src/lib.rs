@@ -257,8 +257,8 @@ async fn list_by_metadata(
 
 /// A page of events, fields sorted.
 #[derive(Serialize)]
-struct EventsPage<'a> {
-    events: Vec<std::borrow::Cow<'a, shared::rendered::Json>>,
+struct EventsPage {
+    events: Vec<Box<serde_json::value::RawValue>>,
     next_page: Option<usize>,
     pages: usize,
     prev_page: Option<usize>,

@@ -68,7 +68,7 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
 #[derive(Serialize)]
 struct LocationsPage<'a> {
     app_id: String,
-    locations: Vec<std::borrow::Cow<'a, shared::rendered::Json>>,
+    locations: Vec<Box<serde_json::value::RawValue>>,
     next_page: Option<usize>,
     pages: usize,
     prev_page: Option<usize>,

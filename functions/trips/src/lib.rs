@@ -165,7 +165,7 @@ struct TripsPage {
     next_page: Option<usize>,
     pages: usize,
     prev_page: Option<usize>,
-    trips: Vec<shared::rendered::Json>,
+    trips: Vec<Box<serde_json::value::RawValue>>,
 }
 
 async fn create(

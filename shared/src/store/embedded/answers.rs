@@ -1,7 +1,6 @@
 //! Answers of small queries kept in memory until their partition is written: a warm list reads
 //! the same few partitions on every request (a page of users and the list's counts, a page of
-//! trips' events, a search's index cells), each a read transaction and a B-tree walk (about a
-//! fifth of such a list's CPU once its records' JSON is kept, see `crate::rendered`).
+//! trips' events, a search's index cells), each a read transaction and a B-tree walk.
 //!
 //! Point reads are kept the same way, by their item's key ([`Answers::get_points`]): every
 //! request's key check, the markers lists read on every page, the records a page of trips names.
@@ -29,9 +28,7 @@ use foldhash::fast::RandomState;
 use crate::store::{Doc, Query, Table};
 
 /// Bytes of documents kept per table at most; past it, all answers are dropped (those in use
-/// come back at their next read). What the documents carry (`Doc::derive`: their rendered JSON,
-/// a copy of their bytes beside it, or their decoded record) is held with them: about three times
-/// this in all.
+/// come back at their next read).
 const MAX_BYTES: usize = 8 << 20;
 /// Partitions whose last write position is remembered per table; past it, all are forgotten at
 /// once and count as written now (answers and reads under way then are retired).
@@ -264,23 +261,6 @@ mod tests {
         assert_eq!(a.get(Table::Main, &q("p"), 0).ok(), Some(docs("v1")));
         a.mark(Table::Main, ["q\0y", "p\0x"], false);
         assert!(a.get(Table::Main, &q("p"), 0).is_err());
-    }
-
-    #[test]
-    fn a_kept_answer_hands_out_its_documents_with_what_was_derived_from_them() {
-        let a = Answers::default();
-        let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
-        let read = docs("v1");
-        a.offer(Table::Main, &q("p"), stamp, &read);
-        read[0].derive("rendered once");
-        let Ok(again) = a.get(Table::Main, &q("p"), 0) else { panic!("kept") };
-        assert_eq!(again[0].derived::<&str>(), Some(&"rendered once"));
-        let Err(stamp) = a.get_points(Table::Main, "p", &["k"], 0).pop().unwrap() else { panic!("nothing kept yet") };
-        let point = doc(b"1");
-        a.offer_point(Table::Main, "p", "k", stamp, &point);
-        point.derive(1u8);
-        let Ok(again) = a.get_points(Table::Main, "p", &["k"], 0).pop().unwrap() else { panic!("kept") };
-        assert_eq!(again.derived::<u8>(), Some(&1));
     }
 
     #[test]
