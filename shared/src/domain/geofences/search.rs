@@ -55,7 +55,7 @@ impl FoundView {
     }
 }
 
-/// Found fences as a JSON array ([`crate::envelope::Envelope::to_json_spliced`]).
+/// Found fences as a JSON array, written by hand into an answer.
 pub fn write_found(found: &[FoundView], out: &mut Vec<u8>) -> serde_json::Result<()> {
     crate::envelope::write_array(out, found, FoundView::write_to)
 }
