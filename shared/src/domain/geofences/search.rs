@@ -151,18 +151,21 @@ pub fn coarse_indexed_from_start(project_id: &str) -> Result<WriteOp, ApiError> 
     Ok(WriteOp::Put { table: Table::Main, item, cond: Cond::None })
 }
 
-/// Whether every fence of the project has its coarse copies. A marker is never taken away, so a
-/// project once seen marked is remembered for the process's life and wide searches stop reading it.
+/// The process's cache of projects seen with the coarse marker, so that wide searches (on
+/// Lambda, each a DynamoDB read more) stop reading it. Never invalidated: a marker is never taken
+/// away. Only the marked are kept (one project id each); an unmarked project is read each time.
+static COARSE_MARKED_CACHE: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<String>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Whether every fence of the project has its coarse copies ([`COARSE_MARKED_CACHE`]).
 pub async fn coarse_indexed(store: &dyn Store, project_id: &str) -> Result<bool, ApiError> {
-    static MARKED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<String>>> =
-        std::sync::OnceLock::new();
-    let marked = MARKED.get_or_init(Default::default);
-    if marked.lock().unwrap_or_else(|e| e.into_inner()).contains(project_id) {
+    let cache = || COARSE_MARKED_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if cache().contains(project_id) {
         return Ok(true);
     }
     let found = store.get(Table::Main, &coarse_marker_pk(project_id), "-").await?.is_some();
     if found {
-        marked.lock().unwrap_or_else(|e| e.into_inner()).insert(project_id.to_owned());
+        cache().insert(project_id.to_owned());
     }
     Ok(found)
 }
