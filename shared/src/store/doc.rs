@@ -5,7 +5,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 /// A stored item's JSON document, shared rather than copied: the embedded store hands the same
-/// bytes to every read of an answer it keeps (see `embedded::answers`).
+/// bytes to every read of an answer it keeps (see `embedded::cache`).
 #[derive(Clone, PartialEq)]
 pub struct Doc(Arc<Vec<u8>>);
 

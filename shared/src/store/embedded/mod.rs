@@ -9,15 +9,15 @@
 //! one file sync for all that arrived together (`writer`). A write still returns only once it is
 //! durable, unless it is one of the unsynced kinds ([`Store::put_unsynced`]).
 
-mod answers;
+mod cache;
 mod writer;
 
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
-use answers::Answers;
 use async_trait::async_trait;
+use cache::ReadCache;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use writer::{Db, Failed};
 
@@ -54,7 +54,7 @@ fn key(pk: &str, sk: &str) -> String {
 #[derive(Clone)]
 pub struct EmbeddedStore {
     db: Arc<Db>,
-    answers: Arc<Answers>,
+    cache: Arc<ReadCache>,
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -83,17 +83,17 @@ impl EmbeddedStore {
             txn.open_table(redb_table(d.table)).map_err(backend)?;
         }
         txn.commit().map_err(backend)?;
-        Ok(Self { db: Arc::new(Db::new(db)), answers: Arc::default() })
+        Ok(Self { db: Arc::new(Db::new(db)), cache: Arc::default() })
     }
 
     /// The documents at these keys of partition `pk` (None where there is none): each kept from
-    /// an earlier read (see `answers`; an absent item is not kept: unknown keys are what a
+    /// an earlier read (see `cache`; an absent item is not kept: unknown keys are what a
     /// guessing client sends), the others read in one read transaction.
     fn points(&self, table: Table, pk: &str, sks: &[impl AsRef<str>]) -> Result<Vec<Option<Doc>>, StoreError> {
         let now = epoch_now();
         let mut out = Vec::with_capacity(sks.len());
         let mut missing = Vec::new();
-        for (i, kept) in self.answers.get_points(table, pk, sks, now).into_iter().enumerate() {
+        for (i, kept) in self.cache.get_points(table, pk, sks, now).into_iter().enumerate() {
             match kept {
                 Ok(doc) => out.push(Some(doc)),
                 Err(stamp) => {
@@ -110,7 +110,7 @@ impl EmbeddedStore {
         for ((i, stamp), doc) in missing.into_iter().zip(docs) {
             let doc = live(doc, now).map(Doc::from);
             if let Some(d) = &doc {
-                self.answers.offer_point(table, pk, sks[i].as_ref(), stamp, d);
+                self.cache.offer_point(table, pk, sks[i].as_ref(), stamp, d);
             }
             out[i] = doc;
         }
@@ -121,8 +121,8 @@ impl EmbeddedStore {
     async fn put_new_as(&self, table: Table, items: Vec<Item>, durable: bool) -> Result<Vec<bool>, StoreError> {
         // Keys and bytes here, so the writer, which applies every request's writes, only writes.
         let entries = Arc::new(items.iter().map(keyed).collect::<Result<Vec<_>, StoreError>>()?);
-        let (answers, written) = (self.answers.clone(), entries.clone());
-        let mark = move |committing| answers.mark(table, written.iter().map(|(k, _)| k.as_str()), committing);
+        let (cache, written) = (self.cache.clone(), entries.clone());
+        let mark = move |committing| cache.mark(table, written.iter().map(|(k, _)| k.as_str()), committing);
         self.db
             .write_then(
                 durable,
@@ -147,10 +147,10 @@ impl EmbeddedStore {
     /// condition holds.
     async fn write_all(&self, ops: Vec<WriteOp>, durable: bool) -> Result<(), StoreError> {
         let ops = Arc::new(ops.into_iter().map(Ready::of).collect::<Result<Vec<_>, _>>()?);
-        let (answers, written) = (self.answers.clone(), ops.clone());
+        let (cache, written) = (self.cache.clone(), ops.clone());
         let mark = move |committing| {
             for table in TABLES.iter().map(|d| d.table) {
-                answers.mark(table, written.iter().filter(|op| op.table() == table).map(Ready::key), committing);
+                cache.mark(table, written.iter().filter(|op| op.table() == table).map(Ready::key), committing);
             }
         };
         self.db.write_then(durable, move |txn| apply_all(txn, &ops), mark).await
@@ -693,13 +693,13 @@ impl Store for EmbeddedStore {
     }
 
     async fn query_docs_many(&self, table: Table, qs: &[Query]) -> Result<Vec<Vec<Doc>>, StoreError> {
-        // Those kept from earlier reads (see `answers`) as they are; the others read in one read
+        // Those kept from earlier reads (see `cache`) as they are; the others read in one read
         // transaction, on the calling task unless they pass INLINE_ITEMS entries, then again on
         // the blocking pool (as `count` does).
         let now = epoch_now();
         let mut out = Vec::with_capacity(qs.len());
         let mut missing = Vec::new();
-        for (i, kept) in self.answers.get_each(table, qs, now).into_iter().enumerate() {
+        for (i, kept) in self.cache.get_each(table, qs, now).into_iter().enumerate() {
             match kept {
                 Ok(docs) => out.push(docs),
                 Err(stamp) => {
@@ -720,7 +720,7 @@ impl Store for EmbeddedStore {
                 .await;
         };
         for ((i, stamp), docs) in missing.into_iter().zip(read) {
-            self.answers.offer(table, &qs[i], stamp, &docs);
+            self.cache.offer(table, &qs[i], stamp, &docs);
             out[i] = docs;
         }
         Ok(out)
@@ -758,8 +758,8 @@ impl Store for EmbeddedStore {
     async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
         // One transaction for the lot.
         let keys: Arc<Vec<String>> = Arc::new(keys.iter().map(|(pk, sk)| key(pk, sk)).collect());
-        let (answers, written) = (self.answers.clone(), keys.clone());
-        let mark = move |committing| answers.mark(table, written.iter().map(String::as_str), committing);
+        let (cache, written) = (self.cache.clone(), keys.clone());
+        let mark = move |committing| cache.mark(table, written.iter().map(String::as_str), committing);
         self.db
             .write_then(
                 true,

@@ -1,15 +1,16 @@
-//! Answers of small queries kept in memory until their partition is written: a warm list reads
+//! The embedded store's cache of small reads: answers of small queries kept in memory until their
+//! partition is written (their invalidation, all of it: [`ReadCache::mark`]). A warm list reads
 //! the same few partitions on every request (a page of users and the list's counts, a page of
 //! trips' events, a search's index cells), each a read transaction and a B-tree walk.
 //!
-//! Point reads are kept the same way, by their item's key ([`Answers::get_points`]): every
+//! Point reads are kept the same way, by their item's key ([`ReadCache::get_points`]): every
 //! request's key check, the markers lists read on every page, the records a page of trips names.
 //! Looked up without building anything per key (the query of one key cost three strings, and
 //! hashing and comparing them, for each of a page's records).
 //!
 //! Never stale: this process is the file's only writer (redb locks it against others), and
 //! every write, once its group has committed and before it returns, marks the partitions it wrote
-//! as written at the next position of a counter ([`Answers::mark`]). It marks them before the
+//! as written at the next position of a counter ([`ReadCache::mark`]). It marks them before the
 //! commit too, as committing: reads begun then may see the write or not, so none of them is kept
 //! (kept, a read from before the commit could replace one from after it, and a reader who had
 //! seen the new value would then be shown the old one). An answer is kept with the
@@ -33,7 +34,7 @@ const MAX_BYTES: usize = 8 << 20;
 /// Partitions whose last write position is remembered per table; past it, all are forgotten at
 /// once and count as written now (answers and reads under way then are retired).
 const MAX_WRITTEN: usize = 1 << 16;
-/// Answers larger than this are not kept: long reads are rarely read again unchanged.
+/// ReadCache larger than this are not kept: long reads are rarely read again unchanged.
 pub(super) const MAX_ANSWER_BYTES: usize = 256 << 10;
 
 struct Answer {
@@ -94,16 +95,16 @@ const POINT_OVERHEAD: usize = 96;
 
 /// One map per table (the tables have distinct key spaces).
 #[derive(Default)]
-pub(super) struct Answers {
+pub(super) struct ReadCache {
     tables: [Mutex<Table1>; 2],
     hasher: RandomState,
 }
 
-/// What [`Answers::get`] found when nothing was kept: the partition's position, for
-/// [`Answers::offer`].
+/// What [`ReadCache::get`] found when nothing was kept: the partition's position, for
+/// [`ReadCache::offer`].
 pub(super) struct Stamp(u64);
 
-impl Answers {
+impl ReadCache {
     fn table(&self, table: Table) -> MutexGuard<'_, Table1> {
         let i = match table {
             Table::Main => 0,
@@ -154,7 +155,7 @@ impl Answers {
     }
 
     /// For each of the items of partition `pk` at sort keys `sks`, its document kept at `now`
-    /// (epoch seconds), or the stamp to offer it with once read ([`Answers::offer_point`]).
+    /// (epoch seconds), or the stamp to offer it with once read ([`ReadCache::offer_point`]).
     pub fn get_points(&self, table: Table, pk: &str, sks: &[impl AsRef<str>], now: i64) -> Vec<Result<Doc, Stamp>> {
         let part = self.part(pk);
         // One key buffer for all: the partition, then each sort key in turn.
@@ -176,7 +177,7 @@ impl Answers {
     }
 
     /// What the point read of `pk`/`sk` begun at `stamp` found (an item: an absent one is not
-    /// kept), under [`Answers::offer`]'s rules.
+    /// kept), under [`ReadCache::offer`]'s rules.
     pub fn offer_point(&self, table: Table, pk: &str, sk: &str, stamp: Stamp, doc: &Doc) {
         let bytes = pk.len() + 1 + sk.len() + doc.len() + POINT_OVERHEAD;
         if bytes > MAX_ANSWER_BYTES {
@@ -230,7 +231,7 @@ mod tests {
     use super::*;
     use crate::store::SkRange;
 
-    impl Answers {
+    impl ReadCache {
         fn get(&self, table: Table, q: &Query, now: i64) -> Result<Vec<Doc>, Stamp> {
             self.get_each(table, std::slice::from_ref(q), now).pop().expect("one answer")
         }
@@ -250,7 +251,7 @@ mod tests {
 
     #[test]
     fn an_answer_is_kept_until_a_write_of_its_partition() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
         a.offer(Table::Main, &q("p"), stamp, &docs("v1"));
         assert_eq!(a.get(Table::Main, &q("p"), 0).ok(), Some(docs("v1")));
@@ -265,7 +266,7 @@ mod tests {
 
     #[test]
     fn a_read_overtaken_by_a_write_keeps_nothing() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
         // A write commits while the read is under way: what the read found may be the old value.
         a.mark(Table::Main, ["p\0k"], false);
@@ -275,7 +276,7 @@ mod tests {
 
     #[test]
     fn nothing_read_while_a_write_of_the_partition_commits_is_kept() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         a.mark(Table::Main, ["p\0k"], true);
         // Begun before the commit or after it: either value, so neither is kept.
         let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
@@ -297,7 +298,7 @@ mod tests {
 
     #[test]
     fn an_answer_expires_with_its_earliest_item() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         let Err(stamp) = a.get(Table::Main, &q("p"), 100) else { panic!("nothing kept yet") };
         a.offer(Table::Main, &q("p"), stamp, &[doc(br#"{"expires_at":150}"#), doc(br#"{"expires_at":160}"#)]);
         assert!(a.get(Table::Main, &q("p"), 149).is_ok());
@@ -306,7 +307,7 @@ mod tests {
 
     #[test]
     fn forgetting_every_partition_retires_reads_under_way() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
         let keys: Vec<String> = (0..=MAX_WRITTEN).map(|n| format!("w{n}\0x")).collect();
         a.mark(Table::Main, keys.iter().map(String::as_str), false);
@@ -317,7 +318,7 @@ mod tests {
 
     #[test]
     fn a_point_is_kept_until_a_write_of_its_partition_or_its_expiry() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         let get = |sks: &[&str], now| a.get_points(Table::Main, "p", sks, now);
         let [Err(s1), Err(s2)] = <[_; 2]>::try_from(get(&["a", "b"], 0)).ok().unwrap() else {
             panic!("nothing kept yet")
@@ -343,7 +344,7 @@ mod tests {
 
     #[test]
     fn points_count_against_the_bound() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         let big = doc(&vec![b'x'; 1 << 16]);
         for n in 0..(2 * MAX_BYTES / big.len()) {
             let sk = n.to_string();
@@ -359,7 +360,7 @@ mod tests {
 
     #[test]
     fn answers_are_bounded() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         let big = vec![doc(&vec![b'x'; MAX_ANSWER_BYTES / 2])];
         for n in 0..(2 * MAX_BYTES / (MAX_ANSWER_BYTES / 2)) {
             let query = q(&format!("p{n}"));
