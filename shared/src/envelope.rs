@@ -3,6 +3,10 @@
 
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use serde::ser::SerializeMap;
+use serde_json::value::RawValue;
+
+use crate::store::StoreError;
 
 /// The `msg` Roam answers on success for most operations (its clients may show it).
 pub const SUCCESS: &str = "Success.";
@@ -15,24 +19,32 @@ pub struct Envelope<T> {
     pub data: T,
 }
 
-impl<T: Serialize> Envelope<T> {
+impl<T> Envelope<T> {
     pub fn ok(msg: impl Into<String>, data: T) -> Self {
         Self { code: 200, msg: msg.into(), data }
     }
     pub fn created(msg: impl Into<String>, data: T) -> Self {
         Self { code: 201, msg: msg.into(), data }
     }
-}
 
-/// The v1/v3 body, serialised straight from `data` (building a `json!` tree around it copied the
-/// whole of `data` once more: a fifth of a warm list request's time). Fields in the order the
-/// tree wrote them (sorted), so answers stay byte for byte the same.
-#[derive(Serialize)]
-struct Body<'a, T> {
-    code: u16,
-    data: &'a T,
-    msg: &'a str,
-    status: bool,
+    /// The body's bytes, `{"code","data","msg","status"}` (sorted, as the JSON tree it replaced
+    /// wrote them), with `data` written straight into the buffer by `write` (a long part written
+    /// by hand: a trip's route, on several cores), the buffer sized for `capacity` bytes from the
+    /// start (grown as it was written, a 20 kB answer was copied three times over).
+    pub fn to_json_with(
+        &self,
+        capacity: usize,
+        write: impl FnOnce(&T, &mut Vec<u8>) -> serde_json::Result<()>,
+    ) -> serde_json::Result<Vec<u8>> {
+        let mut buf = Vec::with_capacity(capacity);
+        let mut body = ObjectWriter::new(&mut buf);
+        body.serialize_entry("code", &self.code)?;
+        body.entry_written("data", |out| write(&self.data, out))?;
+        body.serialize_entry("msg", &self.msg)?;
+        body.serialize_entry("status", &true)?;
+        body.end()?;
+        Ok(buf)
+    }
 }
 
 impl<T: Serialize> IntoResponse for Envelope<T> {
@@ -42,41 +54,71 @@ impl<T: Serialize> IntoResponse for Envelope<T> {
 }
 
 impl<T: Serialize> Envelope<T> {
-    /// The answer, its buffer sized for `data_bytes` of data (kept JSON the caller knows the
-    /// length of) besides the envelope: grown as it was written, a 20 kB answer was copied three
-    /// times over (a twentieth of a search's time).
+    /// The answer, its buffer sized for `data_bytes` of data (JSON the caller knows the length
+    /// of) besides the envelope.
     pub fn into_response_sized(self, data_bytes: usize) -> Response {
         json_written(status_of(self.code), self.to_json(data_bytes + ANSWER_CAPACITY))
     }
 
-    /// The body's bytes with the value of `key`, which `data` writes as [`MARK`], written by
-    /// `write` instead, into a buffer sized for about `data_bytes` of it: a long part of an answer
-    /// written by hand (a trip's route, on several cores; found fences, from JSON kept for them).
-    /// Only a key writes `"key":` with its quotes (a quote inside a string is escaped), and `data`
-    /// must hold one such key.
-    pub fn to_json_spliced(
-        &self,
-        key: &str,
-        data_bytes: usize,
-        write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
-    ) -> serde_json::Result<Vec<u8>> {
-        let mut out = self.to_json(data_bytes + ANSWER_CAPACITY)?;
-        let marked = format!("\"{key}\":\"\\u0001\"");
-        let at = memchr::memmem::find(&out, marked.as_bytes())
-            .ok_or_else(|| serde::ser::Error::custom(format!("{key}: not marked")))?;
-        let tail = out.split_off(at + marked.len());
-        out.truncate(at + key.len() + 3);
-        write(&mut out)?;
-        out.extend_from_slice(&tail);
-        Ok(out)
+    /// The body's bytes, `data` serialised straight into them (building a `json!` tree around it
+    /// copied the whole of `data` once more: a fifth of a warm list request's time).
+    pub fn to_json(&self, capacity: usize) -> serde_json::Result<Vec<u8>> {
+        self.to_json_with(capacity, |data, out| serde_json::to_writer(out, data))
+    }
+}
+
+/// A JSON object written entry by entry straight into a buffer, byte for byte as serde_json
+/// writes a map of string keys: a [`SerializeMap`] (so what writes a `Serialize` impl's entries
+/// can write them here too), and entries whose value is written by hand
+/// ([`ObjectWriter::entry_written`]).
+pub struct ObjectWriter<'a> {
+    out: &'a mut Vec<u8>,
+    first: bool,
+}
+
+impl<'a> ObjectWriter<'a> {
+    /// An object begun at the end of `out`.
+    pub fn new(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Self { out, first: true }
     }
 
-    /// The body's bytes, written into a buffer of `capacity` bytes from the start.
-    pub fn to_json(&self, capacity: usize) -> serde_json::Result<Vec<u8>> {
-        let body = Body { code: self.code, data: &self.data, msg: &self.msg, status: true };
-        let mut buf = Vec::with_capacity(capacity);
-        serde_json::to_writer(&mut buf, &body)?;
-        Ok(buf)
+    /// An entry whose value `write` writes into the buffer, as JSON.
+    pub fn entry_written(
+        &mut self,
+        key: &str,
+        write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
+    ) -> serde_json::Result<()> {
+        self.serialize_key(key)?;
+        self.out.push(b':');
+        write(self.out)
+    }
+}
+
+impl SerializeMap for ObjectWriter<'_> {
+    type Ok = ();
+    type Error = serde_json::Error;
+
+    fn serialize_key<K: Serialize + ?Sized>(&mut self, key: &K) -> serde_json::Result<()> {
+        if !std::mem::take(&mut self.first) {
+            self.out.push(b',');
+        }
+        let at = self.out.len();
+        serde_json::to_writer(&mut *self.out, key)?;
+        if self.out.get(at) != Some(&b'"') {
+            return Err(serde::ser::Error::custom("an object's key must be a string"));
+        }
+        Ok(())
+    }
+
+    fn serialize_value<V: Serialize + ?Sized>(&mut self, value: &V) -> serde_json::Result<()> {
+        self.out.push(b':');
+        serde_json::to_writer(&mut *self.out, value)
+    }
+
+    fn end(self) -> serde_json::Result<()> {
+        self.out.push(b'}');
+        Ok(())
     }
 }
 
@@ -126,9 +168,11 @@ pub fn write_array<T>(
     Ok(())
 }
 
-/// What `data` writes where [`Envelope::to_json_spliced`] writes a part by hand: a string no
-/// answer holds otherwise.
-pub const MARK: &str = "\u{1}";
+/// `view` (a stored record as an answer shows it, `what` in an error) as JSON text, written into
+/// an answer as it is.
+pub fn rendered<T: Serialize>(what: &str, view: &T) -> Result<Box<RawValue>, StoreError> {
+    serde_json::value::to_raw_value(view).map_err(|e| StoreError::Corrupt(format!("rendering {what}: {e}")))
+}
 
 /// First capacity of an answer's buffer: most answers (a page of a list) fit, and a longer one
 /// grows it a few times.
@@ -190,19 +234,25 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn a_part_written_by_hand_goes_where_its_key_was_marked_and_only_there() {
-        // A string holding the mark's text as a value: written escaped, never taken for it.
-        let data = json!({"a": r#""b":"\u{1}""#, "b": MARK, "c": 1});
-        let body = Envelope::ok("m", data)
-            .to_json_spliced("b", 0, |out| {
-                out.extend_from_slice(b"[1,2]");
-                Ok(())
+    fn the_envelope_and_objects_are_written_as_serde_json_writes_them() {
+        let data = json!({"a": "x \"q\" \u{1}", "b": [1, 2.5, null], "c": {}});
+        let body = Envelope::ok("m \"n\"", &data).to_json(0).unwrap();
+        let tree = json!({"code": 200, "data": data, "msg": "m \"n\"", "status": true});
+        assert_eq!(String::from_utf8(body).unwrap(), tree.to_string());
+        let by_hand = Envelope::created("m", ())
+            .to_json_with(0, |(), out| {
+                let mut o = ObjectWriter::new(out);
+                o.entry_written("b", |out| {
+                    out.extend_from_slice(b"[1,2]");
+                    Ok(())
+                })?;
+                o.serialize_entry("a", "z")?;
+                SerializeMap::end(o)
             })
             .unwrap();
-        let want =
-            json!({"code": 200, "data": {"a": r#""b":"\u{1}""#, "b": [1, 2], "c": 1}, "msg": "m", "status": true});
-        assert_eq!(String::from_utf8(body).unwrap(), want.to_string());
-        let unmarked = Envelope::ok("m", json!({"b": 1})).to_json_spliced("b", 0, |_| Ok(()));
-        assert!(unmarked.is_err());
+        let want = r#"{"code":201,"data":{"b":[1,2],"a":"z"},"msg":"m","status":true}"#;
+        assert_eq!(String::from_utf8(by_hand).unwrap(), want);
+        let mut out = Vec::new();
+        assert!(ObjectWriter::new(&mut out).serialize_entry(&1, &1).is_err(), "a key that is not a string");
     }
 }

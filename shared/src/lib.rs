@@ -13,7 +13,6 @@ pub mod ids;
 pub mod lambda;
 pub mod metadata;
 pub mod paging;
-pub mod rendered;
 pub mod sdk_http;
 pub mod state;
 pub mod stats;

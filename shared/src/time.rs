@@ -8,12 +8,6 @@ use crate::error::ApiError;
 /// The interface's timestamp format: ISO 8601, milliseconds, no zone designator.
 pub const TS_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.3f";
 
-/// The name of the time zone asked for ("" for none, UTC): what else a rendered record's text
-/// depends on (`crate::rendered`).
-pub fn tz_name(tz: Option<Tz>) -> &'static str {
-    tz.map_or("", |t| t.name())
-}
-
 /// Format a UTC instant in the interface's form, shifted into `tz` when one was requested.
 pub fn format_ts(t: DateTime<Utc>, tz: Option<Tz>) -> String {
     match tz {

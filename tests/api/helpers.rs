@@ -76,10 +76,6 @@ pub struct TestApp {
     pub state: AppState,
     pub router: Router,
     pub project: IssuedProject,
-    /// Whole answers kept as `waymark serve` keeps them (`local::memo`; on the embedded store
-    /// only): every request of the suite goes through it, so a kept answer served after what it
-    /// was made from changed fails the test that reads it.
-    pub memo: Option<std::sync::Arc<local::memo::Memo>>,
 }
 
 impl TestApp {
@@ -92,8 +88,7 @@ impl TestApp {
         let project =
             projects::create(state.store.as_ref(), "test", &ChosenKeys::default()).await.expect("project created");
         let router = local::app(state.clone());
-        let memo = local::memo::Memo::over(state.store.clone()).map(std::sync::Arc::new);
-        Self { state, router, project, memo }
+        Self { state, router, project }
     }
 
     /// An app on DynamoDB Local tables of its own, named after `tag` (see [`both_alone!`]).
@@ -121,12 +116,7 @@ impl TestApp {
     }
 
     pub async fn send(&self, req: Request<Body>) -> (StatusCode, Value) {
-        let router = self.router.clone();
-        let app = |req| async move { router.oneshot(req).await.expect("router is infallible") };
-        let res = match &self.memo {
-            Some(memo) => memo.answer(req, app).await,
-            None => app(req).await,
-        };
+        let res = self.router.clone().oneshot(req).await.expect("router is infallible");
         let status = res.status();
         let bytes = res.into_body().collect().await.expect("body").to_bytes();
         let body = serde_json::from_slice(&bytes)

@@ -133,7 +133,7 @@ both!(another_projects_key_sees_none_of_our_paged_lists, |app| async move {
         }
     }
     let b = app.other_project().await;
-    let b_app = TestApp { state: app.state.clone(), router: app.router.clone(), project: b, memo: app.memo.clone() };
+    let b_app = TestApp { state: app.state.clone(), router: app.router.clone(), project: b };
     let b_trip = create(&b_app, List::Trips).await;
     let days = "start_date=2000-01-01&end_date=2100-01-01";
     // (list, its field, B's own count, A's pages: each moving fence made a user of A's)

@@ -26,7 +26,6 @@ mod groups;
 mod history_pages;
 mod list_pages;
 mod locations;
-mod memo;
 mod moving;
 mod processor;
 mod receiver;

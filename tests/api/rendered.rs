@@ -1,7 +1,6 @@
-//! Lists show each stored record through `shared::rendered`, which keeps the JSON it made for a
-//! record's exact bytes: a list read after a change shows the change, each record is shown as its
-//! view renders it afresh, and what else the shape depends on (a time zone, the API version's id
-//! field) gives its own answer. Users, geofences, locations and geofence events.
+//! Lists show each stored record as its view renders it: a list read after a change shows the
+//! change, and what else the shape depends on (a time zone, the API version's id field) gives its
+//! own answer. Users, geofences, locations and geofence events.
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};

@@ -1,5 +1,4 @@
-//! CPU time of a warm read made afresh, through the router alone (no sockets, no memo of whole
-//! answers): what `waymark serve` spends on each request besides HTTP and the kernel, measured
+//! CPU time of a warm read, through the router alone (no sockets): what `waymark serve` spends on each request besides HTTP and the kernel, measured
 //! on one task so that the figure is steady to a few percent (wrk's throughput on two shared
 //! cores moves by more than the changes this weighs). Run in release:
 //! `cargo run --release -p local --example warm_bench` (`WARM_REQUESTS=200000` per batch,

@@ -227,6 +227,5 @@ async fn serve(port: u16, args: StoreArgs) -> Result<(), String> {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    let store = state.store.clone();
-    crate::guard::serve(listener, crate::app(state), store, limits, shutdown).await
+    crate::guard::serve(listener, crate::app(state), limits, shutdown).await
 }

@@ -22,11 +22,8 @@ use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::TokioIo;
 use shared::ApiError;
 use shared::http::in_envelope;
-use shared::store::Store;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-
-use crate::memo::Memo;
 
 /// The limits, from the environment (docs/serve.md, "`waymark serve`": its options and limits).
 #[derive(Debug, Clone)]
@@ -40,8 +37,6 @@ pub struct Limits {
     /// Requests per second per key (0: no limit), with bursts of up to `burst`.
     pub rate: f64,
     pub burst: f64,
-    /// Whether repeated GETs are answered from `crate::memo` (`WAYMARK_MEMO=0` switches it off).
-    pub memo: bool,
 }
 
 impl Limits {
@@ -72,7 +67,6 @@ impl Limits {
             max_connections: conns as usize,
             rate,
             burst: num("WAYMARK_RATE_BURST", 2.0 * rate)?.max(1.0),
-            memo: std::env::var("WAYMARK_MEMO").map_or(true, |v| v != "0"),
         })
     }
 }
@@ -81,11 +75,9 @@ impl Limits {
 pub async fn serve(
     listener: TcpListener,
     app: Router,
-    store: Arc<dyn Store>,
     limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), String> {
-    let memo = if limits.memo { Memo::over(store).map(Arc::new) } else { None };
     let buckets = (limits.rate > 0.0).then(|| Arc::new(Buckets::new(limits.rate, limits.burst)));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
@@ -112,7 +104,6 @@ pub async fn serve(
             request_timeout: limits.request_timeout,
             buckets: buckets.clone(),
             activity: activity.clone(),
-            memo: memo.clone(),
         };
         let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
@@ -204,17 +195,15 @@ impl HttpBody for Sending {
     }
 }
 
-/// The app as a connection serves it: per-key rate limits, the answers kept for repeated GETs
-/// (`crate::memo`) and, for requests with a body, the whole-request timeout. Written as the
-/// connection's service rather than as `from_fn` layers, each of which cloned and boxed the
-/// router's service for every request.
+/// The app as a connection serves it: per-key rate limits and, for requests with a body, the
+/// whole-request timeout. Written as the connection's service rather than as `from_fn` layers,
+/// each of which cloned and boxed the router's service for every request.
 #[derive(Clone)]
 struct Guarded {
     app: Router,
     request_timeout: Duration,
     buckets: Option<Arc<Buckets>>,
     activity: Arc<Activity>,
-    memo: Option<Arc<Memo>>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for Guarded {
@@ -228,22 +217,10 @@ impl hyper::service::Service<Request<Incoming>> for Guarded {
         if let Some(r) = self.buckets.as_ref().and_then(|b| rate_limited(b, &req)) {
             return Box::pin(std::future::ready(sent(r)));
         }
-        // `Memo::answer`, taken apart so that a kept answer returns here, ready, without the
-        // clones and the future a made one needs (through `answer`, the users list served from
-        // the memo lost 8–10 % in alternated runs).
-        let memo = match self.memo.as_ref().map(|m| (m, m.kept(&req))) {
-            Some((_, Ok(r))) => return Box::pin(std::future::ready(sent(r))),
-            Some((m, Err(Some(key)))) => Some((m.clone(), key)),
-            _ => None,
-        };
         let app = self.app.clone();
         let limit = self.request_timeout;
         Box::pin(async move {
-            let req = req.map(Body::new);
-            let answer = match memo {
-                None => within(limit, req, app).await,
-                Some((m, key)) => m.made(key, within(limit, req, app)).await,
-            };
+            let answer = within(limit, req.map(Body::new), app).await;
             sent(answer)
         })
     }

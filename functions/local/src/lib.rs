@@ -3,7 +3,6 @@
 pub mod allocator;
 pub mod cli;
 pub mod guard;
-pub mod memo;
 
 use axum::Router;
 use shared::AppState;

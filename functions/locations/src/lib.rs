@@ -37,8 +37,6 @@ async fn gpx(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> R
 }
 
 async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
-    // The key's project, the user, the history and its counts: nothing else (crate `local`'s memo).
-    shared::store::reads::pure();
     let store = s.store.as_ref();
     q.only(&["user_id", "timezone_offset", "start_date", "end_date", "page_number", "points_encoded"])?;
     let user = users::require_ref(store, &p, "user_id", q.required("user_id")?).await?;
@@ -70,7 +68,7 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
 #[derive(Serialize)]
 struct LocationsPage<'a> {
     app_id: String,
-    locations: Vec<std::borrow::Cow<'a, shared::rendered::Json>>,
+    locations: Vec<Box<serde_json::value::RawValue>>,
     next_page: Option<usize>,
     pages: usize,
     prev_page: Option<usize>,

@@ -10,7 +10,6 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::get;
-use serde::Serialize;
 use serde_json::{Value, json};
 use shared::auth::SecretKey;
 use shared::domain::geofences;
@@ -100,21 +99,29 @@ async fn search_users(
 }
 
 /// A page of found fences, fields sorted; the fences written in by hand
-/// ([`Envelope::to_json_spliced`]).
-#[derive(Serialize)]
+/// ([`geofences::write_found`]).
 struct FencesPage {
-    geofences: &'static str,
+    geofences: Vec<geofences::FoundView>,
     next_page: Option<usize>,
     pages: usize,
     prev_page: Option<usize>,
 }
 
+impl FencesPage {
+    fn write_to(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        use serde::ser::SerializeMap;
+        let mut m = shared::envelope::ObjectWriter::new(out);
+        m.entry_written("geofences", |out| geofences::write_found(&self.geofences, out))?;
+        m.serialize_entry("next_page", &self.next_page)?;
+        m.serialize_entry("pages", &self.pages)?;
+        m.serialize_entry("prev_page", &self.prev_page)?;
+        m.end()
+    }
+}
+
 async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
     let store = s.store.as_ref();
     q.only(&["location", "user_id", "radius", "page_limit", "page_number"])?;
-    // The key's project, the user's last location, the fence index: nothing else (crate
-    // `local`'s memo).
-    shared::store::reads::pure();
     let radius = SearchRadius::parse(q.opt("radius"), 0.0)?.0;
     let at = origin(store, &p, &q).await?;
     let limit = page_limit(&q)?;
@@ -125,8 +132,7 @@ async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
     let geofences = shown.iter().map(|h| h.view()).collect::<Result<Vec<_>, _>>()?;
     let bytes = geofences.iter().map(|g| g.size_hint()).sum::<usize>();
     let (next_page, pages, prev_page) = paging(hits.len(), page, limit);
-    let data = FencesPage { geofences: shared::envelope::MARK, next_page, pages, prev_page };
-    let body = Envelope::ok(shared::envelope::SUCCESS, data)
-        .to_json_spliced("geofences", bytes, |out| geofences::write_found(&geofences, out));
+    let data = FencesPage { geofences, next_page, pages, prev_page };
+    let body = Envelope::ok(shared::envelope::SUCCESS, data).to_json_with(bytes + 4096, FencesPage::write_to);
     Ok(shared::envelope::json_written(axum::http::StatusCode::OK, body))
 }

@@ -165,7 +165,7 @@ struct TripsPage {
     next_page: Option<usize>,
     pages: usize,
     prev_page: Option<usize>,
-    trips: Vec<shared::rendered::Json>,
+    trips: Vec<Box<serde_json::value::RawValue>>,
 }
 
 async fn create(
@@ -187,9 +187,6 @@ async fn list(ver: Ver, SecretKey(p): SecretKey, State(s): State<AppState>, q: P
     let store = s.store.as_ref();
     q.only(&["trip_id", "user_id", "start_date", "end_date", "page_number", "metadata", "trip_type"])?;
     let trip_type = q.opt("trip_type").map(TripType::parse).transpose()?.flatten();
-    // The key's project, the trips and their events; an ETA under way says it depends on the
-    // time (crate `local`'s memo).
-    shared::store::reads::pure();
     if let Some(id) = q.opt("trip_id") {
         let trip = trips::get(store, &p, Api::V1, id).await?;
         // With `trip_type` too: the trip if it is of that type, else none.

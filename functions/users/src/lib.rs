@@ -34,8 +34,6 @@ const LIST_FILTERS: [&str; 5] = ["start_date", "end_date", "page_number", "metad
 
 async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Response, ApiError> {
     q.only(&["user_id", "timezone_offset", "start_date", "end_date", "page_number", "metadata"])?;
-    // The key's project, the list and its counts, or the user: nothing else (crate `local`'s memo).
-    shared::store::reads::pure();
     if let Some(id) = q.opt("user_id") {
         if let Some(other) = LIST_FILTERS.iter().find(|f| q.has(f)) {
             return Err(ApiError::field("user_id", format!("use it alone; it cannot be combined with {other}")));

@@ -637,8 +637,6 @@ async fn cells(
             let n = if (at_first && cut_first) || (at_last && cut_last) || expired {
                 store.count(table, pk, &SkRange::Between(from.clone(), to.clone())).await?
             } else {
-                // The count holds until the cell's first fix expires (an answer kept from it too).
-                crate::store::reads::note_expiry(exp.get(cell).map(|&e| e as f64));
                 n as usize
             };
             if n > 0 {

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::auth::{KEY_SK, KeyKind, Project, generate_key, hash_secret, key_pk};
 use crate::error::ApiError;
-use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item};
 use crate::time::Timestamp;
 
 /// `last_used_at` is written at most this often per key (seconds): one write an hour, not one per
@@ -140,16 +140,14 @@ pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Proj
     let hash = hash_secret(secret);
     let pk = key_pk(&hash);
     let Some(doc) = store.get_doc(Table::Main, &pk, KEY_SK).await? else { return Ok(None) };
-    // Decoded once per stored document: every request reads the key, most of them as kept.
-    let kept = doc.decoded::<KeyRecord>()?;
-    if kept.revoked_at.is_some() {
+    let mut record: KeyRecord = from_json(&doc)?;
+    if record.revoked_at.is_some() {
         return Ok(None);
     }
     let now_s = crate::store::epoch_now();
     // Whole seconds on both sides: past the granularity by one, so never sooner than it.
-    let stale = kept.last_used_at.is_none_or(|t| now_s - t.0.timestamp() > LAST_USED_GRANULARITY_SECONDS);
-    if stale || !kept.listed {
-        let mut record = KeyRecord::clone(&kept);
+    let stale = record.last_used_at.is_none_or(|t| now_s - t.0.timestamp() > LAST_USED_GRANULARITY_SECONDS);
+    if stale || !record.listed {
         let was_listed = record.listed;
         if !record.listed {
             let entry = KeyEntry {
@@ -177,7 +175,7 @@ pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Proj
             Err(e) => tracing::warn!(error = %e, "could not note a key's last use"),
         }
     }
-    Ok(Some(kept.project()))
+    Ok(Some(record.project()))
 }
 
 async fn entries(store: &dyn Store, project_id: &str) -> Result<Vec<KeyEntry>, ApiError> {

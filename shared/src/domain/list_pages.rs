@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use crate::ids::{FIRST_ID, LAST_ID, all_ids};
 use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
-use crate::store::{Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, WriteOp, key_of};
+use crate::store::{Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, key_of};
 
 /// Prefix lengths (hex digits of the id) with a counter, root first.
 const LEVELS: [usize; 5] = [4, 6, 8, 10, 12];
@@ -137,10 +137,10 @@ fn children_query(cpk: &str, parent: &str, level: usize, upto: Option<&str>) -> 
 fn counters(docs: &[Doc], level: usize) -> Result<Vec<(String, i64)>, StoreError> {
     let len = LEVELS[level];
     let mut out = Vec::with_capacity(docs.len());
-    // Straight from the stored JSON, once per stored document: a walk reads up to 256 counters
-    // a level, every list page the root's.
+    // Straight from the stored JSON: a walk reads up to 256 counters a level, every list page
+    // the root's.
     for doc in docs {
-        let c = doc.decoded::<Counter>()?;
+        let c: Counter = from_json(doc)?;
         // Keys of another length cannot fall in the range (the length leads the key); checked
         // all the same. A counter of an emptied cell reads 0.
         if c.sk.len() == len + 1 && c.n > 0 {
@@ -297,7 +297,7 @@ pub async fn page_where<T: DeserializeOwned>(
 /// Page `page` of the list at `pk` (sort keys: ids) within the ids `range` (inclusive bounds;
 /// the whole list when None), in `order`, with its paging fields: the same answer as counting
 /// the range and skipping, at the cost of a walk down the counters and a page; the page as
-/// stored JSON documents (the caller decodes them, or shows them through `crate::rendered`).
+/// stored JSON documents (the caller decodes them).
 pub async fn page(
     store: &dyn Store,
     table: Table,

@@ -76,27 +76,42 @@ pub const CACHE_SECONDS: u64 = 60;
 /// Projects a process remembers before it starts over (one read each again).
 const CACHE_PROJECTS: usize = 10_000;
 
-type Cache = HashMap<String, (Instant, ProjectSettings)>;
-static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
+/// The process's cache of projects' settings (see the module's documentation). Its invalidation,
+/// all of it here: an entry is trusted for [`CACHE_SECONDS`] after it was read; this process's
+/// own change replaces it ([`SettingsCache::put`]); past [`CACHE_PROJECTS`] entries all go.
+#[derive(Default)]
+struct SettingsCache(Mutex<HashMap<String, (Instant, ProjectSettings)>>);
 
-fn remember(project_id: &str, s: ProjectSettings) {
-    let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if c.len() >= CACHE_PROJECTS {
-        c.clear();
+impl SettingsCache {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, ProjectSettings)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
-    c.insert(project_id.to_owned(), (Instant::now(), s));
+
+    /// The project's settings, if read or changed within [`CACHE_SECONDS`].
+    fn get(&self, project_id: &str) -> Option<ProjectSettings> {
+        let (at, s) = self.map().get(project_id).copied()?;
+        (at.elapsed() < Duration::from_secs(CACHE_SECONDS)).then_some(s)
+    }
+
+    /// The project's settings as just read or written.
+    fn put(&self, project_id: &str, s: ProjectSettings) {
+        let mut map = self.map();
+        if map.len() >= CACHE_PROJECTS {
+            map.clear();
+        }
+        map.insert(project_id.to_owned(), (Instant::now(), s));
+    }
 }
+
+static CACHE: LazyLock<SettingsCache> = LazyLock::new(SettingsCache::default);
 
 /// A project's settings as this process read them at most [`CACHE_SECONDS`] ago.
 pub async fn cached(store: &dyn Store, project_id: &str) -> Result<ProjectSettings, ApiError> {
-    // Not as the store has them now: an answer made with them is not kept (crate `local`'s memo).
-    crate::store::reads::untracked();
-    let hit = CACHE.lock().unwrap_or_else(|e| e.into_inner()).get(project_id).copied();
-    if let Some((_, s)) = hit.filter(|(at, _)| at.elapsed() < Duration::from_secs(CACHE_SECONDS)) {
+    if let Some(s) = CACHE.get(project_id) {
         return Ok(s);
     }
     let s = get(store, project_id).await?;
-    remember(project_id, s);
+    CACHE.put(project_id, s);
     Ok(s)
 }
 
@@ -194,7 +209,7 @@ pub async fn update(store: &dyn Store, p: &Project, up: SettingsUpdate) -> Resul
     }
     store.transact(ops).await?;
     let now = ProjectSettings::from(&s);
-    remember(&p.project_id, now);
+    CACHE.put(&p.project_id, now);
     Ok(now)
 }
 

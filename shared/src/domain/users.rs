@@ -8,6 +8,7 @@
 use chrono_tz::Tz;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::auth::Project;
@@ -15,7 +16,6 @@ use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{Order, PageInfo, PageNumber};
-use crate::rendered;
 use crate::store::{Cond, Doc, Store, StoreError, Table, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
@@ -333,11 +333,9 @@ pub async fn list(
     Ok(super::list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::OldestFirst).await?)
 }
 
-/// A stored user as lists show it ([`UserView`]), rendered once for these bytes and `tz`.
-pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<std::borrow::Cow<'_, rendered::Json>, StoreError> {
-    rendered::json_of("user", crate::time::tz_name(tz), doc, |u: &User| {
-        serde_json::value::to_raw_value(&UserView::new(u, tz))
-    })
+/// A stored user as lists show it ([`UserView`]).
+pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<Box<RawValue>, StoreError> {
+    crate::envelope::rendered("user", &UserView::new(&from_json(doc)?, tz))
 }
 
 /// `<project_id>_<1 or 2>`.
@@ -425,7 +423,7 @@ pub struct UsersPage<'a> {
     pub pages: usize,
     pub prev_page: Option<usize>,
     /// As [`view_json`] renders them.
-    pub users: Vec<std::borrow::Cow<'a, rendered::Json>>,
+    pub users: Vec<Box<RawValue>>,
 }
 
 /// The creation response's `data`, exactly the fields of openapi.yaml's `UserCreated`.

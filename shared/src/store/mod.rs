@@ -15,7 +15,6 @@
 mod doc;
 mod dynamo;
 mod embedded;
-pub mod reads;
 pub mod tables;
 
 use async_trait::async_trait;
@@ -223,7 +222,7 @@ pub trait Store: Send + Sync + 'static {
     /// range on a thread of its own once the reads prove long: one long read cut into consecutive
     /// ranges (a trip's 100,000 fixes, read and decoded on two cores at once without a copy of
     /// each). Runs on the caller's thread. Answers false, having read nothing, where the store
-    /// cannot read that way (DynamoDB: [`Store::query_docs_each`]). Not followed ([`reads`]).
+    /// cannot read that way (DynamoDB: [`Store::query_docs_each`]).
     fn visit_ranges(&self, table: Table, qs: &[Query], visitors: &mut [Box<Visitor>]) -> Result<bool, StoreError> {
         let _ = (table, qs, visitors);
         Ok(false)
@@ -285,18 +284,6 @@ pub trait Store: Send + Sync + 'static {
     async fn scan_all(&self, table: Table) -> Result<Vec<Item>, StoreError>;
     /// Create any missing table.
     async fn ensure_tables(&self) -> Result<(), StoreError>;
-
-    /// Whether no partition among `deps` (as the running request noted them, see [`reads`]) was
-    /// written since. Only a store that sees every write of its data can say yes: the embedded
-    /// store; DynamoDB is written by other processes too.
-    fn unchanged(&self, _deps: &[reads::Dep]) -> bool {
-        false
-    }
-
-    /// Whether [`Store::unchanged`] can ever say yes.
-    fn follows_writes(&self) -> bool {
-        false
-    }
 }
 
 /// A typed record as an item at `pk`/`sk`.

@@ -34,8 +34,7 @@ use crate::domain::{groups, history_pages};
 use crate::error::ApiError;
 use crate::ids::{id_at, id_range};
 use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
-use crate::rendered;
-use crate::store::{Cond, Doc, Item, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, Doc, Item, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Seconds inside a fence after which a dwell event is recorded (once per visit).
@@ -278,11 +277,9 @@ pub async fn list(
     Ok(history_pages::page(store, Table::Main, &pk, &lo, &hi, page, Order::OldestFirst).await?)
 }
 
-/// A stored event as lists show it ([`EventView`]), rendered once for these bytes.
-pub fn view_json(doc: &Doc) -> Result<std::borrow::Cow<'_, rendered::Json>, StoreError> {
-    rendered::json_of("geofence event", "", doc, |e: &GeofenceEvent| {
-        serde_json::value::to_raw_value(&EventView::from(e))
-    })
+/// A stored event as lists show it ([`EventView`]).
+pub fn view_json(doc: &Doc) -> Result<Box<serde_json::value::RawValue>, StoreError> {
+    crate::envelope::rendered("geofence event", &EventView::from(&from_json::<GeofenceEvent>(doc)?))
 }
 
 /// An event as lists and webhooks show it, serialised straight from the record; fields in

@@ -1,9 +1,7 @@
 //! Nearby fence search: the index cells of one precision (chosen for the radius) that cover the
 //! circle, read together; each copy taken for its id and shape, with a cheap lower bound (the
-//! chord to its center) ruling out most far fences before the exact distance. What a search
-//! needs of a fence, and the fence as it shows it, are decoded once for the stored copy's bytes
-//! and kept with them (see [`crate::rendered`]): decoding the copies was a fifth of a warm
-//! search's CPU.
+//! chord to its center) ruling out most far fences before the exact distance. Only the fences
+//! shown are rendered.
 
 use std::collections::BTreeMap;
 
@@ -14,41 +12,40 @@ use super::{Geofence, cell_pk, index};
 use crate::auth::Project;
 use crate::error::ApiError;
 use crate::geometry::{LngLat, Placed};
-use crate::rendered;
-use crate::store::{Cond, Doc, Query, Store, StoreError, Table, WriteOp, from_json, to_item};
+use crate::store::{Cond, Query, Store, StoreError, Table, WriteOp, from_json, to_item};
 
-/// A fence found: its id, its distance in meters (0 inside) and what is kept for its copy.
+/// A fence found: its id, its distance in meters (0 inside) and the fence.
 #[derive(Debug, Clone)]
 pub struct Hit {
     pub id: String,
     pub distance_m: f64,
-    kept: rendered::Json,
+    fence: Geofence,
 }
 
 impl Hit {
     /// The fence as a search shows it: its fields as v3 lists show them, then `distance` in
     /// meters to the centimetre, the search's own.
-    pub fn view(&self) -> Result<FoundView<'_>, StoreError> {
-        let m = Measured::kept_in(&self.kept)?;
-        Ok(FoundView { head: &m.head, distance: (self.distance_m * 100.0).round() / 100.0 })
+    pub fn view(&self) -> Result<FoundView, StoreError> {
+        let view = crate::envelope::rendered("geofence found", &GeofenceView::new(&self.fence, "id"))?;
+        let head = head_of(&view).map_err(|e| StoreError::Corrupt(format!("rendering geofence found: {e}")))?;
+        Ok(FoundView { head, distance: (self.distance_m * 100.0).round() / 100.0 })
     }
 }
 
-/// A found fence as a search writes it ([`Hit::view`]): the kept fields as they are (written,
-/// never parsed again), then its distance.
-pub struct FoundView<'a> {
-    head: &'a str,
+/// A found fence as a search writes it ([`Hit::view`]): its fields as they are (written, never
+/// parsed again), then its distance.
+pub struct FoundView {
+    head: String,
     distance: f64,
 }
 
-impl FoundView<'_> {
+impl FoundView {
     /// About the bytes it writes.
     pub fn size_hint(&self) -> usize {
         self.head.len() + 40
     }
 
-    /// Its JSON: the kept fields' text and the distance after them (serialized field by field,
-    /// writing the keys again was a twentieth of a search made afresh).
+    /// Its JSON: the fields' text and the distance after them.
     fn write_to(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         out.extend_from_slice(self.head.as_bytes());
         out.extend_from_slice(if self.head.len() > 1 { b",\"distance\":" } else { b"\"distance\":" });
@@ -58,19 +55,15 @@ impl FoundView<'_> {
     }
 }
 
-/// Found fences as a JSON array ([`crate::envelope::Envelope::to_json_spliced`]).
+/// Found fences as a JSON array, written by hand into an answer.
 pub fn write_found(found: &[FoundView], out: &mut Vec<u8>) -> serde_json::Result<()> {
     crate::envelope::write_array(out, found, FoundView::write_to)
 }
 
-/// What search measures of a fence, kept beside its view.
+/// What search measures of a fence.
 #[derive(Debug)]
 struct Measured {
-    id: String,
-    /// Its fields as v3 lists show them, sorted, as the text of one JSON object without its
-    /// closing brace (`{` alone when it has none).
-    head: String,
-    /// The center, placed once for every search that measures the fence.
+    /// The center, placed once for every copy measured.
     center: Placed,
     shape: index::Shape,
     /// Meters from the center to the farthest vertex (0 for a circle).
@@ -82,24 +75,9 @@ struct Measured {
 const SPHERE: f64 = 1.01;
 
 impl Measured {
-    fn of(g: &Geofence, view: &RawValue) -> serde_json::Result<Self> {
-        let head = head_of(view)?;
+    fn of(g: &Geofence) -> Self {
         let reach_m = g.ring.iter().flatten().map(|v| g.center.haversine_m(*v)).fold(0.0, f64::max);
-        Ok(Self { id: g.id.clone(), head, center: g.center.placed(), shape: g.shape(), reach_m })
-    }
-
-    /// What [`kept`] kept beside a copy's view.
-    fn kept_in(kept: &rendered::Json) -> Result<&Self, StoreError> {
-        kept.with().ok_or_else(|| StoreError::Corrupt(format!("{FOUND_VIEW}: kept without what search measures")))
-    }
-
-    /// Heap bytes it holds, for the memo's bound.
-    fn bytes(&self) -> usize {
-        let vertices = match &self.shape {
-            index::Shape::Polygon(p) => p.exterior().0.len(),
-            index::Shape::Circle { .. } => 0,
-        };
-        self.id.len() + self.head.len() + vertices * std::mem::size_of::<geo::Coord<f64>>()
+        Self { center: g.center.placed(), shape: g.shape(), reach_m }
     }
 
     /// Meters that the fence is at least from `at`, from the chord to its center alone (never
@@ -125,30 +103,14 @@ impl Measured {
     }
 }
 
-/// A view's fields, sorted, as [`Measured::head`] keeps them.
+/// A view's fields, sorted, as the text of one JSON object without its closing brace (`{` alone
+/// when it has none).
 fn head_of(view: &RawValue) -> serde_json::Result<String> {
     let fields: BTreeMap<String, &RawValue> = serde_json::from_str(view.get())?;
     let mut head = serde_json::to_string(&fields)?;
     head.pop();
     Ok(head)
 }
-
-/// Each stored copy's view (v3, as lists show it), with what search measures kept beside it.
-fn kept<'a>(docs: impl IntoIterator<Item = &'a Doc>) -> Result<Vec<rendered::Json>, StoreError> {
-    let kept = |missing: rendered::Missing, doc: &Doc| {
-        let g: Geofence = from_json(doc)?;
-        let json = serde_json::value::to_raw_value(&GeofenceView::new(&g, "id")).map_err(|e| missing.failed(e))?;
-        let measured = Measured::of(&g, &json).map_err(|e| missing.failed(e))?;
-        let bytes = measured.bytes();
-        Ok(missing.keep_with(json, measured, bytes))
-    };
-    // Those not kept are decoded after the memo's lock is let go.
-    let found = |doc| rendered::lookup_doc(FOUND_VIEW, "", doc).map(std::borrow::Cow::into_owned);
-    docs.into_iter().map(|doc| found(doc).or_else(|missing| kept(missing, doc))).collect()
-}
-
-/// The name [`kept`] keeps a fence's copy under in [`rendered`].
-const FOUND_VIEW: &str = "geofence found";
 
 /// Fences whose shape comes within `radius_m` of `at`, nearest first (ties by id), and how many
 /// index items were read.
@@ -159,17 +121,17 @@ pub async fn search(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -
         reads.into_iter().map(|(c, range)| Query::new(cell_pk(&p.project_id, &c), range)).collect();
     let cells = store.query_docs_many(Table::Main, &queries).await?;
     let read = cells.iter().map(Vec::len).sum();
-    let copies = kept(cells.iter().flatten())?;
     let mut seen = std::collections::HashSet::with_capacity_and_hasher(read, foldhash::fast::RandomState::default());
     let (here, mut hits) = (at.placed(), Vec::new());
-    for kept in &copies {
-        let f = Measured::kept_in(kept)?;
-        if f.distance_at_least(&here) > radius_m || !seen.insert(f.id.as_str()) {
+    for doc in cells.iter().flatten() {
+        let g: Geofence = from_json(doc)?;
+        let f = Measured::of(&g);
+        if f.distance_at_least(&here) > radius_m || !seen.insert(g.id.clone()) {
             continue;
         }
         let d = f.distance_m(&here);
         if d <= radius_m {
-            hits.push(Hit { id: f.id.clone(), distance_m: d, kept: kept.clone() });
+            hits.push(Hit { id: g.id.clone(), distance_m: d, fence: g });
         }
     }
     hits.sort_by(|a, b| a.distance_m.total_cmp(&b.distance_m).then_with(|| a.id.cmp(&b.id)));
@@ -189,18 +151,21 @@ pub fn coarse_indexed_from_start(project_id: &str) -> Result<WriteOp, ApiError> 
     Ok(WriteOp::Put { table: Table::Main, item, cond: Cond::None })
 }
 
-/// Whether every fence of the project has its coarse copies. A marker is never taken away, so a
-/// project once seen marked is remembered for the process's life and wide searches stop reading it.
+/// The process's cache of projects seen with the coarse marker, so that wide searches (on
+/// Lambda, each a DynamoDB read more) stop reading it. Never invalidated: a marker is never taken
+/// away. Only the marked are kept (one project id each); an unmarked project is read each time.
+static COARSE_MARKED_CACHE: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<String>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Whether every fence of the project has its coarse copies ([`COARSE_MARKED_CACHE`]).
 pub async fn coarse_indexed(store: &dyn Store, project_id: &str) -> Result<bool, ApiError> {
-    static MARKED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<String>>> =
-        std::sync::OnceLock::new();
-    let marked = MARKED.get_or_init(Default::default);
-    if marked.lock().unwrap_or_else(|e| e.into_inner()).contains(project_id) {
+    let cache = || COARSE_MARKED_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if cache().contains(project_id) {
         return Ok(true);
     }
     let found = store.get(Table::Main, &coarse_marker_pk(project_id), "-").await?.is_some();
     if found {
-        marked.lock().unwrap_or_else(|e| e.into_inner()).insert(project_id.to_owned());
+        cache().insert(project_id.to_owned());
     }
     Ok(found)
 }
@@ -214,7 +179,7 @@ mod tests {
         let view = RawValue::from_string(r#"{"z":1,"a":"x \"q\"","m":[1,{"b":2}]}"#.into()).unwrap();
         let head = head_of(&view).unwrap();
         let none = head_of(&RawValue::from_string("{}".into()).unwrap()).unwrap();
-        let found = [FoundView { head: &head, distance: 12.5 }, FoundView { head: &none, distance: 0.0 }];
+        let found = [FoundView { head, distance: 12.5 }, FoundView { head: none, distance: 0.0 }];
         let mut out = Vec::new();
         write_found(&found, &mut out).unwrap();
         let want = r#"[{"a":"x \"q\"","m":[1,{"b":2}],"z":1,"distance":12.5},{"distance":0.0}]"#;

@@ -5,12 +5,12 @@
 
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::Geofence;
 use crate::geometry::{GeoPoint, LngLat};
-use crate::rendered;
-use crate::store::{Doc, StoreError};
+use crate::store::{Doc, StoreError, from_json};
 
 /// `is_enabled`: a flag, or for user/group-scoped fences `[flag, active_from, active_until]`.
 #[derive(Debug, Serialize)]
@@ -123,10 +123,7 @@ impl<'a> GeofenceView<'a> {
     }
 }
 
-/// A stored fence as lists show it ([`GeofenceView`] without counts or distance), rendered once for
-/// these bytes and `id_key`.
-pub fn view_json<'d>(doc: &'d Doc, id_key: &'static str) -> Result<std::borrow::Cow<'d, rendered::Json>, StoreError> {
-    rendered::json_of("geofence", id_key, doc, |g: &Geofence| {
-        serde_json::value::to_raw_value(&GeofenceView::new(g, id_key))
-    })
+/// A stored fence as lists show it ([`GeofenceView`] without counts or distance).
+pub fn view_json(doc: &Doc, id_key: &'static str) -> Result<Box<RawValue>, StoreError> {
+    crate::envelope::rendered("geofence", &GeofenceView::new(&from_json(doc)?, id_key))
 }

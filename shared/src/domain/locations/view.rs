@@ -5,11 +5,11 @@
 
 use chrono_tz::Tz;
 use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
 
 use super::Location;
 use crate::geometry::GeoPoint;
-use crate::rendered;
-use crate::store::{Doc, StoreError};
+use crate::store::{Doc, StoreError, from_json};
 use crate::time::Timestamp;
 
 /// A time in the answer's zone (UTC when none is asked for).
@@ -152,11 +152,9 @@ impl<'a> LocationView<'a> {
     }
 }
 
-/// A stored fix as lists show it ([`LocationView`]), rendered once for these bytes and `tz`.
-pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<std::borrow::Cow<'_, rendered::Json>, StoreError> {
-    rendered::json_of("location", crate::time::tz_name(tz), doc, |l: &Location| {
-        serde_json::value::to_raw_value(&LocationView::new(l, tz))
-    })
+/// A stored fix as lists show it ([`LocationView`]).
+pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<Box<RawValue>, StoreError> {
+    crate::envelope::rendered("location", &LocationView::new(&from_json(doc)?, tz))
 }
 
 #[cfg(test)]

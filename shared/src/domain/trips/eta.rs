@@ -166,7 +166,6 @@ pub async fn for_trip(
     if !applies(trip) {
         return Ok(None);
     }
-    crate::store::reads::untracked();
     let since = Timestamp(now.0 - chrono::Duration::seconds(SPEED_LOOKBACK_SECONDS));
     let locs = super::trip_locations_since(store, p, trip, since, now).await?;
     Ok(estimate(trip, &locs, now))

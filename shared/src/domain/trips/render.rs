@@ -11,7 +11,7 @@ use serde_json::ser::{CompactFormatter, Formatter};
 
 use super::route::{Route, active_seconds};
 use super::{Summary, TripState};
-use crate::envelope::{Envelope, SUCCESS, json_written};
+use crate::envelope::{Envelope, ObjectWriter, SUCCESS, json_written};
 use crate::geometry::LngLat;
 use crate::time::Timestamp;
 
@@ -191,48 +191,43 @@ fn route_indexes(r: &Route) -> impl Serialize + '_ {
 
 impl Serialize for SummaryBody {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.write(s, false)
-    }
-}
-
-/// The summary with a mark in place of its route, for [`SummaryBody::into_response`] to replace.
-struct RouteMarked<'a>(&'a SummaryBody);
-
-impl Serialize for RouteMarked<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.write(s, true)
+        let mut m = s.serialize_map(None)?;
+        let pauses = self.pauses();
+        self.entries(&mut m, &pauses, |m| {
+            let all = 0..self.summary.route.points.len();
+            m.serialize_entry("route", &RouteBody { body: self, pauses: &pauses, range: all, carried: (0.0, 0.0) })
+        })?;
+        m.end()
     }
 }
 
 impl SummaryBody {
-    fn write<S: Serializer>(&self, s: S, route_marked: bool) -> Result<S::Ok, S::Error> {
+    /// The body's entries into `m`, sorted, the route's written by `route`.
+    fn entries<M: SerializeMap>(
+        &self,
+        m: &mut M,
+        pauses: &[(Timestamp, Timestamp)],
+        route: impl FnOnce(&mut M) -> Result<(), M::Error>,
+    ) -> Result<(), M::Error> {
         let (sum, t) = (&self.summary, &self.summary.trip);
-        let pauses = self.pauses();
         let status = match t.state {
             TripState::Ended => "completed",
             other => other.as_str(),
         };
-        let mut m = s.serialize_map(None)?;
         m.serialize_entry("distance_covered", &round2(sum.distance_m))?;
         m.serialize_entry("duration", &sum.duration_s)?;
         m.serialize_entry("excluded_points", &Each(&sum.route.excluded, Excluded))?;
         m.serialize_entry("gaps", &Each(&sum.route.gaps, GapEntry))?;
-        m.serialize_entry("paused_intervals", &Each(&pauses, |&(a, b)| Paused(a, b)))?;
+        m.serialize_entry("paused_intervals", &Each(pauses, |&(a, b)| Paused(a, b)))?;
         m.serialize_entry("project_id", &t.project_id)?;
-        if route_marked {
-            m.serialize_entry("route", crate::envelope::MARK)?;
-        } else {
-            let all = 0..sum.route.points.len();
-            m.serialize_entry("route", &RouteBody { body: self, pauses: &pauses, range: all, carried: (0.0, 0.0) })?;
-        }
+        route(m)?;
         m.serialize_entry("route_indexes", &route_indexes(&sum.route))?;
         if self.detailed {
             m.serialize_entry("total_elevation_gain", &sum.route.elevation_gain_m.map(round2))?;
         }
         m.serialize_entry("trip_id", &t.id)?;
         m.serialize_entry("trip_status", status)?;
-        m.serialize_entry("user_id", &t.user_id)?;
-        m.end()
+        m.serialize_entry("user_id", &t.user_id)
     }
 
     fn pauses(&self) -> Vec<(Timestamp, Timestamp)> {
@@ -272,7 +267,7 @@ impl SummaryBody {
         let pauses = self.pauses();
         let part =
             |k: usize| RouteBody { body: self, pauses: &pauses, range: bounds[k]..bounds[k + 1], carried: carried[k] };
-        Envelope::ok(SUCCESS, RouteMarked(self)).to_json_spliced("route", self.size_hint(), |out| {
+        let write_route = |out: &mut Vec<u8>| {
             let rest = std::thread::scope(|scope| {
                 let others: Vec<_> = (1..parts)
                     .map(|k| {
@@ -306,6 +301,11 @@ impl SummaryBody {
                 out.push(b']');
             }
             Ok(())
+        };
+        Envelope::ok(SUCCESS, self).to_json_with(self.size_hint(), |body, out| {
+            let mut m = ObjectWriter::new(out);
+            body.entries(&mut m, &pauses, |m| m.entry_written("route", write_route))?;
+            m.end()
         })
     }
 }
@@ -400,7 +400,11 @@ mod tests {
     fn a_route_written_in_parts_is_the_route_written_whole() {
         for (points, detailed) in [(0, true), (1, true), (2, false), (5, true), (1001, true), (1001, false)] {
             let body = summary(points, detailed);
-            let whole = Envelope::ok(SUCCESS, &body).to_json(0).expect("json");
+            // As serde_json writes the envelope around the body, whole.
+            let whole = serde_json::to_vec(&serde_json::json!({
+                "code": 200, "data": serde_json::to_value(&body).expect("json"), "msg": SUCCESS, "status": true,
+            }))
+            .expect("json");
             for parts in [1, 2, 3, 4, 7] {
                 let split = body.to_json_in(parts).expect("json");
                 assert!(split == whole, "{points} points in {parts} parts: the bytes differ");

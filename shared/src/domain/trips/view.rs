@@ -142,31 +142,16 @@ impl<'a> TripV1View<'a> {
     }
 }
 
-/// A listed trip in the v1/v3 shape, with its ETA `now`. Kept between requests (see
-/// [`crate::rendered`]) when it has no ETA, which is a matter of the trip alone (see
-/// [`eta::applies`]): then the view is a function of the trip's and its events' bytes and the
-/// tracking base. A trip under way towards a target is rendered afresh, its ETA read from its
-/// fixes.
+/// A listed trip in the v1/v3 shape, with its ETA `now` when it is under way towards a target
+/// (see [`eta::applies`]), read from its fixes.
 pub async fn v1_json(
     store: &dyn crate::store::Store,
     p: &crate::auth::Project,
     tracking_base: &str,
     t: &super::StoredTrip,
     now: Timestamp,
-) -> Result<crate::rendered::Json, crate::error::ApiError> {
-    use serde_json::value::to_raw_value;
-    let missing = match crate::rendered::lookup_carried("trip v1", tracking_base, &t.doc, &t.events)
-        .map(std::borrow::Cow::into_owned)
-    {
-        Ok(json) => return Ok(json),
-        Err(missing) => missing,
-    };
+) -> Result<Box<serde_json::value::RawValue>, crate::error::ApiError> {
     let trip = t.decode()?;
-    if eta::applies(&trip) {
-        let eta = eta::for_trip(store, p, &trip, now).await?;
-        let json = to_raw_value(&TripV1View::new(&trip, tracking_base, eta.as_ref())).map_err(|e| missing.failed(e))?;
-        return Ok(missing.once(json));
-    }
-    let json = to_raw_value(&TripV1View::new(&trip, tracking_base, None)).map_err(|e| missing.failed(e))?;
-    Ok(missing.keep(json))
+    let eta = if eta::applies(&trip) { eta::for_trip(store, p, &trip, now).await? } else { None };
+    Ok(crate::envelope::rendered("trip v1", &TripV1View::new(&trip, tracking_base, eta.as_ref()))?)
 }

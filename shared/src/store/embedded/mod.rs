@@ -9,19 +9,18 @@
 //! one file sync for all that arrived together (`writer`). A write still returns only once it is
 //! durable, unless it is one of the unsynced kinds ([`Store::put_unsynced`]).
 
-mod answers;
+mod cache;
 mod writer;
 
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
-use answers::Answers;
 use async_trait::async_trait;
+use cache::ReadCache;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use writer::{Db, Failed};
 
-use super::reads::{self, Dep};
 use super::{
     Cond, Doc, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, Visitor, WriteOp, cond_holds,
     doc_str, epoch_now, is_expired, key_of,
@@ -55,7 +54,7 @@ fn key(pk: &str, sk: &str) -> String {
 #[derive(Clone)]
 pub struct EmbeddedStore {
     db: Arc<Db>,
-    answers: Arc<Answers>,
+    cache: Arc<ReadCache>,
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -84,17 +83,17 @@ impl EmbeddedStore {
             txn.open_table(redb_table(d.table)).map_err(backend)?;
         }
         txn.commit().map_err(backend)?;
-        Ok(Self { db: Arc::new(Db::new(db)), answers: Arc::default() })
+        Ok(Self { db: Arc::new(Db::new(db)), cache: Arc::default() })
     }
 
     /// The documents at these keys of partition `pk` (None where there is none): each kept from
-    /// an earlier read (see `answers`; an absent item is not kept: unknown keys are what a
+    /// an earlier read (see `cache`; an absent item is not kept: unknown keys are what a
     /// guessing client sends), the others read in one read transaction.
     fn points(&self, table: Table, pk: &str, sks: &[impl AsRef<str>]) -> Result<Vec<Option<Doc>>, StoreError> {
         let now = epoch_now();
         let mut out = Vec::with_capacity(sks.len());
         let mut missing = Vec::new();
-        for (i, kept) in self.answers.get_points(table, pk, sks, now).into_iter().enumerate() {
+        for (i, kept) in self.cache.get_points(table, pk, sks, now).into_iter().enumerate() {
             match kept {
                 Ok(doc) => out.push(Some(doc)),
                 Err(stamp) => {
@@ -111,7 +110,7 @@ impl EmbeddedStore {
         for ((i, stamp), doc) in missing.into_iter().zip(docs) {
             let doc = live(doc, now).map(Doc::from);
             if let Some(d) = &doc {
-                self.answers.offer_point(table, pk, sks[i].as_ref(), stamp, d);
+                self.cache.offer_point(table, pk, sks[i].as_ref(), stamp, d);
             }
             out[i] = doc;
         }
@@ -122,8 +121,8 @@ impl EmbeddedStore {
     async fn put_new_as(&self, table: Table, items: Vec<Item>, durable: bool) -> Result<Vec<bool>, StoreError> {
         // Keys and bytes here, so the writer, which applies every request's writes, only writes.
         let entries = Arc::new(items.iter().map(keyed).collect::<Result<Vec<_>, StoreError>>()?);
-        let (answers, written) = (self.answers.clone(), entries.clone());
-        let mark = move |committing| answers.mark(table, written.iter().map(|(k, _)| k.as_str()), committing);
+        let (cache, written) = (self.cache.clone(), entries.clone());
+        let mark = move |committing| cache.mark(table, written.iter().map(|(k, _)| k.as_str()), committing);
         self.db
             .write_then(
                 durable,
@@ -148,10 +147,10 @@ impl EmbeddedStore {
     /// condition holds.
     async fn write_all(&self, ops: Vec<WriteOp>, durable: bool) -> Result<(), StoreError> {
         let ops = Arc::new(ops.into_iter().map(Ready::of).collect::<Result<Vec<_>, _>>()?);
-        let (answers, written) = (self.answers.clone(), ops.clone());
+        let (cache, written) = (self.cache.clone(), ops.clone());
         let mark = move |committing| {
             for table in TABLES.iter().map(|d| d.table) {
-                answers.mark(table, written.iter().filter(|op| op.table() == table).map(Ready::key), committing);
+                cache.mark(table, written.iter().filter(|op| op.table() == table).map(Ready::key), committing);
             }
         };
         self.db.write_then(durable, move |txn| apply_all(txn, &ops), mark).await
@@ -199,13 +198,6 @@ fn keyed(item: &Item) -> Result<(String, Vec<u8>), StoreError> {
 /// rules them out; the others are walked to the attribute (see [`ttl_of`]).
 fn expired_value(bytes: &[u8], now: i64) -> bool {
     ttl_of(bytes).is_some_and(|t| t <= now as f64)
-}
-
-/// Note the expiries of these items for the running request, if it notes its reads.
-fn note_expiries<'a>(items: impl Iterator<Item = &'a Item>) {
-    if reads::recording() {
-        items.for_each(|i| reads::note_expiry(i.get(crate::store::TTL_ATTRIBUTE).and_then(serde_json::Value::as_f64)));
-    }
 }
 
 /// The attribute's name as JSON writes it (a test holds it to TTL_ATTRIBUTE).
@@ -436,34 +428,29 @@ fn visit_ranges(db: &Database, table: Table, qs: &[Query], visitors: &mut [Box<V
     })
 }
 
-/// The unexpired entries between `bounds`, and the earliest expiry among them; `None` when there
-/// are more than `cap`.
+/// The unexpired entries between `bounds`; `None` when there are more than `cap`.
 fn count_range(
     db: &Database,
     table: Table,
     (lo, hi): &(Bound<String>, Bound<String>),
     cap: Option<usize>,
-) -> Result<Option<(usize, Option<f64>)>, StoreError> {
+) -> Result<Option<usize>, StoreError> {
     let txn = db.begin_read().map_err(backend)?;
     let t = txn.open_table(redb_table(table)).map_err(backend)?;
     let r = t.range::<&str>((lo.as_ref().map(String::as_str), hi.as_ref().map(String::as_str))).map_err(backend)?;
     let now = epoch_now() as f64;
-    let (mut n, mut first_expiry) = (0usize, None::<f64>);
+    let mut n = 0usize;
     for e in r {
         let (_, v) = e.map_err(backend)?;
-        let ttl = ttl_of(v.value());
-        if ttl.is_some_and(|t| t <= now) {
+        if ttl_of(v.value()).is_some_and(|t| t <= now) {
             continue;
         }
         n += 1;
         if cap.is_some_and(|c| n > c) {
             return Ok(None);
         }
-        if let Some(t) = ttl {
-            first_expiry = Some(first_expiry.map_or(t, |f| f.min(t)));
-        }
     }
-    Ok(Some((n, first_expiry)))
+    Ok(Some(n))
 }
 
 /// One top-level attribute of a stored value, the others skipped without building them.
@@ -610,13 +597,10 @@ fn apply_all(txn: &redb::WriteTransaction, ops: &[Ready]) -> Result<(), Failed> 
 #[async_trait]
 impl Store for EmbeddedStore {
     async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
-        self.answers.note_read(table, pk);
         let txn = self.db.begin_read().map_err(backend)?;
         let t = txn.open_table(redb_table(table)).map_err(backend)?;
         let item = t.get(key(pk, sk).as_str()).map_err(backend)?.map(|g| decode(g.value(), pk)).transpose()?;
-        let item = item.filter(|i| !is_expired(i, epoch_now()));
-        note_expiries(item.iter());
-        Ok(item)
+        Ok(item.filter(|i| !is_expired(i, epoch_now())))
     }
 
     async fn get_doc(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Doc>, StoreError> {
@@ -644,7 +628,6 @@ impl Store for EmbeddedStore {
     }
 
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError> {
-        self.answers.note_read(table, &q.pk);
         // Here unless it passes INLINE_ITEMS entries (most reads without a limit are short, such
         // as a list's counters), then again on the blocking pool.
         let page = match query_page(&self.db, table, q, Some(INLINE_ITEMS))? {
@@ -654,7 +637,6 @@ impl Store for EmbeddedStore {
                 self.run(move |db| Ok(query_page(db, table, &q, None)?.unwrap_or_default())).await?
             }
         };
-        note_expiries(page.items.iter());
         Ok(page)
     }
 
@@ -663,8 +645,6 @@ impl Store for EmbeddedStore {
     }
 
     async fn query_docs_each(&self, table: Table, q: &Query, each: &mut EachChunk) -> Result<(), StoreError> {
-        // Read in chunks the caller does not keep: not followed (`reads`).
-        reads::untracked();
         if let Some(docs) = docs_of(&self.db, table, q, Some(INLINE_ITEMS))? {
             return each(docs);
         }
@@ -708,19 +688,18 @@ impl Store for EmbeddedStore {
     }
 
     fn visit_ranges(&self, table: Table, qs: &[Query], visitors: &mut [Box<Visitor>]) -> Result<bool, StoreError> {
-        reads::untracked();
         visit_ranges(&self.db, table, qs, visitors)?;
         Ok(true)
     }
 
     async fn query_docs_many(&self, table: Table, qs: &[Query]) -> Result<Vec<Vec<Doc>>, StoreError> {
-        // Those kept from earlier reads (see `answers`) as they are; the others read in one read
+        // Those kept from earlier reads (see `cache`) as they are; the others read in one read
         // transaction, on the calling task unless they pass INLINE_ITEMS entries, then again on
         // the blocking pool (as `count` does).
         let now = epoch_now();
         let mut out = Vec::with_capacity(qs.len());
         let mut missing = Vec::new();
-        for (i, kept) in self.answers.get_each(table, qs, now).into_iter().enumerate() {
+        for (i, kept) in self.cache.get_each(table, qs, now).into_iter().enumerate() {
             match kept {
                 Ok(docs) => out.push(docs),
                 Err(stamp) => {
@@ -736,32 +715,24 @@ impl Store for EmbeddedStore {
         let Some(read) = docs_of_many(&self.db, table, &unread, Some(INLINE_ITEMS))? else {
             // A long read: all of them again on the blocking pool, none kept.
             let qs = qs.to_vec();
-            let all = self
+            return self
                 .run(move |db| Ok(docs_of_many(db, table, &qs.iter().collect::<Vec<_>>(), None)?.unwrap_or_default()))
-                .await?;
-            if reads::recording() {
-                all.iter().flatten().for_each(|d| reads::note_expiry(ttl_of(d)));
-            }
-            return Ok(all);
+                .await;
         };
         for ((i, stamp), docs) in missing.into_iter().zip(read) {
-            self.answers.offer(table, &qs[i], stamp, &docs);
+            self.cache.offer(table, &qs[i], stamp, &docs);
             out[i] = docs;
         }
         Ok(out)
     }
 
     async fn count(&self, table: Table, pk: &str, range: &SkRange) -> Result<usize, StoreError> {
-        // Followed as a read of the partition, until the first of the counted items expires.
-        self.answers.note_read(table, pk);
         let bounds = bounds(pk, range);
         // Most ranges are short: count here, and only a long one again on the blocking pool.
-        let (n, first_expiry) = match count_range(&self.db, table, &bounds, Some(INLINE_ITEMS))? {
-            Some(counted) => counted,
-            None => self.run(move |db| Ok(count_range(db, table, &bounds, None)?.unwrap_or_default())).await?,
-        };
-        reads::note_expiry(first_expiry);
-        Ok(n)
+        match count_range(&self.db, table, &bounds, Some(INLINE_ITEMS))? {
+            Some(n) => Ok(n),
+            None => self.run(move |db| Ok(count_range(db, table, &bounds, None)?.unwrap_or_default())).await,
+        }
     }
 
     async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
@@ -787,8 +758,8 @@ impl Store for EmbeddedStore {
     async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
         // One transaction for the lot.
         let keys: Arc<Vec<String>> = Arc::new(keys.iter().map(|(pk, sk)| key(pk, sk)).collect());
-        let (answers, written) = (self.answers.clone(), keys.clone());
-        let mark = move |committing| answers.mark(table, written.iter().map(String::as_str), committing);
+        let (cache, written) = (self.cache.clone(), keys.clone());
+        let mark = move |committing| cache.mark(table, written.iter().map(String::as_str), committing);
         self.db
             .write_then(
                 true,
@@ -805,7 +776,6 @@ impl Store for EmbeddedStore {
     }
 
     async fn scan_all(&self, table: Table) -> Result<Vec<Item>, StoreError> {
-        reads::untracked();
         self.run(move |db| {
             let txn = db.begin_read().map_err(backend)?;
             let t = txn.open_table(redb_table(table)).map_err(backend)?;
@@ -822,14 +792,6 @@ impl Store for EmbeddedStore {
 
     async fn ensure_tables(&self) -> Result<(), StoreError> {
         Ok(()) // created when opened
-    }
-
-    fn unchanged(&self, deps: &[Dep]) -> bool {
-        self.answers.unchanged(deps)
-    }
-
-    fn follows_writes(&self) -> bool {
-        true
     }
 }
 

@@ -338,58 +338,6 @@ async fn answers_kept_while_writes_run_are_never_older_than_the_last_returned_wr
 }
 
 #[tokio::test]
-async fn a_request_notes_what_it_read_and_a_write_of_it_retires_the_reads() {
-    let store = EmbeddedStore::memory().unwrap();
-    let ttl = (epoch_now() + 100) as f64;
-    let item = |pk: &str, sk: &str, ttl: Option<f64>| {
-        let mut i = Item::from_iter([("pk".into(), pk.into()), ("sk".into(), sk.into())]);
-        if let Some(t) = ttl {
-            i.insert(super::super::TTL_ATTRIBUTE.into(), t.into());
-        }
-        i
-    };
-    store
-        .put_new(Table::Main, vec![item("a", "1", Some(ttl)), item("a", "2", None), item("b", "1", None)])
-        .await
-        .unwrap();
-    // Twice each: read from the file, then kept (see `answers`); both are noted alike.
-    for round in 0..2 {
-        let (_, followed) = reads::recorded(async {
-            store.get_doc(Table::Main, "a", "1").await.unwrap();
-            store.query_docs(Table::Main, &Query::new("b", SkRange::All)).await.unwrap();
-            store.get(Table::Main, "c", "1").await.unwrap();
-            reads::pure();
-        })
-        .await;
-        let f = followed.expect("followed");
-        assert_eq!(f.deps.len(), 3, "round {round}: a, b and the absent c: {f:?}");
-        assert_eq!(f.expires, Some(ttl), "round {round}");
-        assert!(store.unchanged(&f.deps) && !f.expired());
-        // A write to any partition read, even of an item not read (or absent then), retires them.
-        store.put(Table::Main, item(["a", "b", "c"][round], "9", None), Cond::None).await.unwrap();
-        assert!(!store.unchanged(&f.deps), "round {round}");
-    }
-    // A count is a read of its partition, until the first item it counted expires.
-    let (_, followed) = reads::recorded(async {
-        assert_eq!(store.count(Table::Main, "a", &SkRange::All).await.unwrap(), 3);
-        reads::pure();
-    })
-    .await;
-    let f = followed.expect("a count is followed");
-    assert_eq!((f.deps.len(), f.expires), (1, Some(ttl)));
-    assert!(store.unchanged(&f.deps));
-    store.put(Table::Main, item("a", "8", None), Cond::None).await.unwrap();
-    assert!(!store.unchanged(&f.deps));
-    // Reads the store cannot follow leave nothing to keep.
-    let (_, followed) = reads::recorded(async {
-        store.query_docs_each(Table::Main, &Query::new("a", SkRange::All), &mut |_| Ok(())).await.unwrap();
-        reads::pure();
-    })
-    .await;
-    assert_eq!(followed, None);
-}
-
-#[tokio::test]
 async fn ranges_are_visited_whole_in_order_and_apart_only_once_long() {
     let store = EmbeddedStore::memory().unwrap();
     let n = 2 * RANGES_APART_AFTER + 10;

@@ -1,16 +1,16 @@
-//! Answers of small queries kept in memory until their partition is written: a warm list reads
+//! The embedded store's cache of small reads: answers of small queries kept in memory until their
+//! partition is written (their invalidation, all of it: [`ReadCache::mark`]). A warm list reads
 //! the same few partitions on every request (a page of users and the list's counts, a page of
-//! trips' events, a search's index cells), each a read transaction and a B-tree walk (about a
-//! fifth of such a list's CPU once its records' JSON is kept, see `crate::rendered`).
+//! trips' events, a search's index cells), each a read transaction and a B-tree walk.
 //!
-//! Point reads are kept the same way, by their item's key ([`Answers::get_points`]): every
+//! Point reads are kept the same way, by their item's key ([`ReadCache::get_points`]): every
 //! request's key check, the markers lists read on every page, the records a page of trips names.
 //! Looked up without building anything per key (the query of one key cost three strings, and
 //! hashing and comparing them, for each of a page's records).
 //!
 //! Never stale: this process is the file's only writer (redb locks it against others), and
 //! every write, once its group has committed and before it returns, marks the partitions it wrote
-//! as written at the next position of a counter ([`Answers::mark`]). It marks them before the
+//! as written at the next position of a counter ([`ReadCache::mark`]). It marks them before the
 //! commit too, as committing: reads begun then may see the write or not, so none of them is kept
 //! (kept, a read from before the commit could replace one from after it, and a reader who had
 //! seen the new value would then be shown the old one). An answer is kept with the
@@ -26,18 +26,15 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use foldhash::fast::RandomState;
 
-use crate::store::reads::{self, Dep};
-use crate::store::{Doc, Query, TABLES, Table};
+use crate::store::{Doc, Query, Table};
 
 /// Bytes of documents kept per table at most; past it, all answers are dropped (those in use
-/// come back at their next read). What the documents carry (`Doc::derive`: their rendered JSON,
-/// a copy of their bytes beside it, or their decoded record) is held with them: about three times
-/// this in all.
+/// come back at their next read).
 const MAX_BYTES: usize = 8 << 20;
 /// Partitions whose last write position is remembered per table; past it, all are forgotten at
 /// once and count as written now (answers and reads under way then are retired).
 const MAX_WRITTEN: usize = 1 << 16;
-/// Answers larger than this are not kept: long reads are rarely read again unchanged.
+/// ReadCache larger than this are not kept: long reads are rarely read again unchanged.
 pub(super) const MAX_ANSWER_BYTES: usize = 256 << 10;
 
 struct Answer {
@@ -80,16 +77,6 @@ impl Table1 {
         at & COMMITTING == 0 && self.position(part) == at
     }
 
-    /// The position of partition `part` as a read of it begins, noted for the running request
-    /// when it notes its reads ([`reads`]).
-    fn position_noted(&self, table: Table, part: u64, recording: bool) -> u64 {
-        let at = self.position(part);
-        if recording {
-            reads::note(table, part, at);
-        }
-        at
-    }
-
     /// Room for `bytes` more: when they would pass [`MAX_BYTES`], everything goes.
     fn make_room(&mut self, bytes: usize) {
         if self.bytes + bytes > MAX_BYTES {
@@ -108,16 +95,16 @@ const POINT_OVERHEAD: usize = 96;
 
 /// One map per table (the tables have distinct key spaces).
 #[derive(Default)]
-pub(super) struct Answers {
+pub(super) struct ReadCache {
     tables: [Mutex<Table1>; 2],
     hasher: RandomState,
 }
 
-/// What [`Answers::get`] found when nothing was kept: the partition's position, for
-/// [`Answers::offer`].
+/// What [`ReadCache::get`] found when nothing was kept: the partition's position, for
+/// [`ReadCache::offer`].
 pub(super) struct Stamp(u64);
 
-impl Answers {
+impl ReadCache {
     fn table(&self, table: Table) -> MutexGuard<'_, Table1> {
         let i = match table {
             Table::Main => 0,
@@ -135,17 +122,11 @@ impl Answers {
     /// dozen).
     pub fn get_each(&self, table: Table, qs: &[Query], now: i64) -> Vec<Result<Vec<Doc>, Stamp>> {
         let parts: Vec<u64> = qs.iter().map(|q| self.part(&q.pk)).collect();
-        let recording = reads::recording();
         let t = self.table(table);
         let answer = |(q, part): (&Query, u64)| {
-            let at = t.position_noted(table, part, recording);
+            let at = t.position(part);
             match t.answers.get(q) {
-                Some(a) if a.at == at && a.expires.is_none_or(|e| (now as f64) < e) => {
-                    if recording {
-                        reads::note_expiry(a.expires);
-                    }
-                    Ok(a.docs.to_vec())
-                }
+                Some(a) if a.at == at && a.expires.is_none_or(|e| (now as f64) < e) => Ok(a.docs.to_vec()),
                 _ => Err(Stamp(at)),
             }
         };
@@ -153,23 +134,14 @@ impl Answers {
     }
 
     /// What the read of `q` begun at `stamp` found: kept unless a write of its partition came
-    /// since, or it is larger than [`MAX_ANSWER_BYTES`]; until its earliest item's expiry, which
-    /// the running request notes too ([`reads`]).
+    /// since, or it is larger than [`MAX_ANSWER_BYTES`]; until its earliest item's expiry.
     pub fn offer(&self, table: Table, q: &Query, stamp: Stamp, docs: &[Doc]) {
         let bytes = docs.iter().map(|d| d.len() + 24).sum::<usize>() + q.pk.len() + 128;
-        let keep = bytes <= MAX_ANSWER_BYTES && !q.with_expired;
-        let recording = reads::recording();
-        if !keep && !recording {
+        if bytes > MAX_ANSWER_BYTES || q.with_expired {
             return;
         }
         let expires = docs.iter().filter_map(|d| super::ttl_of(d)).min_by(f64::total_cmp);
-        if recording {
-            reads::note_expiry(expires);
-        }
         let part = self.part(&q.pk);
-        if !keep {
-            return;
-        }
         let mut t = self.table(table);
         if !t.admits(part, stamp.0) {
             return;
@@ -183,7 +155,7 @@ impl Answers {
     }
 
     /// For each of the items of partition `pk` at sort keys `sks`, its document kept at `now`
-    /// (epoch seconds), or the stamp to offer it with once read ([`Answers::offer_point`]).
+    /// (epoch seconds), or the stamp to offer it with once read ([`ReadCache::offer_point`]).
     pub fn get_points(&self, table: Table, pk: &str, sks: &[impl AsRef<str>], now: i64) -> Vec<Result<Doc, Stamp>> {
         let part = self.part(pk);
         // One key buffer for all: the partition, then each sort key in turn.
@@ -191,19 +163,13 @@ impl Answers {
         key.push_str(pk);
         key.push_str(super::SEP);
         let prefix = key.len();
-        let recording = reads::recording();
         let t = self.table(table);
-        let at = t.position_noted(table, part, recording);
+        let at = t.position(part);
         let mut answer = |sk: &str| {
             key.truncate(prefix);
             key.push_str(sk);
             match t.points.get(key.as_str()) {
-                Some(p) if p.at == at && p.expires.is_none_or(|e| (now as f64) < e) => {
-                    if recording {
-                        reads::note_expiry(p.expires);
-                    }
-                    Ok(p.doc.clone())
-                }
+                Some(p) if p.at == at && p.expires.is_none_or(|e| (now as f64) < e) => Ok(p.doc.clone()),
                 _ => Err(Stamp(at)),
             }
         };
@@ -211,21 +177,13 @@ impl Answers {
     }
 
     /// What the point read of `pk`/`sk` begun at `stamp` found (an item: an absent one is not
-    /// kept), under [`Answers::offer`]'s rules.
+    /// kept), under [`ReadCache::offer`]'s rules.
     pub fn offer_point(&self, table: Table, pk: &str, sk: &str, stamp: Stamp, doc: &Doc) {
         let bytes = pk.len() + 1 + sk.len() + doc.len() + POINT_OVERHEAD;
-        let keep = bytes <= MAX_ANSWER_BYTES;
-        let recording = reads::recording();
-        if !keep && !recording {
+        if bytes > MAX_ANSWER_BYTES {
             return;
         }
         let expires = super::ttl_of(doc);
-        if recording {
-            reads::note_expiry(expires);
-        }
-        if !keep {
-            return;
-        }
         let part = self.part(pk);
         let mut t = self.table(table);
         if !t.admits(part, stamp.0) {
@@ -237,27 +195,6 @@ impl Answers {
         if let Some(old) = t.points.insert(super::key(pk, sk), point) {
             t.bytes -= old.bytes;
         }
-    }
-
-    /// Note, for the running request ([`reads`]), the position partition `pk` has as a read of
-    /// it begins (reads that keep nothing here).
-    pub fn note_read(&self, table: Table, pk: &str) {
-        if reads::recording() {
-            self.table(table).position_noted(table, self.part(pk), true);
-        }
-    }
-
-    /// Whether every one of these reads still holds ([`Table1::admits`]), each table's lock taken
-    /// once.
-    pub fn unchanged(&self, deps: &[Dep]) -> bool {
-        TABLES.iter().map(|d| d.table).all(|table| {
-            let mut of = deps.iter().filter(|d| d.table == table).peekable();
-            if of.peek().is_none() {
-                return true;
-            }
-            let t = self.table(table);
-            of.all(|d| t.admits(d.part, d.at))
-        })
     }
 
     /// The partitions of these redb keys (`pk \0 sk`) are about to be written (`committing`:
@@ -294,7 +231,7 @@ mod tests {
     use super::*;
     use crate::store::SkRange;
 
-    impl Answers {
+    impl ReadCache {
         fn get(&self, table: Table, q: &Query, now: i64) -> Result<Vec<Doc>, Stamp> {
             self.get_each(table, std::slice::from_ref(q), now).pop().expect("one answer")
         }
@@ -314,7 +251,7 @@ mod tests {
 
     #[test]
     fn an_answer_is_kept_until_a_write_of_its_partition() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
         a.offer(Table::Main, &q("p"), stamp, &docs("v1"));
         assert_eq!(a.get(Table::Main, &q("p"), 0).ok(), Some(docs("v1")));
@@ -328,25 +265,8 @@ mod tests {
     }
 
     #[test]
-    fn a_kept_answer_hands_out_its_documents_with_what_was_derived_from_them() {
-        let a = Answers::default();
-        let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
-        let read = docs("v1");
-        a.offer(Table::Main, &q("p"), stamp, &read);
-        read[0].derive("rendered once");
-        let Ok(again) = a.get(Table::Main, &q("p"), 0) else { panic!("kept") };
-        assert_eq!(again[0].derived::<&str>(), Some(&"rendered once"));
-        let Err(stamp) = a.get_points(Table::Main, "p", &["k"], 0).pop().unwrap() else { panic!("nothing kept yet") };
-        let point = doc(b"1");
-        a.offer_point(Table::Main, "p", "k", stamp, &point);
-        point.derive(1u8);
-        let Ok(again) = a.get_points(Table::Main, "p", &["k"], 0).pop().unwrap() else { panic!("kept") };
-        assert_eq!(again.derived::<u8>(), Some(&1));
-    }
-
-    #[test]
     fn a_read_overtaken_by_a_write_keeps_nothing() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
         // A write commits while the read is under way: what the read found may be the old value.
         a.mark(Table::Main, ["p\0k"], false);
@@ -356,7 +276,7 @@ mod tests {
 
     #[test]
     fn nothing_read_while_a_write_of_the_partition_commits_is_kept() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         a.mark(Table::Main, ["p\0k"], true);
         // Begun before the commit or after it: either value, so neither is kept.
         let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
@@ -378,7 +298,7 @@ mod tests {
 
     #[test]
     fn an_answer_expires_with_its_earliest_item() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         let Err(stamp) = a.get(Table::Main, &q("p"), 100) else { panic!("nothing kept yet") };
         a.offer(Table::Main, &q("p"), stamp, &[doc(br#"{"expires_at":150}"#), doc(br#"{"expires_at":160}"#)]);
         assert!(a.get(Table::Main, &q("p"), 149).is_ok());
@@ -387,7 +307,7 @@ mod tests {
 
     #[test]
     fn forgetting_every_partition_retires_reads_under_way() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         let Err(stamp) = a.get(Table::Main, &q("p"), 0) else { panic!("nothing kept yet") };
         let keys: Vec<String> = (0..=MAX_WRITTEN).map(|n| format!("w{n}\0x")).collect();
         a.mark(Table::Main, keys.iter().map(String::as_str), false);
@@ -398,7 +318,7 @@ mod tests {
 
     #[test]
     fn a_point_is_kept_until_a_write_of_its_partition_or_its_expiry() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         let get = |sks: &[&str], now| a.get_points(Table::Main, "p", sks, now);
         let [Err(s1), Err(s2)] = <[_; 2]>::try_from(get(&["a", "b"], 0)).ok().unwrap() else {
             panic!("nothing kept yet")
@@ -424,7 +344,7 @@ mod tests {
 
     #[test]
     fn points_count_against_the_bound() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         let big = doc(&vec![b'x'; 1 << 16]);
         for n in 0..(2 * MAX_BYTES / big.len()) {
             let sk = n.to_string();
@@ -440,7 +360,7 @@ mod tests {
 
     #[test]
     fn answers_are_bounded() {
-        let a = Answers::default();
+        let a = ReadCache::default();
         let big = vec![doc(&vec![b'x'; MAX_ANSWER_BYTES / 2])];
         for n in 0..(2 * MAX_BYTES / (MAX_ANSWER_BYTES / 2)) {
             let query = q(&format!("p{n}"));
