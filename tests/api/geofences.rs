@@ -258,7 +258,12 @@ both!(circle_radius_is_a_number_from_50_to_1000_kept_to_the_meter, |app| async m
         let d = create_fence(&app, "v3", &with(circle(HOME, 0), json!({"geometry_radius": given}))).await;
         assert_eq!(d["geometry_radius"], kept, "{given}");
     }
-    for bad in [json!(49), json!(1001), json!(49.4), json!(1000.6), json!(0), json!(-100), json!("100")] {
+    // Outside the range before rounding: refused, not rounded into it.
+    let outside = [json!(49.5), json!(1000.4)];
+    for bad in [json!(49), json!(1001), json!(49.4), json!(1000.6), json!(0), json!(-100), json!("100")]
+        .into_iter()
+        .chain(outside)
+    {
         let body = with(circle(HOME, 0), json!({"geometry_radius": bad}));
         let (status, res) = app.post("/v1/api/geofence/", &body).await;
         assert_error(status, &res, StatusCode::BAD_REQUEST, "geometry_radius");

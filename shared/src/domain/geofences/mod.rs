@@ -190,14 +190,13 @@ pub fn check_color(c: &Option<String>) -> Result<(), ApiError> {
 }
 
 /// A radius from 50 to 1000 meters: a JSON number, integer or not (`130.0` as Roam's clients
-/// send it), kept to the nearest whole meter.
+/// send it), kept to the nearest whole meter. The range holds before rounding: 49.5 is refused,
+/// not rounded into it.
 pub fn parse_radius(v: Option<&Value>) -> Result<u32, ApiError> {
     let v = v.ok_or_else(|| ApiError::field("geometry_radius", "is required for a circle (50 to 1000 meters)"))?;
     v.as_f64()
-        .filter(|r| r.is_finite())
-        .map(f64::round)
         .filter(|r| (*RADIUS_M.start() as f64..=*RADIUS_M.end() as f64).contains(r))
-        .map(|r| r as u32)
+        .map(|r| r.round() as u32)
         .ok_or_else(|| ApiError::field("geometry_radius", format!("{v} is not a number from 50 to 1000 (meters)")))
 }
 
