@@ -121,12 +121,6 @@ async fn distance(app: &TestApp, trace: &Trace) -> f64 {
     res["data"]["distance_covered"].as_f64().unwrap()
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
-}
-
 /// The distance is pure computation over the stored fixes (both stores give the same figures,
 /// see `trip_gps`): one backend suffices.
 #[tokio::test]
@@ -155,6 +149,7 @@ async fn trip_distance_holds_against_the_truth_of_real_traces() {
     }
     let worst = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
     let (ours_worst, plain_worst) = (worst(&ours), worst(&plain_errs));
+    let median = |v: &mut [f64]| shared::stats::median(v).unwrap_or(0.0);
     let (ours_median, plain_median) = (median(&mut ours), median(&mut plain_errs));
     table.push(format!(
         "| median (worst) absolute error | | | {plain_median:.2} % ({plain_worst:.2} %) | {ours_median:.2} % ({ours_worst:.2} %) | 0.75 % |"
