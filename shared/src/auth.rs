@@ -1,60 +1,13 @@
-//! Keys and tokens. A project has a secret API key (`Api-Key` header, everything), a publishable
-//! SDK key (shipped inside apps: only ingest and user create/update) and a v2 access token
-//! (`Authorization: Bearer`). Only their SHA-256 hashes are stored.
+//! Who is asking, at the HTTP edge: the extractors that resolve a request's key or token to the
+//! [`Project`] it acts for (see `domain::keys` for the keys themselves).
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use crate::error::{ApiError, V2Error};
+use crate::error::ApiError;
+use crate::http_error::V2Error;
+use crate::project::{KeyKind, Project};
 use crate::state::AppState;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum KeyKind {
-    Secret,
-    Publishable,
-    Access,
-}
-
-impl KeyKind {
-    /// The visible prefix of a generated key, so a leaked key says what it is.
-    pub fn prefix(self) -> &'static str {
-        match self {
-            KeyKind::Secret => "wm_sk_",
-            KeyKind::Publishable => "wm_pk_",
-            KeyKind::Access => "wm_at_",
-        }
-    }
-}
-
-/// The project a request acts for, resolved from its key. Every storage key is built from
-/// `project_id` taken from here, never from request input.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Project {
-    pub project_id: String,
-    pub account_id: String,
-    pub kind: KeyKind,
-}
-
-pub fn hash_secret(secret: &str) -> String {
-    // Into a buffer, then one string: `hex::encode` collects its digits a char at a time (a
-    // tenth of a key check).
-    let mut digits = [0u8; 64];
-    let _ = hex::encode_to_slice(Sha256::digest(secret.as_bytes()), &mut digits);
-    String::from_utf8_lossy(&digits).into_owned()
-}
-
-pub fn key_pk(hash: &str) -> String {
-    ["KEY#", hash].concat()
-}
-pub const KEY_SK: &str = "KEY";
-
-/// A new random key of `kind`: its prefix and 128 random bits.
-pub fn generate_key(kind: KeyKind) -> String {
-    format!("{}{}", kind.prefix(), crate::ids::random_hex(16))
-}
 
 async fn resolve(state: &AppState, secret: &str) -> Result<Option<Project>, ApiError> {
     // Longer than any key we issue or accept: refuse before hashing attacker-sized input.
@@ -123,17 +76,5 @@ impl FromRequestParts<AppState> for Bearer {
             Some(p) if matches!(p.kind, KeyKind::Access | KeyKind::Secret) => Ok(Self(p)),
             _ => Err(ApiError::unauthorized("Authorization: not a valid access token or secret API key").into()),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_secret_is_stored_as_its_sha256_in_lowercase_hex() {
-        // FIPS 180-2's example.
-        assert_eq!(hash_secret("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-        assert_eq!(key_pk(&hash_secret("")), "KEY#e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     }
 }

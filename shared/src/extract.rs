@@ -9,7 +9,8 @@ use axum::http::{StatusCode, header};
 use chrono_tz::Tz;
 use serde::de::DeserializeOwned;
 
-use crate::error::{ApiError, V2Error};
+use crate::error::ApiError;
+use crate::http_error::V2Error;
 use crate::paging::PageNumber;
 use crate::time::DateRange;
 
@@ -45,7 +46,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 /// A body that could not be read, in the envelope: 413 over the limit, else 400.
 pub fn body_rejection(r: axum::extract::rejection::BytesRejection) -> ApiError {
     if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("body: larger than the {MAX_BODY_BYTES} bytes accepted"))
+        ApiError::new(crate::error::Kind::TooLarge, format!("body: larger than the {MAX_BODY_BYTES} bytes accepted"))
     } else {
         ApiError::field("body", format!("could not be read ({})", r.body_text()))
     }

@@ -2,13 +2,14 @@
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{Method, StatusCode, Uri};
+use axum::http::{Method, Uri};
 use axum::routing::MethodRouter;
 
 use axum::response::{IntoResponse, Response};
 
-use crate::error::{ApiError, V2Error};
+use crate::error::ApiError;
 use crate::extract::MAX_BODY_BYTES;
+use crate::http_error::V2Error;
 use crate::state::AppState;
 
 /// Register `path` both with and without its trailing slash (openapi.yaml, Conventions: "every
@@ -55,7 +56,10 @@ async fn not_found(uri: Uri) -> Response {
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
-    let e = ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("method: {method} is not allowed on {}", uri.path()));
+    let e = ApiError::new(
+        crate::error::Kind::MethodNotAllowed,
+        format!("method: {method} is not allowed on {}", uri.path()),
+    );
     in_envelope(&uri, e)
 }
 

@@ -1,8 +1,19 @@
-//! Custom key-value metadata and the `k1:v1,k2:v2` filter.
+//! Custom key-value metadata and the `k1:v1,k2:v2` filter, and the limit on free text.
 
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+
+/// Longest free text (names, descriptions, tags), in bytes.
+pub const MAX_TEXT: usize = 1024;
+
+/// Free text (names, descriptions, tags) is limited to [`MAX_TEXT`] bytes everywhere.
+pub fn check_text(field: &str, v: &Option<String>) -> Result<(), ApiError> {
+    match v {
+        Some(s) if s.len() > MAX_TEXT => Err(ApiError::field(field, format!("at most {MAX_TEXT} characters"))),
+        _ => Ok(()),
+    }
+}
 
 /// Most keys a metadata object may carry, and the longest JSON it may serialize to.
 pub const MAX_METADATA_KEYS: usize = 50;

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use shared::auth::{KeyKind, Project};
 use shared::domain::erasure;
+use shared::project::{KeyKind, Project};
 use shared::store::{Item, Table};
 
 use crate::both;

@@ -6,8 +6,8 @@ use axum::http::StatusCode;
 use chrono::{Duration, Utc};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use shared::auth::{KeyKind, Project};
 use shared::domain::geofences::{self, CreateGeofence};
+use shared::project::{KeyKind, Project};
 
 use crate::both;
 use crate::helpers::{Key, TestApp, assert_error};

@@ -2,8 +2,8 @@
 
 use axum::http::StatusCode;
 use serde_json::json;
-use shared::auth::{KeyKind, Project};
 use shared::domain::groups;
+use shared::project::{KeyKind, Project};
 
 use crate::both;
 use crate::helpers::{Key, TestApp, assert_error};

@@ -9,11 +9,11 @@ use std::time::Instant;
 use axum::http::StatusCode;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::json;
-use shared::auth::Project;
 use shared::domain::history_pages::{self, fixes};
 use shared::domain::locations::{self, Location, locations_pk};
 use shared::domain::retention;
 use shared::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
+use shared::project::Project;
 use shared::store::{Cond, Query, SkRange, Table, from_jsons, to_item};
 use shared::time::{DateRange, Timestamp};
 

@@ -7,9 +7,9 @@
 use axum::http::StatusCode;
 use chrono::NaiveDate;
 use serde_json::{Value, json};
-use shared::auth::{KeyKind, Project};
 use shared::domain::insights::aggregate::{self, Aggregate};
 use shared::domain::insights::{self, Kind};
+use shared::project::{KeyKind, Project};
 use shared::store::{Cond, StoreError, Table, from_item, to_item};
 
 use crate::both;

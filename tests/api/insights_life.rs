@@ -95,10 +95,10 @@ async fn export(app: &TestApp, dir: &std::path::Path, case: &str, user: &str, li
         csv += &format!("{at}Z,{},{},{},{zone}\n", c[0], c[1], f["accuracy"]);
     }
     std::fs::write(dir.join(format!("{case}.csv")), csv).unwrap();
-    let p = shared::auth::Project {
+    let p = shared::project::Project {
         project_id: app.project.project_id.clone(),
         account_id: app.project.account_id.clone(),
-        kind: shared::auth::KeyKind::Secret,
+        kind: shared::project::KeyKind::Secret,
     };
     let stays = shared::domain::insights::stays(app.state.store.as_ref(), &p, user).await.unwrap();
     let pos = |p: Option<Pos>| p.map(|p| json!([p.0, p.1]));

@@ -4,7 +4,8 @@
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-use shared::auth::{KEY_SK, KeyKind, hash_secret, key_pk};
+use shared::domain::keys::{KEY_SK, hash_secret, key_pk};
+use shared::project::KeyKind;
 use shared::store::{Cond, Table, to_item};
 
 use crate::both;

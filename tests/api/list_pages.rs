@@ -9,12 +9,12 @@ use std::time::Instant;
 use axum::http::StatusCode;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
-use shared::auth::Project;
 use shared::domain::geofences::{self, ListFilter};
 use shared::domain::list_pages::{self, counts_pk};
 use shared::domain::users;
 use shared::ids::{id_at, id_range};
 use shared::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
+use shared::project::Project;
 use shared::store::{Cond, Item, Query, SkRange, Table};
 use shared::time::DateRange;
 

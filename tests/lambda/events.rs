@@ -12,10 +12,10 @@ use lambda_http::RequestExt;
 use lambda_http::request::RequestContext;
 use serde_json::{Value, json};
 use shared::AppState;
-use shared::auth::{KeyKind, Project};
 use shared::domain::projects::{self, ChosenKeys, IssuedProject};
 use shared::domain::trips::{self, Action, Api, NewTrip, WaypointInput, WaypointKind};
 use shared::geometry::LngLat;
+use shared::project::{KeyKind, Project};
 use shared::store::EmbeddedStore;
 use shared::time::Timestamp;
 
@@ -501,7 +501,7 @@ impl Fixture {
         let today = Utc::now().date_naive();
         let (start, end) = ((today - Duration::days(1)).to_string(), (today + Duration::days(1)).to_string());
         // The key a revocation takes: the fixture's publishable key.
-        let key_id = shared::domain::keys::key_id(&shared::auth::hash_secret(&self.project.publishable_key));
+        let key_id = shared::domain::keys::key_id(&shared::domain::keys::hash_secret(&self.project.publishable_key));
         let mut values = vec![
             ("REPLACE_KEY_ID", key_id.as_str()),
             ("REPLACE_API_KEY", self.project.api_key.as_str()),

@@ -13,9 +13,9 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use serde_yaml::Value as Yaml;
 use shared::AppState;
-use shared::auth::{KeyKind, Project};
 use shared::domain::projects::{self, ChosenKeys};
 use shared::domain::trips::{self, Api, NewTrip};
+use shared::project::{KeyKind, Project};
 use tower::ServiceExt;
 
 const SPEC: &str = include_str!("../../openapi.yaml");

@@ -147,7 +147,7 @@ struct FencesPage<'a, G> {
 }
 
 fn envelope_list<G: Serialize>(
-    p: &shared::auth::Project,
+    p: &shared::project::Project,
     info: shared::paging::PageInfo,
     geofences: Vec<G>,
 ) -> Response {
@@ -165,7 +165,7 @@ fn envelope_list<G: Serialize>(
 /// A fence as lists show it; with `count`, its `counts: {events, users}`.
 async fn render<'a>(
     store: &dyn shared::store::Store,
-    p: &shared::auth::Project,
+    p: &shared::project::Project,
     g: &'a geofences::Geofence,
     ver: Ver,
     count: bool,

@@ -41,12 +41,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use shared::auth::{KeyKind, Project};
 use shared::domain::geofences::{self, CreateGeofence};
 use shared::domain::locations::{Location, prepare, store_prepared};
 use shared::domain::projects::{self, ChosenKeys};
 use shared::domain::users;
 use shared::geometry::LngLat;
+use shared::project::{KeyKind, Project};
 use shared::store::{DynamoStore, EmbeddedStore, Store, TableNames};
 
 /// The full-size layout.

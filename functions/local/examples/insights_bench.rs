@@ -11,11 +11,11 @@
 use std::time::Instant;
 
 use chrono::{Duration, NaiveDate, Timelike};
-use shared::auth::{KeyKind, Project};
 use shared::domain::insights::{self, Kind, aggregate};
 use shared::domain::locations::{Location, prepare, store_prepared};
 use shared::domain::projects::{self, ChosenKeys};
 use shared::domain::users;
+use shared::project::{KeyKind, Project};
 use shared::store::{DynamoStore, EmbeddedStore, Query, SkRange, Store, Table, TableNames};
 
 /// (hour from, hour to, lng, lat) of a weekday and of a weekend day; travel elsewhere.

@@ -13,9 +13,9 @@ use axum::body::Body;
 use axum::http::Request;
 use serde_json::json;
 use shared::AppState;
-use shared::auth::{KeyKind, Project};
 use shared::domain::processor;
 use shared::domain::projects::{self, ChosenKeys};
+use shared::project::{KeyKind, Project};
 use shared::store::EmbeddedStore;
 use tower::ServiceExt;
 

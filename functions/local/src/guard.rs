@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
-use axum::http::{HeaderValue, Request, StatusCode, header};
+use axum::http::{HeaderValue, Request, header};
 use axum::response::Response;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::TokioIo;
@@ -240,7 +240,7 @@ async fn within(limit: Duration, req: Request<Body>, app: Router) -> Response {
         Err(_) => in_envelope(
             &uri,
             ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
+                shared::error::Kind::Timeout,
                 format!("request: not received and answered within {} s; send the body at once", limit.as_secs_f64()),
             ),
         ),
@@ -309,7 +309,7 @@ fn rate_limited<B>(buckets: &Buckets, req: &Request<B>) -> Option<Response> {
     let wait = buckets.take(key).err()?;
     let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
     let e = ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
+        shared::error::Kind::TooMany,
         format!("api_key: more than {} requests per second with this key; retry after {secs} s", buckets.rate),
     );
     let mut r = in_envelope(req.uri(), e);

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use serde::Deserialize;
 use serde_json::Value;
-use shared::auth::{KeyKind, Project};
 use shared::domain::{erasure, processor, retention};
+use shared::project::{KeyKind, Project};
 use shared::store::Store;
 
 /// Time a scheduled run spends on unfinished erasures (the function's timeout is 120 s).

@@ -38,7 +38,11 @@ fn parse_location(s: &str) -> Result<LngLat, ApiError> {
 }
 
 /// The point searched from: `location`, or the latest location of `user_id`.
-async fn origin(store: &dyn shared::store::Store, p: &shared::auth::Project, q: &Params) -> Result<LngLat, ApiError> {
+async fn origin(
+    store: &dyn shared::store::Store,
+    p: &shared::project::Project,
+    q: &Params,
+) -> Result<LngLat, ApiError> {
     match (q.opt("location"), q.opt("user_id")) {
         (Some(l), None) => parse_location(l),
         (None, Some(u)) => {

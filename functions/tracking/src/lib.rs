@@ -18,9 +18,9 @@ use axum::routing::get;
 use chrono::SecondsFormat;
 use serde_json::{Value, json};
 use shared::AppState;
-use shared::auth::{KeyKind, Project};
 use shared::domain::trips::{self, Trip, WaypointKind, eta, route};
 use shared::http::route as add_route;
+use shared::project::{KeyKind, Project};
 use shared::time::Timestamp;
 
 mod view;

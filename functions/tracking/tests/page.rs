@@ -8,9 +8,9 @@ use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use shared::AppState;
-use shared::auth::{KeyKind, Project};
 use shared::domain::projects::{self, ChosenKeys, IssuedProject};
 use shared::domain::trips::{self, Api};
+use shared::project::{KeyKind, Project};
 use shared::store::{DynamoStore, EmbeddedStore, Store, TableNames};
 use tower::ServiceExt;
 

@@ -7,13 +7,14 @@ use axum::http::request::Parts;
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use shared::auth::{Bearer, Project};
+use shared::auth::Bearer;
 use shared::domain::trips::eta;
 use shared::domain::trips::json::{summary_json, trip_v2_json};
 use shared::domain::trips::{self, Action, Api, NewTrip, Trip, TripState, TripUpdate, WaypointInput, WaypointKind};
 use shared::domain::users;
 use shared::geometry::GeoPoint;
 use shared::http::route;
+use shared::project::Project;
 use shared::time::Timestamp;
 use shared::{ApiError, AppState, V2Envelope, V2Error, V2Json, V2Params};
 

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use shared::auth::{Project, SecretKey};
+use shared::auth::SecretKey;
 use shared::domain::trips::json::tracking_url;
 use shared::domain::trips::render::SummaryBody;
 use shared::domain::trips::view::TripV1View;
@@ -18,6 +18,7 @@ use shared::domain::trips::{
 use shared::domain::trips::{eta, link};
 use shared::geometry::LngLat;
 use shared::http::route;
+use shared::project::Project;
 use shared::time::Timestamp;
 use shared::{ApiError, ApiJson, AppState, Envelope, GpxFile, Params};
 

@@ -35,8 +35,8 @@ use super::geofences::{self, Geofence, events as fence_events, index, moving};
 use super::trips::{self, Api, events as trip_events};
 use super::users::{self, User, check_user_id};
 use super::{groups, history_pages, insights, locations, processor, webhooks};
-use crate::auth::Project;
 use crate::error::ApiError;
+use crate::project::Project;
 use crate::store::{Cond, Item, Page, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, key_of, to_item};
 use crate::time::Timestamp;
 

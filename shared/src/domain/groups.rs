@@ -7,10 +7,10 @@
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
-use crate::auth::Project;
-use crate::domain::check_text;
+use crate::metadata::check_text;
 use crate::error::ApiError;
 use crate::ids::new_id;
+use crate::project::Project;
 use crate::store::{Cond, MAX_TRANSACT_OPS, Query, SkRange, Store, Table, WriteOp, to_item};
 use crate::time::Timestamp;
 

@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 
 use super::locations::{self, Location};
 use super::processor;
-use crate::auth::Project;
 use crate::error::ApiError;
+use crate::project::Project;
 use crate::time::Timestamp;
 
 pub struct Outcome {
@@ -88,7 +88,7 @@ pub async fn ingest(
     let (processed, queued) = match processor::process_user(store, p, user_id).await {
         Ok(r) => (true, r.queued),
         Err(e) => {
-            tracing::warn!(user_id, status = %e.status, error = %e.msg, "locations stored; derived work left to the sweep");
+            tracing::warn!(user_id, kind = ?e.kind, error = %e.msg, "locations stored; derived work left to the sweep");
             (false, false)
         }
     };

@@ -19,13 +19,3 @@ pub mod settings;
 pub mod trips;
 pub mod users;
 pub mod webhooks;
-
-/// Free text (names, descriptions, tags) is limited to [`users::MAX_TEXT`] bytes everywhere.
-pub fn check_text(field: &str, v: &Option<String>) -> Result<(), crate::error::ApiError> {
-    match v {
-        Some(s) if s.len() > users::MAX_TEXT => {
-            Err(crate::error::ApiError::field(field, format!("at most {} characters", users::MAX_TEXT)))
-        }
-        _ => Ok(()),
-    }
-}

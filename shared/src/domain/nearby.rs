@@ -5,11 +5,11 @@
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{Value, json};
 
-use crate::auth::Project;
 use crate::domain::geofences::moving;
 use crate::domain::{groups, locations, users};
 use crate::error::ApiError;
 use crate::geometry::LngLat;
+use crate::project::Project;
 use crate::store::Store;
 
 /// A user found near the point.

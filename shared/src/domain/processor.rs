@@ -30,9 +30,9 @@ use sha2::{Digest, Sha256};
 use super::geofences::{self, events as fence_events, moving};
 use super::locations::{Location, locations_pk};
 use super::{insights, trips, users, webhooks};
-use crate::auth::{KeyKind, Project};
 use crate::error::ApiError;
 use crate::ids::id_at;
+use crate::project::{KeyKind, Project};
 use crate::store::{
     Cond, Item, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_jsons, to_item,
 };

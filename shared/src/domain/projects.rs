@@ -5,9 +5,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::keys;
-use crate::auth::{KeyKind, Project, generate_key};
+use crate::domain::keys::generate_key;
 use crate::error::ApiError;
 use crate::ids::new_id;
+use crate::project::{KeyKind, Project};
 use crate::store::{Cond, Store, StoreError, Table, WriteOp, from_item, to_item};
 use crate::time::Timestamp;
 

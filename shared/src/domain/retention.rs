@@ -44,9 +44,9 @@ use super::geofences::events::{events_pk, fence_events_pk, user_events_pk};
 use super::locations::locations_pk;
 use super::webhooks::{endpoints_pk, outbox};
 use super::{settings, trips, users};
-use crate::auth::Project;
 use crate::error::ApiError;
 use crate::ids::id_at;
+use crate::project::Project;
 use crate::store::{Cond, Item, Page, Query, SkRange, Store, Table, from_item, key_of, to_item};
 use crate::time::Timestamp;
 

@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::auth::Project;
 use crate::domain::retention;
 use crate::error::ApiError;
+use crate::project::Project;
 use crate::store::{Cond, Store, Table, WriteOp, from_item, to_item};
 use crate::time::Timestamp;
 

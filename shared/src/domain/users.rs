@@ -11,19 +11,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::auth::Project;
 use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{Order, PageInfo, PageNumber};
+use crate::project::Project;
 use crate::store::{Cond, Doc, Store, StoreError, Table, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
 use super::locations::view::LastLocation;
 use super::locations::{Location, LocationView};
-
-/// Longest accepted free-text field.
-pub const MAX_TEXT: usize = 1024;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct User {
@@ -109,10 +106,8 @@ pub(crate) fn deleted_pk(project_id: &str) -> String {
 }
 
 fn text(field: &str, v: Option<String>) -> Result<Option<String>, ApiError> {
-    match v {
-        Some(s) if s.len() > MAX_TEXT => Err(ApiError::field(field, format!("at most {MAX_TEXT} characters"))),
-        other => Ok(other),
-    }
+    crate::metadata::check_text(field, &v)?;
+    Ok(v)
 }
 
 fn device_token(v: String) -> Result<String, ApiError> {

@@ -63,6 +63,22 @@ pub enum StoreError {
     TooLarge(usize),
 }
 
+/// A store failure as the caller sees it: a record too large is their input's fault; anything
+/// else is ours.
+impl From<StoreError> for crate::error::ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::TooLarge(n) => Self::new(
+                crate::error::Kind::TooLarge,
+                format!(
+                    "body: the record would take {n} bytes, more than the {MAX_ITEM_BYTES} a record may hold; send less text, metadata or fewer items"
+                ),
+            ),
+            other => Self::internal(other),
+        }
+    }
+}
+
 /// Largest item written, as JSON: below DynamoDB's 400 KB item limit with room for attribute
 /// overhead, and enforced for the embedded store too so both backends accept the same data.
 pub const MAX_ITEM_BYTES: usize = 350_000;

@@ -27,13 +27,13 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::{Geofence, in_cell, index};
-use crate::auth::Project;
 use crate::domain::locations::Location;
 use crate::domain::users::User;
 use crate::domain::{groups, history_pages};
 use crate::error::ApiError;
 use crate::ids::{id_at, id_range};
 use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
+use crate::project::Project;
 use crate::store::{Cond, Doc, Item, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 

@@ -29,14 +29,14 @@ pub use search::{FoundView, Hit, coarse_indexed, coarse_indexed_from_start, sear
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::auth::Project;
-use crate::domain::check_text;
+use crate::metadata::check_text;
 use crate::domain::{groups, list_pages, users};
 use crate::error::ApiError;
 use crate::geometry::{GeoPoint, GeoPolygon, LngLat};
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{Order, PageInfo, PageNumber};
+use crate::project::Project;
 use crate::store::{
     Cond, Doc, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, get_as, to_item,
 };

@@ -18,7 +18,6 @@ use serde_json::{Map, Value, json};
 
 use super::events::GeofenceEvent;
 use super::{GeometryType, check_color, index, parse_radius};
-use crate::auth::Project;
 use crate::domain::list_pages;
 use crate::domain::locations::Location;
 use crate::domain::users::{self, User};
@@ -27,6 +26,7 @@ use crate::geometry::LngLat;
 use crate::ids::{id_range, is_id, new_id};
 use crate::metadata;
 use crate::paging::{Order, PageInfo, PageNumber};
+use crate::project::Project;
 use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_jsons, get_as, to_item};
 use crate::time::{DateRange, Timestamp};
 
@@ -94,8 +94,8 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateMoving) -> Resu
     }
     let radius_m = parse_radius(input.geometry_radius.as_ref())?;
     check_color(&input.color_code)?;
-    crate::domain::check_text("tag", &input.tag)?;
-    crate::domain::check_text("description", &input.description)?;
+    crate::metadata::check_text("tag", &input.tag)?;
+    crate::metadata::check_text("description", &input.description)?;
     if let Some(m) = &input.metadata {
         metadata::validate("metadata", m)?;
     }

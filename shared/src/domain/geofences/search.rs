@@ -9,9 +9,9 @@ use serde_json::value::RawValue;
 
 use super::view::GeofenceView;
 use super::{Geofence, cell_pk, index};
-use crate::auth::Project;
 use crate::error::ApiError;
 use crate::geometry::{LngLat, Placed};
+use crate::project::Project;
 use crate::store::{Cond, Query, Store, StoreError, Table, WriteOp, from_json, to_item};
 
 /// A fence found: its id, its distance in meters (0 inside) and the fence.

@@ -29,10 +29,10 @@ use serde::{Deserialize, Serialize};
 use super::places::{self, DAY_MIN_SECONDS, HALF_LIFE_DAYS, PLACE_RADIUS_M, Place, Plane, monday_of};
 use super::stays::{Stay, stays_pk};
 use super::{MOVE_NIGHTS, NIGHT_MIN_SECONDS, WORK_WINDOW_WEEKS};
-use crate::auth::Project;
 use crate::domain::locations::Location;
 use crate::error::ApiError;
 use crate::geometry::LngLat;
+use crate::project::Project;
 use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, get_as, query_as, to_item};
 use crate::time::Timestamp;
 

@@ -40,10 +40,10 @@ use std::collections::BTreeMap;
 use chrono::{Duration, NaiveDate};
 use serde_json::{Value, json};
 
-use crate::auth::Project;
 use crate::error::ApiError;
 use crate::geometry::{GeoPoint, LngLat};
 use crate::ids::id_at;
+use crate::project::Project;
 use crate::store::Store;
 use crate::time::Timestamp;
 pub use places::{PLACE_RADIUS_M, Place, places};

@@ -12,10 +12,10 @@
 use chrono::Offset;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::Project;
 use crate::domain::locations::Location;
 use crate::error::ApiError;
 use crate::geometry::LngLat;
+use crate::project::Project;
 use crate::store::{Cond, Item, Query, SkRange, Store, Table, WriteOp, get_as, query_as, to_item};
 use crate::time::{Timestamp, Zone};
 

@@ -16,11 +16,11 @@ pub mod view;
 pub use view::LocationView;
 
 use super::history_pages;
-use crate::auth::Project;
 use crate::error::ApiError;
 use crate::geometry::{LngLat, encode_polyline, encode_time_aware_polyline};
 use crate::ids::{id_at, id_range};
 use crate::paging::{Order, PageInfo, PageNumber};
+use crate::project::Project;
 use crate::store::{Doc, Query, SkRange, Store, Table, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
 

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::{Api, Trip, trips_pk};
-use crate::auth::Project;
 use crate::domain::list_pages;
 use crate::error::ApiError;
 use crate::paging::{Order, PageInfo, PageNumber};
+use crate::project::Project;
 use crate::store::{
     Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, from_jsons,
 };

@@ -105,7 +105,7 @@ pub async fn control(
 
 pub(super) async fn get_or_deleted(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> Result<Trip, ApiError> {
     match get(store, p, api, trip_id).await {
-        Err(e) if e.status == axum::http::StatusCode::NOT_FOUND && is_deleted(store, p, trip_id).await? => {
+        Err(e) if e.is_not_found() && is_deleted(store, p, trip_id).await? => {
             Err(ApiError::conflict(format!("trip_id: trip '{trip_id}' is deleted")))
         }
         other => other,

@@ -159,7 +159,7 @@ fn moving_speed(r: &route::Route) -> Option<f64> {
 /// (none read when no estimate can exist).
 pub async fn for_trip(
     store: &dyn crate::store::Store,
-    p: &crate::auth::Project,
+    p: &crate::project::Project,
     trip: &Trip,
     now: Timestamp,
 ) -> Result<Option<Eta>, crate::error::ApiError> {

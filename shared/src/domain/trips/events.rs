@@ -14,12 +14,12 @@ use serde_json::{Value, json};
 
 use super::json::event_json;
 use super::{Trip, TripEvent};
-use crate::auth::Project;
 use crate::domain::history_pages::{self, NewEntry};
 use crate::domain::locations::{Location, location_json, locations_pk};
 use crate::error::ApiError;
 use crate::ids::id_range;
 use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
+use crate::project::Project;
 use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_jsons, query_as, to_item};
 use crate::time::DateRange;
 

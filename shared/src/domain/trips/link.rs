@@ -3,10 +3,10 @@
 //! goes in the same transaction, so the old link is a 404 from the moment the call returns).
 
 use super::{Api, TrackingRef, Trip, get_record, modify, tracking_pk};
-use crate::auth::Project;
 use crate::domain::settings::{self, ProjectSettings};
 use crate::error::ApiError;
 use crate::ids::random_hex;
+use crate::project::Project;
 use crate::store::{Cond, Store, Table, WriteOp, to_item};
 use crate::time::Timestamp;
 

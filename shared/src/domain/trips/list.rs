@@ -3,12 +3,12 @@
 use serde::Deserialize;
 
 use super::{Api, Trip, TripState, events_pk, load_events_many, trips_pk};
-use crate::auth::Project;
 use crate::domain::list_pages;
 use crate::error::ApiError;
 use crate::ids::id_range;
 use crate::metadata::MetadataFilter;
 use crate::paging::{Order, PageInfo, PageNumber};
+use crate::project::Project;
 use crate::store::{Doc, Query, SkRange, Store, StoreError, Table, from_item, from_json, from_jsons, key_of};
 use crate::time::DateRange;
 

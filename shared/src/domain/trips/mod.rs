@@ -41,14 +41,15 @@ pub use progress::{TripPlan, plan as plan_progress};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::auth::{Project, hash_secret};
-use crate::domain::check_text;
+use crate::metadata::check_text;
 use crate::domain::history_pages::{self, NewEntry};
+use crate::domain::keys::hash_secret;
 use crate::domain::locations::{Location, locations_pk};
 use crate::domain::{list_pages, users};
 use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id, random_hex};
 use crate::metadata;
+use crate::project::Project;
 use crate::store::{
     Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_jsons, get_as, query_as, query_as_ranges, to_item,
 };
@@ -233,7 +234,7 @@ impl Trip {
         let most = crate::store::MAX_ITEM_BYTES - GROWTH_RESERVE_BYTES;
         if size > most {
             return Err(ApiError::new(
-                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                crate::error::Kind::TooLarge,
                 format!("stops: the trip's stops, names and metadata take {size} bytes; at most {most}"),
             ));
         }

@@ -5,13 +5,13 @@
 use super::gps::Fix;
 use super::{Api, LATE_WINDOW_HOURS, LEAVE_MARGIN_M, Trip, TripEvent, TripState, UserTrip, WaypointKind};
 use super::{event_puts, get_record, route, set_figures, trip_locations, trips_pk, user_trips_pk};
-use crate::auth::Project;
 use crate::domain::geofences::events::event_id;
 use crate::domain::history_pages::NewEntry;
 use crate::domain::locations::Location;
 use crate::domain::users::User;
 use crate::domain::webhooks::HookEvent;
 use crate::error::ApiError;
+use crate::project::Project;
 use crate::store::{Cond, Query, SkRange, Store, Table, WriteOp, from_item, to_item};
 use crate::time::Timestamp;
 

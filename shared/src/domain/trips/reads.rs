@@ -76,8 +76,11 @@ pub async fn by_token(store: &dyn Store, token: &str) -> Result<Option<Trip>, Ap
     let Some(mut trip) = get_as::<Trip>(store, Table::Main, &trips_pk(&r.project_id, r.api), &r.trip_id).await? else {
         return Ok(None);
     };
-    let p =
-        Project { project_id: r.project_id, account_id: trip.account_id.clone(), kind: crate::auth::KeyKind::Secret };
+    let p = Project {
+        project_id: r.project_id,
+        account_id: trip.account_id.clone(),
+        kind: crate::project::KeyKind::Secret,
+    };
     load_events(store, &p, &mut trip).await?;
     Ok(Some(trip))
 }

@@ -146,7 +146,7 @@ impl<'a> TripV1View<'a> {
 /// (see [`eta::applies`]), read from its fixes.
 pub async fn v1_json(
     store: &dyn crate::store::Store,
-    p: &crate::auth::Project,
+    p: &crate::project::Project,
     tracking_base: &str,
     t: &super::StoredTrip,
     now: Timestamp,

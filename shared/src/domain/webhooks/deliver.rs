@@ -31,8 +31,8 @@ use super::outbox::{
     pending_pk, work_pk,
 };
 use super::{Endpoint, is_public};
-use crate::auth::{KeyKind, Project};
 use crate::error::ApiError;
+use crate::project::{KeyKind, Project};
 use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
 use crate::time::Timestamp;
 
@@ -195,7 +195,7 @@ impl Worker {
         };
         let endpoint = match super::get(store, &p, &mark.webhook_id).await {
             Ok(e) => e,
-            Err(e) if e.status == axum::http::StatusCode::NOT_FOUND => return drop_mark().await,
+            Err(e) if e.is_not_found() => return drop_mark().await,
             Err(e) => return Err(e),
         };
         if !endpoint.enabled {

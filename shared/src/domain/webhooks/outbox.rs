@@ -19,11 +19,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Endpoint, HookEvent};
-use crate::auth::Project;
 use crate::domain::history_pages::{self, NewEntry};
 use crate::error::ApiError;
 use crate::ids::id_range;
 use crate::paging::{Order, PageInfo, PageNumber, list_page};
+use crate::project::Project;
 use crate::store::{
     Cond, Item, Query, SkRange, Store, StoreError, TTL_ATTRIBUTE, Table, WriteOp, from_item, from_jsons, key_of,
     to_item,

@@ -1,0 +1,106 @@
+//! The HTTP edge of [`ApiError`]: each kind's status code and the interface's error envelopes
+//! (v1/v3 and v2), built here so no handler builds either.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::error::{ApiError, Kind};
+use crate::store::StoreError;
+
+/// The status code of a kind of error.
+pub fn status(kind: Kind) -> StatusCode {
+    match kind {
+        Kind::Invalid => StatusCode::BAD_REQUEST,
+        Kind::Unauthorized => StatusCode::UNAUTHORIZED,
+        Kind::Forbidden => StatusCode::FORBIDDEN,
+        Kind::NotFound => StatusCode::NOT_FOUND,
+        Kind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        Kind::Timeout => StatusCode::REQUEST_TIMEOUT,
+        Kind::Conflict => StatusCode::CONFLICT,
+        Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        Kind::TooMany => StatusCode::TOO_MANY_REQUESTS,
+        Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// Waymark's `errors` list: `[{field, message}]` for the field at fault, empty when none is.
+pub fn field_errors(e: &ApiError) -> serde_json::Value {
+    match &e.field {
+        Some(f) => json!([{"field": f.field, "message": f.message}]),
+        None => json!([]),
+    }
+}
+
+/// Roam's `error` object (its "Error Responses" page): `GS401` for a key problem (missing,
+/// unknown, or one that may not do this), `GS402` for an invalid input with `details`
+/// `{field: [messages]}`, `GS404` for an unknown id or path, `GS400` for anything else, its
+/// `details` the reason as text (as Roam's key and unknown errors carry it).
+pub fn roam_error(e: &ApiError) -> serde_json::Value {
+    let (code, message) = match (e.kind, &e.field) {
+        (Kind::Unauthorized | Kind::Forbidden, _) => ("GS401", "Invalid Api key"),
+        (Kind::Invalid, Some(_)) => ("GS402", "Invalid request"),
+        (Kind::NotFound, _) => ("GS404", "Not found"),
+        _ => ("GS400", "An error occured"),
+    };
+    let details = match (&e.field, code) {
+        (Some(f), "GS402") => json!({ f.field.as_str(): [f.message] }),
+        _ => json!(e.msg),
+    };
+    json!({"ErrorCode": code, "ErrorMessage": message, "details": details})
+}
+
+/// The v2 `message`: a snake_case reason for the kind (an invalid input is Roam's
+/// `invalid_request_error`).
+pub fn v2_message(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Invalid => "invalid_request_error",
+        Kind::Unauthorized => "unauthorized",
+        Kind::Forbidden => "forbidden",
+        Kind::NotFound => "not_found",
+        Kind::MethodNotAllowed => "method_not_allowed",
+        Kind::Conflict => "conflict",
+        Kind::TooLarge => "payload_too_large",
+        Kind::Timeout => "request_timeout",
+        Kind::TooMany => "too_many_requests",
+        Kind::Internal => "internal_error",
+    }
+}
+
+/// v1/v3 error envelope: `{status: false, msg, code, data: null, errors: [{field, message}],
+/// error: {ErrorCode, ErrorMessage, details}}` with that HTTP status: Waymark's list and Roam's
+/// object.
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = status(self.kind);
+        let (errors, error) = (field_errors(&self), roam_error(&self));
+        let body = json!({"status": false, "msg": self.msg, "code": status.as_u16(), "data": null,
+            "errors": errors, "error": error});
+        (status, axum::Json(body)).into_response()
+    }
+}
+
+/// v2 error envelope, Roam's error object: `{code, message, description, errors: [{field, message}]}`.
+#[derive(Debug)]
+pub struct V2Error(pub ApiError);
+
+impl From<ApiError> for V2Error {
+    fn from(e: ApiError) -> Self {
+        Self(e)
+    }
+}
+impl From<StoreError> for V2Error {
+    fn from(e: StoreError) -> Self {
+        Self(e.into())
+    }
+}
+
+impl IntoResponse for V2Error {
+    fn into_response(self) -> Response {
+        let e = self.0;
+        let status = status(e.kind);
+        let body = json!({"code": status.as_u16(), "message": v2_message(e.kind), "description": e.msg,
+            "errors": field_errors(&e)});
+        (status, axum::Json(body)).into_response()
+    }
+}
