@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Module graph of `shared/src` from its `use` lines and `crate::`/`super::` paths.
 
-Prints the loops between rooms (top-level modules and `domain::<room>`) and between sibling
-modules inside a room; exits 1 if there is any. `--graph` prints the room-level edges.
+Checks the layers of docs/architecture.md: a module uses only its own layer and the ones below
+(pure < store < domain < pipeline < edge), pure code names no HTTP, Lambda or store crate, and
+there are no loops between rooms (top-level modules, `domain::<room>`) nor between sibling
+modules inside one. Prints what breaks a rule and exits 1. `--graph` prints the room edges.
 """
 import os
 import re
@@ -78,6 +80,26 @@ def resolve(mod, path, modules):
     return None
 
 
+# Every top-level module of shared/src, by layer (bottom first). A new module must be placed.
+LAYERS = [
+    ("pure", {"body", "error", "expiry", "geometry", "ids", "metadata", "paging", "project", "stats", "time"}),
+    ("store", {"store", "sdk_http", "tls"}),
+    ("domain", {"domain"}),
+    ("pipeline", {"pipeline"}),
+    ("edge", {"auth", "envelope", "extract", "http", "http_error", "lambda", "state", "lib"}),
+]
+# Crates pure code must not name: HTTP, Lambda, the stores.
+NOT_PURE = re.compile(r"\b(axum|http|lambda_http|lambda_runtime|aws_sdk_dynamodb|aws_config|redb|tower|tower_http|reqwest)::")
+
+
+def layer(mod):
+    top = mod[0] if mod else "lib"
+    for i, (_, names) in enumerate(LAYERS):
+        if top in names:
+            return i
+    return None
+
+
 def room(mod):
     if not mod:
         return "lib"
@@ -108,6 +130,23 @@ def main():
             if t is not None and t != mod:
                 edges[mod].add(t)
 
+    problems = []
+    for mod in sorted(files):
+        if layer(mod) is None:
+            problems.append(f"{'::'.join(mod)}: not in any layer of scripts/layers.py")
+    for a, bs in sorted(edges.items()):
+        for b in sorted(bs):
+            la, lb = layer(a), layer(b)
+            if la is not None and lb is not None and lb > la:
+                problems.append(
+                    f"{'::'.join(a)} ({LAYERS[la][0]}) uses {'::'.join(b)} ({LAYERS[lb][0]}), a higher layer"
+                )
+    for mod, p in sorted(files.items()):
+        if layer(mod) == 0:
+            src = re.split(r"#\[cfg\(test\)\]", strip_comments(open(p).read()))[0]
+            for m in sorted(set(NOT_PURE.findall(src))):
+                problems.append(f"{'::'.join(mod)} (pure) names the crate {m}")
+
     loops = []
     # room level
     redges = defaultdict(set)
@@ -126,11 +165,13 @@ def main():
     if "--graph" in sys.argv:
         for a in sorted(redges):
             print(a, "->", ", ".join(sorted(redges[a])))
+    for p in problems:
+        print(p)
     for kind, c in loops:
-        print(f"loop ({kind}): " + " -> ".join(c + [c[0]]))
-    if loops:
+        print(f"loop ({kind}) among: " + ", ".join(c))
+    if loops or problems:
         sys.exit(1)
-    print("no module loops in shared/src")
+    print("shared/src: layers kept, no module loops")
 
 
 def cycles(g):

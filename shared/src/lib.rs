@@ -3,9 +3,11 @@
 //! talks to `store`; only `store` knows how items are laid out in DynamoDB.
 
 pub mod auth;
+pub mod body;
 pub mod domain;
 pub mod envelope;
 pub mod error;
+pub mod expiry;
 pub mod extract;
 pub mod geometry;
 pub mod http;
@@ -14,6 +16,7 @@ pub mod ids;
 pub mod lambda;
 pub mod metadata;
 pub mod paging;
+pub mod pipeline;
 pub mod project;
 pub mod sdk_http;
 pub mod state;

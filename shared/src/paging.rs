@@ -57,59 +57,6 @@ pub enum Order {
     NewestFirst,
 }
 
-/// One page of a partition's sort-key range, oldest first, with its paging fields. Without a
-/// filter the total comes from a count and only the items up to this page are read; with a
-/// filter (metadata, which DynamoDB cannot count for us) the whole range is read and filtered.
-pub async fn list_page<T: serde::de::DeserializeOwned>(
-    store: &dyn crate::store::Store,
-    table: crate::store::Table,
-    pk: &str,
-    range: crate::store::SkRange,
-    page: PageNumber,
-    filter: Option<&(dyn Fn(&T) -> bool + Sync)>,
-) -> Result<(Vec<T>, PageInfo), crate::store::StoreError> {
-    let (docs, info) = list_page_in(store, table, pk, range, page, filter, Order::OldestFirst).await?;
-    Ok((crate::store::from_jsons(&docs)?, info))
-}
-
-/// [`list_page`] in the given order, the page as stored JSON documents (`filter` judges them
-/// decoded).
-pub async fn list_page_in<T: serde::de::DeserializeOwned>(
-    store: &dyn crate::store::Store,
-    table: crate::store::Table,
-    pk: &str,
-    range: crate::store::SkRange,
-    page: PageNumber,
-    filter: Option<&(dyn Fn(&T) -> bool + Sync)>,
-    order: Order,
-) -> Result<(Vec<crate::store::Doc>, PageInfo), crate::store::StoreError> {
-    use crate::store::{Query, from_json};
-    let mut query = Query::new(pk, range.clone());
-    if order == Order::NewestFirst {
-        query = query.descending();
-    }
-    match filter {
-        None => {
-            let total = store.count(table, pk, &range).await?;
-            if page.offset() >= total {
-                return Ok((Vec::new(), PageInfo::new(page, total)));
-            }
-            let docs = store.query_docs(table, &query.limit(page.offset() + PAGE_SIZE)).await?;
-            Ok((docs.into_iter().skip(page.offset()).collect(), PageInfo::new(page, total)))
-        }
-        Some(keep) => {
-            let mut kept = Vec::new();
-            for doc in store.query_docs(table, &query).await? {
-                if keep(&from_json::<T>(&doc)?) {
-                    kept.push(doc);
-                }
-            }
-            let info = PageInfo::new(page, kept.len());
-            Ok((kept.into_iter().skip(page.offset()).take(PAGE_SIZE).collect(), info))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

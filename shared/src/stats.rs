@@ -45,3 +45,8 @@ mod tests {
         }
     }
 }
+
+/// Rounded to centimetres (figures in metres as the interface gives them).
+pub fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}

@@ -5,6 +5,10 @@ use chrono_tz::Tz;
 
 use crate::error::ApiError;
 
+/// No request lives longer than this (seconds): API Gateway ends them at 29 s, `waymark serve`
+/// at its request timeout. Work marked by a request older than this was abandoned.
+pub const REQUEST_LIFETIME_SECONDS: i64 = 60;
+
 /// The interface's timestamp format: ISO 8601, milliseconds, no zone designator.
 pub const TS_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.3f";
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use shared::domain::erasure;
+use shared::pipeline::erasure;
 use shared::project::{KeyKind, Project};
 use shared::store::{Item, Table};
 
@@ -445,11 +445,11 @@ both!(a_batch_that_raced_the_erasure_is_deleted_by_its_processing_pass, |app| as
             .collect();
     let store = app.state.store.as_ref();
     let prepared = shared::domain::locations::prepare(&p, &u, late);
-    let pending = shared::domain::processor::mark_batch(store, &p, &u, &prepared).await.expect("mark");
+    let pending = shared::pipeline::marks::mark_batch(store, &p, &u, &prepared).await.expect("mark");
     let stored = shared::domain::locations::store_prepared(store, &p, &u, prepared).await.expect("stored");
-    shared::domain::processor::batch_stored(store, pending, &stored).await.expect("stored mark");
+    shared::pipeline::marks::batch_stored(store, pending, &stored).await.expect("stored mark");
     assert!(!items_naming(&app, &u).await.is_empty());
-    shared::domain::processor::process_user(store, &p, &u).await.expect("pass");
+    shared::pipeline::processor::process_user(store, &p, &u).await.expect("pass");
     let left = items_naming(&app, &u).await;
     assert!(left.is_empty(), "{left:#?}");
 });

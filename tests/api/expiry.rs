@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use chrono::{Duration, Utc};
 use serde_json::{Value, json};
 use shared::domain::locations::locations_pk;
-use shared::domain::retention::TTL_ATTRIBUTE;
+use shared::expiry::TTL_ATTRIBUTE;
 use shared::store::{Cond, Item, Table};
 
 use crate::both;
@@ -165,10 +165,10 @@ both!(trip_events_and_webhook_messages_expire_with_the_retention, |app| async mo
 
     // The sweep removes the old messages with their deliveries and pending entries, and the
     // old index entry; what is recent stays.
-    let swept = shared::domain::retention::sweep_one(
+    let swept = shared::pipeline::retention::sweep_one(
         app.state.store.as_ref(),
         &pid,
-        shared::domain::retention::Budget::items(shared::domain::retention::RUN_BUDGET),
+        shared::pipeline::retention::Budget::items(shared::pipeline::retention::RUN_BUDGET),
         shared::time::Timestamp::now(),
     )
     .await

@@ -11,8 +11,8 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::json;
 use shared::domain::history_pages::{self, fixes};
 use shared::domain::locations::{self, Location, locations_pk};
-use shared::domain::retention;
 use shared::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
+use shared::pipeline::retention;
 use shared::project::Project;
 use shared::store::{Cond, Query, SkRange, Table, from_jsons, to_item};
 use shared::time::{DateRange, Timestamp};
@@ -380,10 +380,16 @@ async fn page_cost_does_not_grow_with_the_page_number() {
             assert_eq!((got.len(), info.pages), (PAGE_SIZE.min(n - (page - 1) * PAGE_SIZE), last));
             // The former way: count the range, read the page's offset and skip.
             let (u0, t) = (units(), Instant::now());
-            let (old, _) =
-                shared::paging::list_page::<Location>(s, Table::Locations, &pk, fixes(), PageNumber(page), None)
-                    .await
-                    .unwrap();
+            let (old, _) = shared::domain::list_pages::list_page::<Location>(
+                s,
+                Table::Locations,
+                &pk,
+                fixes(),
+                PageNumber(page),
+                None,
+            )
+            .await
+            .unwrap();
             measure(format!("page {page} (count and skip, before)"), t.elapsed(), units() - u0);
             let got = from_jsons::<Location>(&got).unwrap();
             assert_eq!(old.iter().map(|l| &l.id).collect::<Vec<_>>(), got.iter().map(|l| &l.id).collect::<Vec<_>>());

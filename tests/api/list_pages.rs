@@ -340,10 +340,16 @@ async fn user_page_cost_does_not_grow_with_the_page_number() {
             assert_eq!((got.len(), info.pages), (PAGE_SIZE.min(n - (page - 1) * PAGE_SIZE), last));
             // The former way: count the list, read up to the page and skip.
             let (u0, t) = (units(), Instant::now());
-            let (old, _) =
-                shared::paging::list_page::<users::User>(s, Table::Main, &pk, SkRange::All, PageNumber(page), None)
-                    .await
-                    .unwrap();
+            let (old, _) = shared::domain::list_pages::list_page::<users::User>(
+                s,
+                Table::Main,
+                &pk,
+                SkRange::All,
+                PageNumber(page),
+                None,
+            )
+            .await
+            .unwrap();
             measure(format!("page {page} (count and skip, before)"), t.elapsed(), units() - u0);
             let got = shared::store::from_jsons::<users::User>(&got).unwrap();
             assert_eq!(old.iter().map(|u| &u.id).collect::<Vec<_>>(), got.iter().map(|u| &u.id).collect::<Vec<_>>());

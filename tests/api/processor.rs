@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use chrono::{Duration, Utc};
 use serde_json::{Value, json};
 use shared::domain::locations::{self, Location};
-use shared::domain::processor;
+use shared::pipeline::{marks, processor};
 
 use crate::both;
 use crate::geofence_events::{all_events, at, circle_and_square, crossing_trace, fix, send, tracked_user};
@@ -23,9 +23,9 @@ async fn store_without_processing(app: &TestApp, user: &str, fixes: &[Value]) {
     let p = project(app);
     let store = app.state.store.as_ref();
     let prepared = locations::prepare(&p, user, parse(fixes));
-    let pending = processor::mark_batch(store, &p, user, &prepared).await.unwrap();
+    let pending = marks::mark_batch(store, &p, user, &prepared).await.unwrap();
     let new = locations::store_prepared(store, &p, user, prepared).await.unwrap();
-    processor::batch_stored(store, pending, &new).await.unwrap();
+    marks::batch_stored(store, pending, &new).await.unwrap();
 }
 
 /// What a request that died while storing leaves (DynamoDB writes a batch in parts): the mark,
@@ -35,7 +35,7 @@ async fn store_half(app: &TestApp, user: &str, fixes: &[Value], age_s: i64) {
     let store = app.state.store.as_ref();
     let prepared = locations::prepare(&p, user, parse(fixes));
     let at = shared::time::Timestamp(Utc::now() - Duration::seconds(age_s));
-    processor::write_mark(store, &p, user, &prepared, false, at).await.unwrap();
+    marks::write_mark(store, &p, user, &prepared, false, at).await.unwrap();
     let half = prepared[prepared.len() / 2..].to_vec();
     locations::store_prepared(store, &p, user, half).await.unwrap();
 }
@@ -106,7 +106,7 @@ both!(a_batch_still_being_stored_holds_passes_back_until_complete_or_abandoned, 
     // A request dead for longer than ABANDONED_SECONDS blocks nothing: the sweep derives what
     // the stored half says (the re-send that never came cannot be waited for).
     let v = tracked_user(&app).await;
-    store_half(&app, &v, &fixes, processor::ABANDONED_SECONDS + 5).await;
+    store_half(&app, &v, &fixes, marks::ABANDONED_SECONDS + 5).await;
     processor::sweep(app.state.store.as_ref()).await.unwrap();
     let got = all_events(&app, &format!("user_id={v}")).await;
     assert!(!got.is_empty() && got.len() < expected.len(), "events of the stored half only: {got:?}");
@@ -226,7 +226,7 @@ both!(history_from_before_the_processor_is_not_replayed, |app| async move {
     assert_eq!(before.len(), 1, "one entry: {before:?}");
     let p = project(&app);
     let store = app.state.store.as_ref();
-    let wm = processor::watermark_pk(&p.project_id, &u);
+    let wm = marks::watermark_pk(&p.project_id, &u);
     store.delete(shared::store::Table::Main, &wm, "-", shared::store::Cond::None).await.unwrap();
     assert!(store.get(shared::store::Table::Main, &wm, "-").await.unwrap().is_none());
 

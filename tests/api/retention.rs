@@ -9,8 +9,9 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 use shared::domain::locations::locations_pk;
-use shared::domain::retention::{self, TTL_ATTRIBUTE};
 use shared::domain::trips::{self, Action, Api, NewTrip};
+use shared::expiry::TTL_ATTRIBUTE;
+use shared::pipeline::retention;
 use shared::store::{Item, Query, SkRange, Table};
 use shared::time::Timestamp;
 

@@ -284,7 +284,7 @@ async fn trip_event_page_cost_does_not_grow_with_the_page_number() {
             assert_eq!(info.pages, last);
             let (u0, t) = (units(), Instant::now());
             let (lo, hi) = shared::ids::id_range(&range);
-            let (old, _) = shared::paging::list_page_in::<TripEvent>(
+            let (old, _) = shared::domain::list_pages::list_page_in::<TripEvent>(
                 s,
                 Table::Main,
                 &pk,

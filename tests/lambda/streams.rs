@@ -11,10 +11,9 @@ use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
-use shared::domain::erasure;
 use shared::domain::locations::{self, Location};
-use shared::domain::processor as derivation;
 use shared::domain::webhooks::{self, deliver};
+use shared::pipeline::erasure;
 
 use crate::events::{Answer::V1, Fixture, Setup};
 use crate::support::{
@@ -193,9 +192,10 @@ async fn processor_finishes_a_stored_batch_from_its_stream_event_within_its_poli
     let body: Value = serde_json::from_str(ingest["body"].as_str().expect("body")).expect("body");
     let batch: Vec<Location> = serde_json::from_value(body["locations"].clone()).expect("locations");
     let prepared = locations::prepare(&p, &fx.user_id, batch);
-    let pending = derivation::mark_batch(store.as_ref(), &p, &fx.user_id, &prepared).await.expect("batch mark");
+    let pending =
+        shared::pipeline::marks::mark_batch(store.as_ref(), &p, &fx.user_id, &prepared).await.expect("batch mark");
     let stored = locations::store_prepared(store.as_ref(), &p, &fx.user_id, prepared).await.expect("store");
-    derivation::batch_stored(store.as_ref(), pending, &stored).await.expect("batch stored");
+    shared::pipeline::marks::batch_stored(store.as_ref(), pending, &stored).await.expect("batch stored");
     assert_eq!(stored.len(), 3);
     let events = fx.ok("geofences-events-list", V1(200)).await;
     assert_eq!(events["data"]["events"], json!([]), "nothing is derived yet: {events}");

@@ -266,7 +266,7 @@ async fn ingest_bench(store: &dyn Store, p: &Project, label: &str, batches: usiz
             let t = Instant::now();
             let _stored = store_prepared(store, p, uid, prepare(p, uid, fixes)).await.expect("store");
             let t1 = Instant::now();
-            shared::domain::processor::process_user(store, p, uid).await.expect("hook");
+            shared::pipeline::processor::process_user(store, p, uid).await.expect("hook");
             store_ms.push((t1 - t).as_secs_f64() * 1000.0);
             hook_ms.push(t1.elapsed().as_secs_f64() * 1000.0);
         }

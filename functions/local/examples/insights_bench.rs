@@ -63,7 +63,7 @@ async fn main() {
             let _stored = store_prepared(&store, &p, &user.id, prepare(&p, &user.id, std::mem::take(&mut batch)))
                 .await
                 .expect("ingest");
-            shared::domain::processor::process_user(&store, &p, &user.id).await.expect("hook");
+            shared::pipeline::processor::process_user(&store, &p, &user.id).await.expect("hook");
         }
     }
     println!("ingested {minutes} locations (one a minute for a year) in {:.1} s", t_ingest.elapsed().as_secs_f64());

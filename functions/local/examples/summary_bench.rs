@@ -121,7 +121,7 @@ async fn run() {
         for chunk in fixes.chunks(1000) {
             let _stored =
                 store_prepared(store, &p, &user.id, prepare(&p, &user.id, chunk.to_vec())).await.expect("ingest");
-            shared::domain::processor::process_user(store, &p, &user.id).await.expect("process");
+            shared::pipeline::processor::process_user(store, &p, &user.id).await.expect("process");
         }
         let end = Timestamp(t0 + Duration::seconds(n as i64 + 1));
         trips::control(store, &p, Api::V1, &trip.id, Action::End, Some(end)).await.expect("end");

@@ -60,8 +60,8 @@ pub fn app(state: AppState) -> Router {
 /// or an error left past a user's watermark), unfinished erasures, the retention sweeper (removes
 /// expired locations and events) and the webhook delivery worker.
 pub fn background(state: &AppState) -> Result<(), String> {
-    use shared::domain::processor;
     use shared::domain::webhooks::deliver::{DeliveryConfig, Worker};
+    use shared::pipeline::processor;
     let store = state.store.clone();
     let wake = state.wake.clone();
     tokio::spawn(async move {
@@ -78,16 +78,16 @@ pub fn background(state: &AppState) -> Result<(), String> {
             }
             // Erasures a DELETE left unfinished (it answered 202).
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(processor::SWEEP_SECONDS);
-            if let Err(e) = shared::domain::erasure::sweep(store.as_ref(), deadline).await {
+            if let Err(e) = shared::pipeline::erasure::sweep(store.as_ref(), deadline).await {
                 tracing::warn!(error = %e.msg, "erasure sweep failed");
             }
             tokio::time::sleep(std::time::Duration::from_secs(processor::SWEEP_SECONDS)).await;
         }
     });
-    // Retention: bounded runs a minute apart (see shared::domain::retention for the rate).
+    // Retention: bounded runs a minute apart (see shared::pipeline::retention for the rate).
     let store = state.store.clone();
     tokio::spawn(async move {
-        use shared::domain::retention;
+        use shared::pipeline::retention;
         loop {
             match retention::sweep(store.as_ref(), retention::Budget::run(), shared::time::Timestamp::now()).await {
                 Ok(s) if s.items > 0 => {

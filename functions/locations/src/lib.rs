@@ -10,8 +10,9 @@ use serde_json::{Value, json};
 use shared::auth::{SdkKey, SecretKey};
 use shared::domain::locations::view::view_json;
 use shared::domain::locations::{self, IngestBatch};
-use shared::domain::{ingest, users};
+use shared::domain::users;
 use shared::http::route;
+use shared::pipeline::ingest;
 use shared::{ApiError, ApiJson, AppState, Envelope, GpxFile, Params};
 
 const PATH: &str = "/v1/api/location/";

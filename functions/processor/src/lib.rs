@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use serde::Deserialize;
 use serde_json::Value;
-use shared::domain::{erasure, processor, retention};
+use shared::pipeline::{erasure, processor, retention};
 use shared::project::{KeyKind, Project};
 use shared::store::Store;
 

@@ -9,9 +9,9 @@ use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use shared::auth::SecretKey;
-use shared::domain::trips::json::tracking_url;
 use shared::domain::trips::render::SummaryBody;
 use shared::domain::trips::view::TripV1View;
+use shared::domain::trips::view::tracking_url;
 use shared::domain::trips::{
     self, Action, Api, ListFilter, NewTrip, Trip, TripType, TripUpdate, WaypointInput, WaypointKind,
 };
@@ -267,7 +267,8 @@ async fn summary(
 ) -> Result<Response, ApiError> {
     q.only(&["trip_id"])?;
     let sum = trips::summary(s.store.as_ref(), &p, Api::V1, q.required("trip_id")?).await?;
-    Ok(SummaryBody { summary: sum, detailed: ver == Ver::V1 }.into_response())
+    let body = SummaryBody { summary: sum, detailed: ver == Ver::V1 }.to_json();
+    Ok(shared::envelope::json_written(axum::http::StatusCode::OK, body))
 }
 
 /// A lifecycle move: `action` and, optionally, the time of the move in its own field.

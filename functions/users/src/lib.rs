@@ -6,9 +6,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 use shared::auth::{SdkKey, SecretKey};
-use shared::domain::erasure;
 use shared::domain::users::{self, CreateUser, UpdateUser, UsersPage, created_json, user_json};
 use shared::http::route;
+use shared::pipeline::erasure;
 use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
 const PATH: &str = "/v1/api/user/";
@@ -73,7 +73,7 @@ async fn update(
     Ok(Envelope::ok("User updated", user_json(&user, None)))
 }
 
-/// Erase the user (see `shared::domain::erasure`): 200 when done within the request's budget,
+/// Erase the user (see `shared::pipeline::erasure`): 200 when done within the request's budget,
 /// else 202 while the sweep (or a repeated DELETE) finishes; every read is a 404 already.
 async fn delete(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
     let deadline = std::time::Instant::now() + erasure::REQUEST_BUDGET;

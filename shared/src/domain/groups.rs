@@ -7,9 +7,9 @@
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
-use crate::metadata::check_text;
 use crate::error::ApiError;
 use crate::ids::new_id;
+use crate::metadata::check_text;
 use crate::project::Project;
 use crate::store::{Cond, MAX_TRANSACT_OPS, Query, SkRange, Store, Table, WriteOp, to_item};
 use crate::time::Timestamp;

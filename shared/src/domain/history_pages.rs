@@ -44,7 +44,7 @@ use serde_json::Value;
 
 use cells::{Cells, cell_end};
 
-use crate::domain::retention::TTL_ATTRIBUTE;
+use crate::expiry::TTL_ATTRIBUTE;
 use crate::store::{
     Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, get_as, key_of, to_item,
 };
@@ -55,9 +55,9 @@ const CELL_HEX: usize = 8;
 const ROOT_SK: &str = "~";
 /// Attempts at a conditional update of a bucket before giving up (contention).
 const TRIES: usize = 20;
-/// A writer pending longer than this died (ms): no request lives that long (the processor's
+/// A writer pending longer than this died (ms): no request lives that long (the pipeline's
 /// batch marks rely on the same bound).
-const DEAD_AFTER_MS: i64 = super::processor::ABANDONED_SECONDS * 1000;
+const DEAD_AFTER_MS: i64 = crate::time::REQUEST_LIFETIME_SECONDS * 1000;
 
 /// The sort-key range of every fix of a partition.
 pub fn fixes() -> SkRange {

@@ -291,7 +291,7 @@ pub async fn page_where<T: DeserializeOwned>(
 ) -> Result<(Vec<Doc>, PageInfo), StoreError> {
     let Some(keep) = keep else { return page(store, table, pk, range, page_number, order).await };
     let sk = range.map(|(a, b)| SkRange::Between(a, b)).unwrap_or(SkRange::All);
-    crate::paging::list_page_in(store, table, pk, sk, page_number, Some(keep), order).await
+    list_page_in(store, table, pk, sk, page_number, Some(keep), order).await
 }
 
 /// Page `page` of the list at `pk` (sort keys: ids) within the ids `range` (inclusive bounds;
@@ -436,5 +436,58 @@ mod tests {
             })
             .collect();
         assert_eq!(sks, ["40192", "60192a3", "80192a3b4", "a0192a3b4c5", "c0192a3b4c5d6"]);
+    }
+}
+
+/// One page of a partition's sort-key range, oldest first, with its paging fields. Without a
+/// filter the total comes from a count and only the items up to this page are read; with a
+/// filter (metadata, which DynamoDB cannot count for us) the whole range is read and filtered.
+pub async fn list_page<T: serde::de::DeserializeOwned>(
+    store: &dyn Store,
+    table: Table,
+    pk: &str,
+    range: SkRange,
+    page: PageNumber,
+    filter: Option<&(dyn Fn(&T) -> bool + Sync)>,
+) -> Result<(Vec<T>, PageInfo), StoreError> {
+    let (docs, info) = list_page_in(store, table, pk, range, page, filter, Order::OldestFirst).await?;
+    Ok((crate::store::from_jsons(&docs)?, info))
+}
+
+/// [`list_page`] in the given order, the page as stored JSON documents (`filter` judges them
+/// decoded).
+pub async fn list_page_in<T: serde::de::DeserializeOwned>(
+    store: &dyn Store,
+    table: Table,
+    pk: &str,
+    range: SkRange,
+    page: PageNumber,
+    filter: Option<&(dyn Fn(&T) -> bool + Sync)>,
+    order: Order,
+) -> Result<(Vec<Doc>, PageInfo), StoreError> {
+    use crate::store::{Query, from_json};
+    let mut query = Query::new(pk, range.clone());
+    if order == Order::NewestFirst {
+        query = query.descending();
+    }
+    match filter {
+        None => {
+            let total = store.count(table, pk, &range).await?;
+            if page.offset() >= total {
+                return Ok((Vec::new(), PageInfo::new(page, total)));
+            }
+            let docs = store.query_docs(table, &query.limit(page.offset() + crate::paging::PAGE_SIZE)).await?;
+            Ok((docs.into_iter().skip(page.offset()).collect(), PageInfo::new(page, total)))
+        }
+        Some(keep) => {
+            let mut kept = Vec::new();
+            for doc in store.query_docs(table, &query).await? {
+                if keep(&from_json::<T>(&doc)?) {
+                    kept.push(doc);
+                }
+            }
+            let info = PageInfo::new(page, kept.len());
+            Ok((kept.into_iter().skip(page.offset()).take(crate::paging::PAGE_SIZE).collect(), info))
+        }
     }
 }

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::domain::retention;
 use crate::error::ApiError;
 use crate::project::Project;
 use crate::store::{Cond, Store, Table, WriteOp, from_item, to_item};
@@ -205,7 +204,7 @@ pub async fn update(store: &dyn Store, p: &Project, up: SettingsUpdate) -> Resul
     // The sweeper's registry changes with the setting (in one transaction, so neither can be
     // left behind the other); only when the request names it, so other settings cost no write.
     if let Some(d) = up.retention_days {
-        ops.push(WriteOp::Put { table: Table::Main, item: retention::registry_item(p, d)?, cond: Cond::None });
+        ops.push(WriteOp::Put { table: Table::Main, item: registry_item(p, d)?, cond: Cond::None });
     }
     store.transact(ops).await?;
     let now = ProjectSettings::from(&s);
@@ -246,4 +245,34 @@ mod tests {
     fn defaults_fill_what_is_not_stored() {
         assert_eq!(ProjectSettings::from(&StoredSettings::default()).tracking_link_ttl_hours, 24);
     }
+}
+
+/// The retention sweeper's registry: one item per project that has (or had) retention, written
+/// with the setting, so the sweep (`pipeline::retention`) finds them without a scan.
+pub(crate) const RETENTION_REGISTRY_PK: &str = "RETENTION";
+
+/// A project's entry in the sweeper's registry. A project that went back to keeping for ever
+/// keeps its entry with `retention_days: null` (a put, like every settings write).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Registered {
+    pub project_id: String,
+    pub retention_days: Option<u32>,
+}
+
+/// The registry item for `p` with this retention (written with the setting).
+fn registry_item(p: &Project, days: Option<u32>) -> Result<crate::store::Item, ApiError> {
+    let r = Registered { project_id: p.project_id.clone(), retention_days: days };
+    Ok(to_item(RETENTION_REGISTRY_PK, &p.project_id, &r)?)
+}
+
+/// A project's `retention_days`, through the settings cache ([`cached`]).
+pub async fn retention_days(store: &dyn Store, project_id: &str) -> Result<Option<u32>, ApiError> {
+    Ok(cached(store, project_id).await?.retention_days)
+}
+
+/// Whether things recorded at `since` may have expired in this project (so figures computed
+/// from its fixes now would be computed from part of them).
+pub async fn may_have_expired(store: &dyn Store, project_id: &str, since: Timestamp) -> Result<bool, ApiError> {
+    let days = retention_days(store, project_id).await?;
+    Ok(days.is_some_and(|d| since < crate::expiry::cutoff(d, Timestamp::now())))
 }

@@ -330,7 +330,7 @@ pub async fn list(
 
 /// A stored user as lists show it ([`UserView`]).
 pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<Box<RawValue>, StoreError> {
-    crate::envelope::rendered("user", &UserView::new(&from_json(doc)?, tz))
+    crate::store::rendered("user", &UserView::new(&from_json(doc)?, tz))
 }
 
 /// `<project_id>_<1 or 2>`.

@@ -22,16 +22,16 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-pub use doc::Doc;
+pub use doc::{Doc, rendered};
 pub use dynamo::DynamoStore;
 pub use embedded::EmbeddedStore;
 pub use tables::{TABLES, Table, TableDef, TableNames};
 
 pub type Item = Map<String, Value>;
 
-/// The numeric attribute (epoch seconds) after which an item is expired: DynamoDB TTL is enabled
-/// on it in both tables, and reads skip items past it (see the module's documentation).
-pub const TTL_ATTRIBUTE: &str = "expires_at";
+/// The numeric attribute (epoch seconds) after which an item is expired: reads skip items past it
+/// (see the module's documentation).
+pub use crate::expiry::TTL_ATTRIBUTE;
 
 /// Whether `item` has expired at `now` (epoch seconds). A TTL attribute that is not a number is
 /// ignored, as DynamoDB ignores it.

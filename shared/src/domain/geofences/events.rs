@@ -27,12 +27,13 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::{Geofence, in_cell, index};
+use crate::domain::list_pages::list_page_in;
 use crate::domain::locations::Location;
 use crate::domain::users::User;
 use crate::domain::{groups, history_pages};
 use crate::error::ApiError;
 use crate::ids::{id_at, id_range};
-use crate::paging::{Order, PageInfo, PageNumber, list_page_in};
+use crate::paging::{Order, PageInfo, PageNumber};
 use crate::project::Project;
 use crate::store::{Cond, Doc, Item, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
@@ -230,7 +231,7 @@ pub(crate) fn event_items(
             user_events_pk(&p.project_id, &e.user_id),
         ] {
             let mut item = to_item(&pk, &e.id, e)?;
-            crate::domain::retention::stamp(&mut item, e.recorded_at, retention_days);
+            crate::expiry::stamp(&mut item, e.recorded_at, retention_days);
             copies.push(item);
         }
         pairs.insert((e.geofence_id.clone(), e.user_id.clone()));
@@ -279,7 +280,7 @@ pub async fn list(
 
 /// A stored event as lists show it ([`EventView`]).
 pub fn view_json(doc: &Doc) -> Result<Box<serde_json::value::RawValue>, StoreError> {
-    crate::envelope::rendered("geofence event", &EventView::from(&from_json::<GeofenceEvent>(doc)?))
+    crate::store::rendered("geofence event", &EventView::from(&from_json::<GeofenceEvent>(doc)?))
 }
 
 /// An event as lists and webhooks show it, serialised straight from the record; fields in

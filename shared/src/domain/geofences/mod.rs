@@ -29,11 +29,11 @@ pub use search::{FoundView, Hit, coarse_indexed, coarse_indexed_from_start, sear
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::metadata::check_text;
 use crate::domain::{groups, list_pages, users};
 use crate::error::ApiError;
 use crate::geometry::{GeoPoint, GeoPolygon, LngLat};
 use crate::ids::{id_range, is_id, new_id};
+use crate::metadata::check_text;
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{Order, PageInfo, PageNumber};
 use crate::project::Project;

@@ -26,7 +26,7 @@ impl Hit {
     /// The fence as a search shows it: its fields as v3 lists show them, then `distance` in
     /// meters to the centimetre, the search's own.
     pub fn view(&self) -> Result<FoundView, StoreError> {
-        let view = crate::envelope::rendered("geofence found", &GeofenceView::new(&self.fence, "id"))?;
+        let view = crate::store::rendered("geofence found", &GeofenceView::new(&self.fence, "id"))?;
         let head = head_of(&view).map_err(|e| StoreError::Corrupt(format!("rendering geofence found: {e}")))?;
         Ok(FoundView { head, distance: (self.distance_m * 100.0).round() / 100.0 })
     }
@@ -57,7 +57,7 @@ impl FoundView {
 
 /// Found fences as a JSON array, written by hand into an answer.
 pub fn write_found(found: &[FoundView], out: &mut Vec<u8>) -> serde_json::Result<()> {
-    crate::envelope::write_array(out, found, FoundView::write_to)
+    crate::body::write_array(out, found, FoundView::write_to)
 }
 
 /// What search measures of a fence.

@@ -125,5 +125,5 @@ impl<'a> GeofenceView<'a> {
 
 /// A stored fence as lists show it ([`GeofenceView`] without counts or distance).
 pub fn view_json(doc: &Doc, id_key: &'static str) -> Result<Box<RawValue>, StoreError> {
-    crate::envelope::rendered("geofence", &GeofenceView::new(&from_json(doc)?, id_key))
+    crate::store::rendered("geofence", &GeofenceView::new(&from_json(doc)?, id_key))
 }

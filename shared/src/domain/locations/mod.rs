@@ -24,6 +24,13 @@ use crate::project::Project;
 use crate::store::{Doc, Query, SkRange, Store, Table, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
 
+/// Fixes recorded more than this after the server's clock are refused at ingest (seconds).
+pub const FUTURE_TOLERANCE_SECONDS: i64 = 300;
+/// The newest `recorded_at` accepted now.
+pub fn latest_acceptable() -> Timestamp {
+    Timestamp(Timestamp::now().0 + chrono::Duration::seconds(FUTURE_TOLERANCE_SECONDS))
+}
+
 /// Most locations in one ingest batch.
 pub const MAX_BATCH: usize = 1000;
 /// Most locations `points_encoded=true` returns in one response; narrow the dates for more.
@@ -252,10 +259,10 @@ pub async fn store_unsynced(
 ) -> Result<Vec<Location>, ApiError> {
     let pk = locations_pk(&p.project_id, user_id);
     // With retention, each item carries its expiry for DynamoDB's TTL (`domain::retention`).
-    let days = crate::domain::retention::days(store, &p.project_id).await?;
+    let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
     let mut items = locs.iter().map(|l| to_item(&pk, &l.id, l)).collect::<Result<Vec<_>, _>>()?;
     for (item, l) in items.iter_mut().zip(&locs) {
-        crate::domain::retention::stamp(item, l.recorded_at, days);
+        crate::expiry::stamp(item, l.recorded_at, days);
     }
     // Counted for paging (`history_pages`).
     let stored = history_pages::put_new_counted(store, Table::Locations, items).await?;

@@ -154,7 +154,7 @@ impl<'a> LocationView<'a> {
 
 /// A stored fix as lists show it ([`LocationView`]).
 pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<Box<RawValue>, StoreError> {
-    crate::envelope::rendered("location", &LocationView::new(&from_json(doc)?, tz))
+    crate::store::rendered("location", &LocationView::new(&from_json(doc)?, tz))
 }
 
 #[cfg(test)]

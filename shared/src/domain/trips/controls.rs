@@ -128,7 +128,7 @@ pub(super) async fn modify_once(
     }
     trip.version += 1;
     trip.updated_at = Timestamp::now();
-    let days = crate::domain::retention::days(store, &p.project_id).await?;
+    let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
     let (events, mut counted) = event_puts(p, &mut trip, snapshot.events.len(), snapshot.event_count, days)?;
     ops.extend(events);
     let item = to_item(&trips_pk(&p.project_id, api), &trip.id, &trip)?;

@@ -12,8 +12,8 @@
 //! adds no wander. A trip whose fixes carry no altitude has no elevation gain (null), not zero.
 
 use super::fix::TripFix;
-use super::route::Activity;
 use super::smooth::rts;
+use super::stops::Activity;
 use crate::stats::median;
 
 /// Altitude accuracy (meters, 1 sigma) assumed when a fix reports none.

@@ -39,7 +39,7 @@ pub(crate) fn index_put(
     let Some(u) = &e.user_id else { return Ok(None) };
     let pk = user_events_pk(project_id, u);
     let mut item = to_item(&pk, &e.id, e)?;
-    let ttl = crate::domain::retention::expiry_of(&e.id, retention_days);
+    let ttl = crate::expiry::expiry_of(&e.id, retention_days);
     if let Some(t) = ttl {
         item.insert(crate::store::TTL_ATTRIBUTE.into(), t.into());
     }

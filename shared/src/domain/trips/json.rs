@@ -5,18 +5,15 @@ use serde_json::{Value, json};
 
 use super::eta::{self, Eta};
 use super::render::SummaryBody;
-use super::view::{EventView, TripV1View};
+use super::view::{EventView, TripV1View, tracking_url};
 use super::{Summary, Trip, TripEvent, Waypoint, WaypointKind};
 use crate::domain::locations::location_json;
 use crate::domain::users::User;
 use crate::geometry::GeoPoint;
+use crate::stats::round2;
 
 fn ts(t: Option<crate::time::Timestamp>) -> Value {
     t.map(|t| Value::String(t.format(None))).unwrap_or(Value::Null)
-}
-
-pub fn tracking_url(base: &str, t: &Trip) -> String {
-    format!("{}/{}", base.trim_end_matches('/'), t.tracking_token)
 }
 
 pub fn event_json(e: &TripEvent) -> Value {
@@ -31,10 +28,6 @@ pub fn trip_v1_json(t: &Trip, tracking_base: &str, eta: Option<&Eta>) -> Value {
 /// A view as a value. Views have string keys only: the conversion cannot fail.
 fn to_value(v: impl serde::Serialize) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
-}
-
-pub(super) fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }
 
 fn stop_json(w: &Waypoint) -> Value {

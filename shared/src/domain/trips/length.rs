@@ -2,8 +2,10 @@
 //! along the curve through its points (see `route` for where the nodes come from).
 
 use super::gps;
-use super::route::GAP_SECONDS;
 use crate::geometry::LngLat;
+
+/// Consecutive fixes further apart than this (seconds) leave a gap.
+pub const GAP_SECONDS: i64 = 120;
 
 /// Chords a step's curve is measured on ([`curve_m`]): a quarter turn's arc is then within
 /// 0.3 % of its length.

@@ -74,5 +74,5 @@ pub async fn gpx_url(
             s.tracking_link_ttl_hours
         )));
     }
-    Ok(format!("{}/gpx", super::json::tracking_url(base, &trip)))
+    Ok(format!("{}/gpx", super::view::tracking_url(base, &trip)))
 }

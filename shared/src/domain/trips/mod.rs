@@ -41,7 +41,6 @@ pub use progress::{TripPlan, plan as plan_progress};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::metadata::check_text;
 use crate::domain::history_pages::{self, NewEntry};
 use crate::domain::keys::hash_secret;
 use crate::domain::locations::{Location, locations_pk};
@@ -49,6 +48,7 @@ use crate::domain::{list_pages, users};
 use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id, random_hex};
 use crate::metadata;
+use crate::metadata::check_text;
 use crate::project::Project;
 use crate::store::{
     Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_jsons, get_as, query_as, query_as_ranges, to_item,
@@ -476,7 +476,7 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
     trip.push_event("service:trip:created", Some("service:trip"), None, None);
     let tracking = TrackingRef { project_id: p.project_id.clone(), api, trip_id: trip.id.clone() };
     // Events first: they set the record's event count.
-    let days = crate::domain::retention::days(store, &p.project_id).await?;
+    let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
     let (events, mut counted) = event_puts(p, &mut trip, 0, 0, days)?;
     let mut ops = vec![
         WriteOp::Put {
@@ -543,7 +543,7 @@ async fn hook_ops(
         None => None,
     };
     let hooks: Vec<_> = new.into_iter().filter_map(|e| progress::hook_event(trip, e, user.as_ref())).collect();
-    let days = crate::domain::retention::days(store, &p.project_id).await?;
+    let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
     let (hook_ops, logged) = crate::domain::webhooks::outbox::enqueue_ops(p, &subs, &hooks, days)?;
     ops.extend(hook_ops);
     counted.extend(logged);

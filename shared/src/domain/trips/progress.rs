@@ -20,7 +20,7 @@ use crate::time::Timestamp;
 /// starts afresh after a pause: the phone may have gone anywhere meanwhile, so neither the last
 /// fix nor the speed before the pause says where the next one may be.
 pub(super) fn progress(trip: &mut Trip, fixes: &[Location]) {
-    let intervals = trip.active_intervals(crate::domain::processor::latest_acceptable());
+    let intervals = trip.active_intervals(crate::domain::locations::latest_acceptable());
     let stretch = |t: Timestamp| intervals.iter().position(|(a, b)| *a <= t && t <= *b);
     let mut accepted = Vec::new();
     for f in fixes {
@@ -130,7 +130,7 @@ pub async fn plan(
     let pk = user_trips_pk(&p.project_id, &user.id);
     let entries = store.query(Table::Main, &Query::new(&pk, SkRange::All)).await?.items;
     let now = Timestamp::now();
-    let days = crate::domain::retention::days(store, &p.project_id).await?;
+    let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
     let mut out = TripPlan::default();
     for e in entries {
         let e: UserTrip = from_item(e)?;
@@ -143,7 +143,7 @@ pub async fn plan(
             continue;
         }
         // An active trip runs until now, and fixes may be a little ahead of the server's clock.
-        let intervals = trip.active_intervals(crate::domain::processor::latest_acceptable());
+        let intervals = trip.active_intervals(crate::domain::locations::latest_acceptable());
         let inside: Vec<Location> = fixes
             .iter()
             .filter(|l| intervals.iter().any(|(a, b)| *a <= l.recorded_at && l.recorded_at <= *b))
@@ -158,7 +158,7 @@ pub async fn plan(
         // stored: recomputing them from what remains would shrink them.
         let expired = match trip.started_at {
             Some(s) if trip.state == TripState::Ended => {
-                crate::domain::retention::may_have_expired(store, &p.project_id, s).await?
+                crate::domain::settings::may_have_expired(store, &p.project_id, s).await?
             }
             _ => false,
         };

@@ -106,7 +106,7 @@ pub async fn summary(store: &dyn Store, p: &Project, api: Api, trip_id: &str) ->
     // them. (A trip under way has none stored yet and is measured from what remains.)
     let mut distance_m = route.distance_m;
     if let (Some(d), Some(start)) = (trip.distance_m, trip.started_at)
-        && crate::domain::retention::may_have_expired(store, &p.project_id, start).await?
+        && crate::domain::settings::may_have_expired(store, &p.project_id, start).await?
     {
         distance_m = d;
         route.elevation_gain_m = trip.elevation_gain_m;

@@ -5,14 +5,14 @@
 
 use std::ops::Range;
 
-use axum::response::Response;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::ser::{CompactFormatter, Formatter};
 
 use super::route::{Route, active_seconds};
 use super::{Summary, TripState};
-use crate::envelope::{Envelope, ObjectWriter, SUCCESS, json_written};
+use crate::body::{Envelope, ObjectWriter, SUCCESS};
 use crate::geometry::LngLat;
+use crate::stats::round2;
 use crate::time::Timestamp;
 
 /// A trip summary as the API answers it; `detailed` adds v1's per-point figures and
@@ -36,10 +36,6 @@ impl SummaryBody {
     fn point_hint(&self) -> usize {
         if self.detailed { 240 } else { 160 }
     }
-}
-
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }
 
 /// `{"coordinates": [lng, lat], "type": "Point"}`.
@@ -102,7 +98,7 @@ impl<'a> RouteBody<'a> {
     /// directly: through serde, the constant keys were escaped and written call by call, which
     /// was a third of a long route's writing.
     fn write_to(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        crate::envelope::write_array(out, self.entries(), |entry, out| entry.write_to(out))
+        crate::body::write_array(out, self.entries(), |entry, out| entry.write_to(out))
     }
 }
 
@@ -233,11 +229,6 @@ impl SummaryBody {
     fn pauses(&self) -> Vec<(Timestamp, Timestamp)> {
         let t = &self.summary.trip;
         t.pause_intervals(t.ended_at.unwrap_or(self.summary.computed_at))
-    }
-
-    /// The v1/v3 answer ([`SummaryBody::to_json`]).
-    pub fn into_response(self) -> Response {
-        json_written(axum::http::StatusCode::OK, self.to_json())
     }
 
     /// The v1/v3 answer's bytes, byte for byte the envelope around [`SummaryBody`]'s

@@ -54,22 +54,8 @@ use crate::time::Timestamp;
 pub const SIMPLIFY_TOLERANCE_M: f64 = 2.0;
 /// Largest simplification tolerance (meters), for the least accurate fixes.
 pub const MAX_SIMPLIFY_TOLERANCE_M: f64 = 8.0;
-/// Consecutive fixes further apart than this (seconds) leave a gap.
-pub const GAP_SECONDS: i64 = 120;
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Activity {
-    Stop,
-    Moving,
-}
-
-impl Activity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Activity::Stop => "STOP",
-            Activity::Moving => "MOVING",
-        }
-    }
-}
+pub use super::length::GAP_SECONDS;
+pub use super::stops::Activity;
 
 #[derive(Debug, Clone)]
 pub struct RoutePoint {

@@ -7,6 +7,22 @@ use super::gps;
 use super::parallel::worth_two;
 use crate::geometry::LngLat;
 
+/// What a fix of a trip is doing: standing at a stop or moving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    Stop,
+    Moving,
+}
+
+impl Activity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Activity::Stop => "STOP",
+            Activity::Moving => "MOVING",
+        }
+    }
+}
+
 /// Smallest stop radius (meters).
 pub const STOP_RADIUS_MIN_M: f64 = 10.0;
 /// Largest stop radius (meters).

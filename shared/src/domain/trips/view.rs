@@ -7,13 +7,17 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::eta::{self, Eta};
-use super::json::tracking_url;
 use super::{Trip, TripEvent, TripState, Waypoint, WaypointKind};
 use crate::geometry::GeoPoint;
 use crate::time::Timestamp;
 
 fn skip_none<T>(v: &Option<T>) -> bool {
     v.is_none()
+}
+
+/// A trip's tracking page: the tracking base URL and the trip's token.
+pub fn tracking_url(base: &str, t: &Trip) -> String {
+    format!("{}/{}", base.trim_end_matches('/'), t.tracking_token)
 }
 
 /// A trip event: the optional texts only when set.
@@ -121,7 +125,7 @@ impl<'a> TripV1View<'a> {
         Self {
             created_at: t.created_at.format(None),
             destinations: locs(WaypointKind::Destination),
-            distance_covered: ended.then(|| super::json::round2(t.distance_m.unwrap_or(0.0))),
+            distance_covered: ended.then(|| crate::stats::round2(t.distance_m.unwrap_or(0.0))),
             duration: ended.then(|| t.duration_s.unwrap_or(0)),
             eta: eta::json_of(eta),
             events: t.events.iter().map(EventView::from).collect(),
@@ -153,5 +157,5 @@ pub async fn v1_json(
 ) -> Result<Box<serde_json::value::RawValue>, crate::error::ApiError> {
     let trip = t.decode()?;
     let eta = if eta::applies(&trip) { eta::for_trip(store, p, &trip, now).await? } else { None };
-    Ok(crate::envelope::rendered("trip v1", &TripV1View::new(&trip, tracking_base, eta.as_ref()))?)
+    Ok(crate::store::rendered("trip v1", &TripV1View::new(&trip, tracking_base, eta.as_ref()))?)
 }

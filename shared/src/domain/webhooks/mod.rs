@@ -19,10 +19,10 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::metadata::check_text;
 use crate::domain::users::User;
 use crate::error::ApiError;
 use crate::ids::{is_id, new_id};
+use crate::metadata::check_text;
 use crate::project::Project;
 use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, from_item, to_item};
 use crate::time::Timestamp;

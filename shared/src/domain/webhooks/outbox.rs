@@ -20,9 +20,10 @@ use serde_json::{Value, json};
 
 use super::{Endpoint, HookEvent};
 use crate::domain::history_pages::{self, NewEntry};
+use crate::domain::list_pages::list_page;
 use crate::error::ApiError;
 use crate::ids::id_range;
-use crate::paging::{Order, PageInfo, PageNumber, list_page};
+use crate::paging::{Order, PageInfo, PageNumber};
 use crate::project::Project;
 use crate::store::{
     Cond, Item, Query, SkRange, Store, StoreError, TTL_ATTRIBUTE, Table, WriteOp, from_item, from_jsons, key_of,
@@ -155,7 +156,7 @@ fn message(p: &Project, e: &HookEvent, retention_days: Option<u32>) -> Message {
         user_id: e.user_id.clone(),
         body: body(p, e),
         created_at: e.created_at,
-        expires_at: crate::domain::retention::expiry_of(&e.id, retention_days),
+        expires_at: crate::expiry::expiry_of(&e.id, retention_days),
     }
 }
 
@@ -254,7 +255,7 @@ fn new_entry(item: &Item) -> Result<NewEntry, StoreError> {
 
 /// Write `events` to the outbox outside a transaction (idempotent).
 pub async fn write(store: &dyn Store, p: &Project, subs: &[Endpoint], events: &[HookEvent]) -> Result<(), ApiError> {
-    let days = crate::domain::retention::days(store, &p.project_id).await?;
+    let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
     let Enqueued { facts, log, marks } = enqueue(p, subs, events, days)?;
     if !facts.is_empty() {
         store.put_new(Table::Main, facts).await?;

@@ -5,7 +5,7 @@
 //!   with [`TTL_ATTRIBUTE`] (epoch seconds: recorded time plus the retention). On AWS the tables
 //!   enable DynamoDB TTL on it (template.yaml), which deletes expired items in the background,
 //!   typically within a few days as AWS documents, at no write cost. The setting is read at ingest
-//!   through the per-process settings cache ([`settings::CACHE_SECONDS`]), so on Lambda a change reaches items
+//!   through the per-process settings cache ([`settings::CACHE_SECONDS`](crate::domain::settings::CACHE_SECONDS)), so on Lambda a change reaches items
 //!   written by other instances within that delay (in `waymark serve` at once: the PUT refreshes
 //!   the cache of the process that serves everything).
 //! - **Sweeper.** [`sweep`] deletes what TTL does not cover: items written before the project
@@ -38,20 +38,17 @@
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
-use super::geofences::events::{events_pk, fence_events_pk, user_events_pk};
-use super::locations::locations_pk;
-use super::webhooks::{endpoints_pk, outbox};
-use super::{settings, trips, users};
+use crate::domain::geofences::events::{events_pk, fence_events_pk, user_events_pk};
+use crate::domain::locations::locations_pk;
+use crate::domain::webhooks::{endpoints_pk, outbox};
+use crate::domain::{settings, trips, users};
 use crate::error::ApiError;
 use crate::ids::id_at;
-use crate::project::Project;
-use crate::store::{Cond, Item, Page, Query, SkRange, Store, Table, from_item, key_of, to_item};
+
+use crate::store::{Cond, Page, Query, SkRange, Store, Table, from_item, key_of, to_item};
 use crate::time::Timestamp;
 
-/// The numeric attribute (epoch seconds) DynamoDB TTL is enabled on, in both tables.
-pub use crate::store::TTL_ATTRIBUTE;
 /// How often `waymark serve` runs the sweeper (seconds); the processor's schedule on AWS is the
 /// same minute.
 pub const SWEEP_SECONDS: u64 = 60;
@@ -69,17 +66,8 @@ const PAGE: usize = 500;
 /// Users listed per read of a project's user list; registry entries per read of the registry.
 const USERS_PAGE: usize = 100;
 
-const REGISTRY_PK: &str = "RETENTION";
 const CURSOR_PK: &str = "RETENTION#CURSOR";
 const CURSOR_SK: &str = "-";
-
-/// A project's entry in the sweeper's registry. A project that went back to keeping for ever
-/// keeps its entry with `retention_days: null` (a put, like every settings write).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Registered {
-    project_id: String,
-    retention_days: Option<u32>,
-}
 
 /// Where the sweeper stopped: in which project (registry order), at which phase of it (see
 /// [`PHASES`]) and, in a user list, after which user (the last whose expired items are all gone).
@@ -93,41 +81,6 @@ struct Cursor {
 
 /// A project's phases: geofence events, webhook messages, current users, deleted users.
 const PHASES: usize = 4;
-
-/// The registry item for `p` with this retention (written with the setting).
-pub(crate) fn registry_item(p: &Project, days: Option<u32>) -> Result<Item, ApiError> {
-    let r = Registered { project_id: p.project_id.clone(), retention_days: days };
-    Ok(to_item(REGISTRY_PK, &p.project_id, &r)?)
-}
-
-/// A project's `retention_days`, through the settings cache ([`settings::cached`]).
-pub async fn days(store: &dyn Store, project_id: &str) -> Result<Option<u32>, ApiError> {
-    Ok(settings::cached(store, project_id).await?.retention_days)
-}
-
-/// Put the TTL attribute on an item recorded at `at`, when the project keeps things `days`.
-pub fn stamp(item: &mut Item, at: Timestamp, days: Option<u32>) {
-    if let Some(d) = days {
-        item.insert(TTL_ATTRIBUTE.into(), json!(at.0.timestamp() + i64::from(d) * 86_400));
-    }
-}
-
-/// The TTL of a copy keyed by a time-ordered id (webhook messages, trip events' user index):
-/// the id's time plus the retention.
-pub fn expiry_of(id: &str, days: Option<u32>) -> Option<i64> {
-    Some(crate::ids::time_of(id)?.timestamp() + i64::from(days?) * 86_400)
-}
-
-/// The oldest time kept now with `days` of retention: what was recorded before it has expired.
-pub fn cutoff(days: u32, now: Timestamp) -> Timestamp {
-    Timestamp(now.0 - chrono::Duration::days(i64::from(days)))
-}
-
-/// Whether things recorded at `since` may have expired in this project (so figures computed
-/// from its fixes now would be computed from part of them).
-pub async fn may_have_expired(store: &dyn Store, project_id: &str, since: Timestamp) -> Result<bool, ApiError> {
-    Ok(days(store, project_id).await?.is_some_and(|d| since < cutoff(d, Timestamp::now())))
-}
 
 /// The bounds of one sweeper run.
 #[derive(Debug, Clone, Copy)]
@@ -202,7 +155,7 @@ pub async fn sweep(store: &dyn Store, budget: Budget, now: Timestamp) -> Result<
     let stopped = 'lap: {
         // The project the last run stopped in, from where it stopped.
         if let Some(pid) = &first
-            && let Some(item) = store.get(Table::Main, REGISTRY_PK, pid).await?
+            && let Some(item) = store.get(Table::Main, settings::RETENTION_REGISTRY_PK, pid).await?
             && !run.project(&from_item(item)?, &mut pos).await?
         {
             break 'lap true;
@@ -213,10 +166,14 @@ pub async fn sweep(store: &dyn Store, budget: Budget, now: Timestamp) -> Result<
             if run.spent() {
                 break 'lap true;
             }
-            let page =
-                run.query(Table::Main, Query::new(REGISTRY_PK, SkRange::All).after(after).limit(USERS_PAGE)).await?;
+            let page = run
+                .query(
+                    Table::Main,
+                    Query::new(settings::RETENTION_REGISTRY_PK, SkRange::All).after(after).limit(USERS_PAGE),
+                )
+                .await?;
             for item in page.items {
-                let r: Registered = from_item(item)?;
+                let r: settings::Registered = from_item(item)?;
                 if wrapped && first.as_ref().is_some_and(|f| r.project_id >= *f) {
                     break 'lap false;
                 }
@@ -252,7 +209,7 @@ pub async fn sweep(store: &dyn Store, budget: Budget, now: Timestamp) -> Result<
 /// and within `budget`, without the stored cursor (tests and measurements).
 pub async fn sweep_one(store: &dyn Store, project_id: &str, budget: Budget, now: Timestamp) -> Result<Swept, ApiError> {
     let mut run = Run { store, budget, now, out: Swept::default() };
-    let r = Registered {
+    let r = settings::Registered {
         project_id: project_id.to_owned(),
         retention_days: settings::get(store, project_id).await?.retention_days,
     };
@@ -282,10 +239,10 @@ struct EventKeys {
 impl Run<'_> {
     /// Sweep one registered project from `pos`; `false` when a bound stopped it, with `pos`
     /// where to continue.
-    async fn project(&mut self, r: &Registered, pos: &mut Cursor) -> Result<bool, ApiError> {
+    async fn project(&mut self, r: &settings::Registered, pos: &mut Cursor) -> Result<bool, ApiError> {
         let Some(days) = r.retention_days else { return Ok(true) };
         let pid = r.project_id.as_str();
-        let range = expired(cutoff(days, self.now));
+        let range = expired(crate::expiry::cutoff(days, self.now));
         if !self.spent() {
             self.out.projects += 1;
         }
@@ -329,7 +286,7 @@ impl Run<'_> {
             let own: Vec<(String, String)> = events.iter().map(|e| (events_pk(pid), e.id.clone())).collect();
             // The three lists' counts (`history_pages`) must not count them.
             let all: Vec<(String, String)> = copies.iter().chain(&own).cloned().collect();
-            let change = super::history_pages::deleting(self.store, Table::Main, &all).await?;
+            let change = crate::domain::history_pages::deleting(self.store, Table::Main, &all).await?;
             self.store.delete_many(Table::Main, copies).await?;
             self.store.delete_many(Table::Main, own).await?;
             change.done(self.store).await?;
@@ -363,7 +320,7 @@ impl Run<'_> {
                 copies.push((outbox::pending_pk(pid, wh), outbox::pending_sk(m.user_id.as_deref(), &m.id)));
             }
             // The delivery logs page by their own counts (`history_pages`): not of these.
-            let change = super::history_pages::deleting(self.store, Table::Main, &logged).await?;
+            let change = crate::domain::history_pages::deleting(self.store, Table::Main, &logged).await?;
             copies.extend(logged);
             self.out.items += copies.len() + msgs.len();
             self.store.delete_many(Table::Main, copies).await?;
@@ -408,7 +365,7 @@ impl Run<'_> {
                             self.out.locations += keys.len();
                         }
                         // Both lists page by their own counts (history_pages): not of these.
-                        let change = super::history_pages::deleting(self.store, table, &keys).await?;
+                        let change = crate::domain::history_pages::deleting(self.store, table, &keys).await?;
                         self.out.items += keys.len();
                         self.store.delete_many(table, keys).await?;
                         change.done(self.store).await?;
@@ -432,19 +389,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stamp_adds_the_expiry_only_with_retention() {
-        let at = Timestamp(chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap());
-        let mut item = Item::new();
-        stamp(&mut item, at, None);
-        assert!(item.get(TTL_ATTRIBUTE).is_none());
-        stamp(&mut item, at, Some(2));
-        assert_eq!(item[TTL_ATTRIBUTE], json!(1_700_000_000 + 2 * 86_400));
-    }
-
-    #[test]
     fn the_expired_range_ends_just_before_the_cutoff() {
         let now = Timestamp(chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap());
-        let c = cutoff(1, now);
+        let c = crate::expiry::cutoff(1, now);
         let SkRange::Between(_, hi) = expired(c) else { panic!() };
         assert!(id_at(c.0 - chrono::Duration::milliseconds(1), 0) <= hi);
         assert!(id_at(c.0, 0) > hi);

@@ -31,10 +31,11 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::geofences::{self, Geofence, events as fence_events, index, moving};
-use super::trips::{self, Api, events as trip_events};
-use super::users::{self, User, check_user_id};
-use super::{groups, history_pages, insights, locations, processor, webhooks};
+use super::marks;
+use crate::domain::geofences::{self, Geofence, events as fence_events, index, moving};
+use crate::domain::trips::{self, Api, events as trip_events};
+use crate::domain::users::{self, User, check_user_id};
+use crate::domain::{groups, history_pages, insights, locations, webhooks};
 use crate::error::ApiError;
 use crate::project::Project;
 use crate::store::{Cond, Item, Page, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, key_of, to_item};
@@ -284,7 +285,7 @@ async fn start(store: &dyn Store, p: &Project, user_id: &str) -> Result<Marker, 
             },
         ];
         if counted {
-            ops.extend(super::list_pages::count_ops(Table::Main, &pk, &user.id, -1));
+            ops.extend(crate::domain::list_pages::count_ops(Table::Main, &pk, &user.id, -1));
         }
         match store.transact(ops).await {
             Ok(()) => return Ok(marker),
@@ -342,9 +343,9 @@ async fn step(cx: &mut Ctx<'_>, s: Step, cell: Option<&str>, cursor: Option<Stri
             finished(cx.drain(Table::Locations, &locations::locations_pk(&pid, &uid), SkRange::All, all).await?)
         }
         Step::Processor => {
-            let marks = processor::marks_pk(processor::shard_of(&pid, &uid));
+            let marks = marks::marks_pk(marks::shard_of(&pid, &uid));
             let done = cx.drain(Table::Main, &marks, SkRange::Prefix(format!("{pid}#{uid}#")), all).await?;
-            cx.delete_keys(Table::Main, vec![(processor::watermark_pk(&pid, &uid), "-".into())]).await?;
+            cx.delete_keys(Table::Main, vec![(marks::watermark_pk(&pid, &uid), "-".into())]).await?;
             finished(done)
         }
         Step::GeofenceEvents => finished(geofence_events(cx).await?),
@@ -374,7 +375,7 @@ async fn step(cx: &mut Ctx<'_>, s: Step, cell: Option<&str>, cursor: Option<Stri
             // The user's lists of trips and the v1/v3 list's counts.
             let (v1, v2) = (trips::by_user::list_pk(&pid, Api::V1, &uid), trips::by_user::list_pk(&pid, Api::V2, &uid));
             let d = cx.drain(Table::Main, &v1, SkRange::All, all).await?;
-            let e = cx.drain(Table::Main, &super::list_pages::counts_pk(&v1), SkRange::All, all).await?;
+            let e = cx.drain(Table::Main, &crate::domain::list_pages::counts_pk(&v1), SkRange::All, all).await?;
             let f = cx.drain(Table::Main, &v2, SkRange::All, all).await?;
             finished(a && b && c && d && e && f)
         }
@@ -410,7 +411,7 @@ async fn erase_trip(cx: &mut Ctx<'_>, pk: &str, trip: &Item) -> Result<(), ApiEr
     change.done(cx.store).await?;
     if pk == trips::trips_pk(&cx.pid, Api::V1) {
         // Counted out of the v1/v3 list's pages with it.
-        super::list_pages::remove(cx.store, Table::Main, pk, &trip_id).await?;
+        crate::domain::list_pages::remove(cx.store, Table::Main, pk, &trip_id).await?;
         cx.items += 1;
         return Ok(());
     }
@@ -533,7 +534,7 @@ async fn moving_fences(cx: &mut Ctx<'_>, pk: &str, live: bool) -> Result<bool, A
             cx.drain(Table::Main, &spk, SkRange::All, all).await?;
             if live {
                 // Counted out of the list's pages with it.
-                super::list_pages::remove(cx.store, Table::Main, pk, &g.id).await?;
+                crate::domain::list_pages::remove(cx.store, Table::Main, pk, &g.id).await?;
                 cx.items += 1;
             } else {
                 cx.delete_keys(Table::Main, vec![(pk.to_owned(), g.id.clone())]).await?;

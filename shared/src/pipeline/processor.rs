@@ -25,11 +25,11 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
-use super::geofences::{self, events as fence_events, moving};
-use super::locations::{Location, locations_pk};
-use super::{insights, trips, users, webhooks};
+use super::marks::{BatchMark, SHARDS, marks_pk, shard_of, watermark_pk};
+use crate::domain::geofences::{self, events as fence_events, moving};
+use crate::domain::locations::{Location, latest_acceptable, locations_pk};
+use crate::domain::{insights, trips, users, webhooks};
 use crate::error::ApiError;
 use crate::ids::id_at;
 use crate::project::{KeyKind, Project};
@@ -38,164 +38,16 @@ use crate::store::{
 };
 use crate::time::Timestamp;
 
-/// Fixes recorded more than this after the server's clock are refused at ingest (seconds).
-pub const FUTURE_TOLERANCE_SECONDS: i64 = 300;
 /// Most fixes one pass takes.
 pub const PASS_FIXES: usize = 500;
 /// How often `waymark serve` sweeps for unfinished work (seconds).
 pub const SWEEP_SECONDS: u64 = 2;
-/// Shards of the batch marks.
-pub const SHARDS: u32 = 16;
-/// A batch marked as being stored for longer than this (seconds) was abandoned by its request
-/// (longer than any ingest request lives: API Gateway ends them at 29 s).
-pub const ABANDONED_SECONDS: i64 = 60;
-
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Watermark {
     /// Id (sort key) of the newest fix processed.
     last_id: Option<String>,
     last_at: Option<Timestamp>,
     version: u64,
-}
-
-/// A batch stored (or being stored) whose derived work may not be done yet.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BatchMark {
-    pub project_id: String,
-    pub account_id: String,
-    pub user_id: String,
-    /// Oldest fix of the batch (of its fixes new to the log, once known).
-    pub since: Timestamp,
-    /// Newest fix of the batch, likewise; absent on marks written before it existed.
-    #[serde(default)]
-    pub until: Option<Timestamp>,
-    /// Changed on every write, so a pass removes only the marks it saw.
-    pub nonce: String,
-    /// Whether the whole batch is in the log (marks written before this field existed were).
-    #[serde(default = "stored_default")]
-    pub stored: bool,
-    /// When the mark was written; a mark not `stored` after [`ABANDONED_SECONDS`] is abandoned.
-    #[serde(default)]
-    pub marked_at: Option<Timestamp>,
-}
-
-fn stored_default() -> bool {
-    true
-}
-
-impl BatchMark {
-    /// Whether a pass must stop before this batch's oldest fix: it is still being stored.
-    fn blocks(&self, now: Timestamp) -> bool {
-        !self.stored && self.marked_at.is_some_and(|t| (now.0 - t.0).num_seconds() < ABANDONED_SECONDS)
-    }
-}
-
-/// Key of a user's watermark (public for tests that stand for data older than the processor).
-pub fn watermark_pk(pid: &str, uid: &str) -> String {
-    [pid, "#PW#", uid].concat()
-}
-pub(crate) fn shard_of(pid: &str, uid: &str) -> u32 {
-    crate::ids::shard(&format!("{pid}#{uid}"), SHARDS)
-}
-pub(crate) fn marks_pk(shard: u32) -> String {
-    format!("PENDING#{shard:02}")
-}
-
-/// The newest `recorded_at` accepted now.
-pub fn latest_acceptable() -> Timestamp {
-    Timestamp(Timestamp::now().0 + chrono::Duration::seconds(FUTURE_TOLERANCE_SECONDS))
-}
-
-/// A batch's mark, kept by ingest between storing the batch and saying it is stored.
-pub struct PendingBatch {
-    pk: String,
-    sk: String,
-    mark: BatchMark,
-    /// Whether no mark of the same batch was there before (else an earlier attempt at it may
-    /// have stored fixes and died: its range must stay).
-    fresh: bool,
-}
-
-/// Record that a batch for the user is on its way into the log (before storing it).
-pub async fn mark_batch(
-    store: &dyn Store,
-    p: &Project,
-    user_id: &str,
-    batch: &[Location],
-) -> Result<Option<PendingBatch>, ApiError> {
-    write_mark(store, p, user_id, batch, false, Timestamp::now()).await
-}
-
-/// Record that the whole batch is in the log (after storing it; `new` are its fixes that were
-/// not there before), so passes may go past it. A re-sent batch late fixes of which were all
-/// stored and processed before would otherwise make the pass recompute ended trips for nothing.
-pub async fn batch_stored(store: &dyn Store, pending: Option<PendingBatch>, new: &[Location]) -> Result<(), ApiError> {
-    let Some(PendingBatch { pk, sk, mut mark, fresh }) = pending else { return Ok(()) };
-    if fresh {
-        let (Some(since), Some(until)) =
-            (new.iter().map(|l| l.recorded_at).min(), new.iter().map(|l| l.recorded_at).max())
-        else {
-            // Nothing new, and no earlier attempt left work: the pass has nothing to redo.
-            let cond = Cond::Equals("nonce", mark.nonce.clone().into());
-            return match store.delete(Table::Main, &pk, &sk, cond).await {
-                Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
-                Err(e) => Err(e.into()),
-            };
-        };
-        (mark.since, mark.until) = (since, Some(until));
-    }
-    mark.stored = true;
-    mark.nonce = crate::ids::random_hex(8);
-    // Unsynced (embedded store): the pass that follows commits synced and makes it durable. Lost
-    // in a crash before that, the mark says `stored: false` again: no answer was sent, so the
-    // client re-sends the batch, which stores nothing twice and marks it again; at worst (the
-    // pass failed, then a crash) the user's derived work waits ABANDONED_SECONDS.
-    store.put_unsynced(Table::Main, to_item(&pk, &sk, &mark)?, Cond::None).await?;
-    Ok(())
-}
-
-/// A mark as written at `marked_at` (tests use a past time to stand for an abandoned request).
-pub async fn write_mark(
-    store: &dyn Store,
-    p: &Project,
-    user_id: &str,
-    batch: &[Location],
-    stored: bool,
-    marked_at: Timestamp,
-) -> Result<Option<PendingBatch>, ApiError> {
-    let (Some(since), Some(until)) =
-        (batch.iter().map(|l| l.recorded_at).min(), batch.iter().map(|l| l.recorded_at).max())
-    else {
-        return Ok(None);
-    };
-    let mut h = Sha256::new();
-    for l in batch {
-        h.update(l.id.as_bytes());
-    }
-    let key = hex::encode(&h.finalize()[..8]);
-    let mark = BatchMark {
-        project_id: p.project_id.clone(),
-        account_id: p.account_id.clone(),
-        user_id: user_id.to_owned(),
-        since,
-        until: Some(until),
-        nonce: crate::ids::random_hex(8),
-        stored,
-        marked_at: Some(marked_at),
-    };
-    let (pk, sk) = (marks_pk(shard_of(&p.project_id, user_id)), format!("{}#{user_id}#{key}", p.project_id));
-    let item = to_item(&pk, &sk, &mark)?;
-    // Unsynced (embedded store): the batch's fixes follow in a synced commit, which makes the
-    // mark durable with them; a mark lost in a crash before that marked fixes that were lost too.
-    let fresh = match store.put_unsynced(Table::Main, item.clone(), Cond::NotExists).await {
-        Ok(()) => true,
-        Err(StoreError::ConditionFailed) => {
-            store.put_unsynced(Table::Main, item, Cond::None).await?;
-            false
-        }
-        Err(e) => return Err(e.into()),
-    };
-    Ok(Some(PendingBatch { pk, sk, mark, fresh }))
 }
 
 /// What [`process_user`] did.
@@ -288,7 +140,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         // Unsynced: the transaction below commits synced and makes them durable with it; a pass
         // that stops before it leaves facts no watermark names, which it puts again (and counts
         // once). The counted ones and the rest in one store call.
-        super::history_pages::put_new_counted_with(store, Table::Main, counted, facts).await?;
+        crate::domain::history_pages::put_new_counted_with(store, Table::Main, counted, facts).await?;
         let newest = fixes.last();
         let next = Watermark {
             last_id: newest.map(|l| l.id.clone()).or(start.last_id),
@@ -330,7 +182,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             }
             store.transact(commit).await
         };
-        let result = super::history_pages::counting(store, Table::Main, &counted_in_states, one, write).await;
+        let result = crate::domain::history_pages::counting(store, Table::Main, &counted_in_states, one, write).await;
         match result {
             Ok(()) => return Ok(if more { Pass::More(step) } else { Pass::Done(step) }),
             // Another pass (or a user update) got in first: read again and redo.
@@ -368,7 +220,7 @@ struct Plan {
     marks: Vec<WriteOp>,
     states: Vec<WriteOp>,
     /// Entries of counted lists among `states` (trip events' copies in their users' lists).
-    counted_in_states: Vec<super::history_pages::NewEntry>,
+    counted_in_states: Vec<crate::domain::history_pages::NewEntry>,
 }
 
 /// Ask every module what `fixes` (new, in order) and late fixes in the `late` ranges change.
@@ -435,7 +287,7 @@ async fn plan(
         return Ok(Plan { facts, counted, marks: Vec::new(), states, counted_in_states });
     }
     hooks.extend(fixes.last().map(|n| location_hook(user, n)));
-    let days = super::retention::days(store, &p.project_id).await?;
+    let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
     let out = webhooks::outbox::enqueue(p, &subs, &hooks, days)?;
     facts.extend(out.facts);
     counted.extend(out.log);
@@ -449,7 +301,7 @@ async fn expiry(
     p: &Project,
     events: &[fence_events::GeofenceEvent],
 ) -> Result<Option<u32>, ApiError> {
-    if events.is_empty() { Ok(None) } else { super::retention::days(store, &p.project_id).await }
+    if events.is_empty() { Ok(None) } else { crate::domain::settings::retention_days(store, &p.project_id).await }
 }
 
 fn fence_hook(e: &fence_events::GeofenceEvent, user: &users::User, geofence: serde_json::Value) -> webhooks::HookEvent {
@@ -468,7 +320,7 @@ fn fence_hook(e: &fence_events::GeofenceEvent, user: &users::User, geofence: ser
 fn location_hook(user: &users::User, newest: &Location) -> webhooks::HookEvent {
     let id = fence_events::event_id(newest.recorded_at, 0, &["location.updated", &newest.id]);
     let data = json!({
-        "id": id, "user_id": user.id, "location": super::locations::location_json(newest, None),
+        "id": id, "user_id": user.id, "location": crate::domain::locations::location_json(newest, None),
         "user": webhooks::user_brief(Some(user), Some(&user.id)),
     });
     webhooks::HookEvent {

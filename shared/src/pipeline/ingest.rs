@@ -14,13 +14,13 @@
 //! once. A crash before that loses only fixes no client was told were stored; the derived state
 //! never names a lost fix, since it commits after them.
 //!
-//! Fixes recorded more than [`processor::FUTURE_TOLERANCE_SECONDS`] after the server's clock are
+//! Fixes recorded more than [`locations::FUTURE_TOLERANCE_SECONDS`] after the server's clock are
 //! refused (listed in `rejected`), so no absurd timestamp can pin derived state.
 
 use serde_json::{Value, json};
 
-use super::locations::{self, Location};
-use super::processor;
+use super::{marks, processor};
+use crate::domain::locations::{self, Location};
 use crate::error::ApiError;
 use crate::project::Project;
 use crate::time::Timestamp;
@@ -53,7 +53,7 @@ pub async fn ingest(
     batch: Vec<Location>,
 ) -> Result<Outcome, ApiError> {
     let received = batch.len();
-    let limit = processor::latest_acceptable();
+    let limit = locations::latest_acceptable();
     let mut rejected = Vec::new();
     let mut accepted = Vec::with_capacity(batch.len());
     for (i, l) in batch.into_iter().enumerate() {
@@ -63,7 +63,7 @@ pub async fn ingest(
                 "recorded_at": l.recorded_at.format(None),
                 "reason": format!(
                     "more than {} seconds after the server's clock ({}); check the device's clock",
-                    processor::FUTURE_TOLERANCE_SECONDS,
+                    locations::FUTURE_TOLERANCE_SECONDS,
                     Timestamp::now().format(None)
                 ),
             }));
@@ -76,14 +76,14 @@ pub async fn ingest(
             "locations[0].recorded_at",
             format!(
                 "every location is recorded more than {} seconds after the server's clock; nothing was stored",
-                processor::FUTURE_TOLERANCE_SECONDS
+                locations::FUTURE_TOLERANCE_SECONDS
             ),
         ));
     }
     let prepared = locations::prepare(p, user_id, accepted);
-    let pending = processor::mark_batch(store, p, user_id, &prepared).await?;
+    let pending = marks::mark_batch(store, p, user_id, &prepared).await?;
     let stored = locations::store_unsynced(store, p, user_id, prepared).await?;
-    processor::batch_stored(store, pending, &stored).await?;
+    marks::batch_stored(store, pending, &stored).await?;
     let written = store.written();
     let (processed, queued) = match processor::process_user(store, p, user_id).await {
         Ok(r) => (true, r.queued),

@@ -1,0 +1,152 @@
+//! Batch marks: a note per batch, written before its fixes and removed by the pass that derives
+//! them, so a sweep finds every user with work left (see `processor` for how passes use them),
+//! and the keys of a user's derivation bookkeeping (marks, watermark) that erasure removes too.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::domain::locations::Location;
+use crate::error::ApiError;
+use crate::project::Project;
+use crate::store::{Cond, Store, StoreError, Table, to_item};
+use crate::time::Timestamp;
+
+/// Shards of the batch marks.
+pub const SHARDS: u32 = 16;
+/// A batch marked as being stored for longer than this (seconds) was abandoned by its request.
+pub const ABANDONED_SECONDS: i64 = crate::time::REQUEST_LIFETIME_SECONDS;
+
+/// A batch stored (or being stored) whose derived work may not be done yet.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BatchMark {
+    pub project_id: String,
+    pub account_id: String,
+    pub user_id: String,
+    /// Oldest fix of the batch (of its fixes new to the log, once known).
+    pub since: Timestamp,
+    /// Newest fix of the batch, likewise; absent on marks written before it existed.
+    #[serde(default)]
+    pub until: Option<Timestamp>,
+    /// Changed on every write, so a pass removes only the marks it saw.
+    pub nonce: String,
+    /// Whether the whole batch is in the log (marks written before this field existed were).
+    #[serde(default = "stored_default")]
+    pub stored: bool,
+    /// When the mark was written; a mark not `stored` after [`ABANDONED_SECONDS`] is abandoned.
+    #[serde(default)]
+    pub marked_at: Option<Timestamp>,
+}
+
+fn stored_default() -> bool {
+    true
+}
+
+impl BatchMark {
+    /// Whether a pass must stop before this batch's oldest fix: it is still being stored.
+    pub(crate) fn blocks(&self, now: Timestamp) -> bool {
+        !self.stored && self.marked_at.is_some_and(|t| (now.0 - t.0).num_seconds() < ABANDONED_SECONDS)
+    }
+}
+
+/// Key of a user's watermark (public for tests that stand for data older than the processor).
+pub fn watermark_pk(pid: &str, uid: &str) -> String {
+    [pid, "#PW#", uid].concat()
+}
+pub(crate) fn shard_of(pid: &str, uid: &str) -> u32 {
+    crate::ids::shard(&format!("{pid}#{uid}"), SHARDS)
+}
+pub(crate) fn marks_pk(shard: u32) -> String {
+    format!("PENDING#{shard:02}")
+}
+
+/// A batch's mark, kept by ingest between storing the batch and saying it is stored.
+pub struct PendingBatch {
+    pk: String,
+    sk: String,
+    mark: BatchMark,
+    /// Whether no mark of the same batch was there before (else an earlier attempt at it may
+    /// have stored fixes and died: its range must stay).
+    fresh: bool,
+}
+
+/// Record that a batch for the user is on its way into the log (before storing it).
+pub async fn mark_batch(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    batch: &[Location],
+) -> Result<Option<PendingBatch>, ApiError> {
+    write_mark(store, p, user_id, batch, false, Timestamp::now()).await
+}
+
+/// Record that the whole batch is in the log (after storing it; `new` are its fixes that were
+/// not there before), so passes may go past it. A re-sent batch late fixes of which were all
+/// stored and processed before would otherwise make the pass recompute ended trips for nothing.
+pub async fn batch_stored(store: &dyn Store, pending: Option<PendingBatch>, new: &[Location]) -> Result<(), ApiError> {
+    let Some(PendingBatch { pk, sk, mut mark, fresh }) = pending else { return Ok(()) };
+    if fresh {
+        let (Some(since), Some(until)) =
+            (new.iter().map(|l| l.recorded_at).min(), new.iter().map(|l| l.recorded_at).max())
+        else {
+            // Nothing new, and no earlier attempt left work: the pass has nothing to redo.
+            let cond = Cond::Equals("nonce", mark.nonce.clone().into());
+            return match store.delete(Table::Main, &pk, &sk, cond).await {
+                Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
+                Err(e) => Err(e.into()),
+            };
+        };
+        (mark.since, mark.until) = (since, Some(until));
+    }
+    mark.stored = true;
+    mark.nonce = crate::ids::random_hex(8);
+    // Unsynced (embedded store): the pass that follows commits synced and makes it durable. Lost
+    // in a crash before that, the mark says `stored: false` again: no answer was sent, so the
+    // client re-sends the batch, which stores nothing twice and marks it again; at worst (the
+    // pass failed, then a crash) the user's derived work waits ABANDONED_SECONDS.
+    store.put_unsynced(Table::Main, to_item(&pk, &sk, &mark)?, Cond::None).await?;
+    Ok(())
+}
+
+/// A mark as written at `marked_at` (tests use a past time to stand for an abandoned request).
+pub async fn write_mark(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    batch: &[Location],
+    stored: bool,
+    marked_at: Timestamp,
+) -> Result<Option<PendingBatch>, ApiError> {
+    let (Some(since), Some(until)) =
+        (batch.iter().map(|l| l.recorded_at).min(), batch.iter().map(|l| l.recorded_at).max())
+    else {
+        return Ok(None);
+    };
+    let mut h = Sha256::new();
+    for l in batch {
+        h.update(l.id.as_bytes());
+    }
+    let key = hex::encode(&h.finalize()[..8]);
+    let mark = BatchMark {
+        project_id: p.project_id.clone(),
+        account_id: p.account_id.clone(),
+        user_id: user_id.to_owned(),
+        since,
+        until: Some(until),
+        nonce: crate::ids::random_hex(8),
+        stored,
+        marked_at: Some(marked_at),
+    };
+    let (pk, sk) = (marks_pk(shard_of(&p.project_id, user_id)), format!("{}#{user_id}#{key}", p.project_id));
+    let item = to_item(&pk, &sk, &mark)?;
+    // Unsynced (embedded store): the batch's fixes follow in a synced commit, which makes the
+    // mark durable with them; a mark lost in a crash before that marked fixes that were lost too.
+    let fresh = match store.put_unsynced(Table::Main, item.clone(), Cond::NotExists).await {
+        Ok(()) => true,
+        Err(StoreError::ConditionFailed) => {
+            store.put_unsynced(Table::Main, item, Cond::None).await?;
+            false
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Some(PendingBatch { pk, sk, mark, fresh }))
+}
