@@ -92,6 +92,7 @@ impl ApiError {
             StatusCode::FORBIDDEN => "forbidden",
             StatusCode::NOT_FOUND => "not_found",
             StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+            StatusCode::NOT_ACCEPTABLE => "not_acceptable",
             StatusCode::CONFLICT => "conflict",
             StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
             _ => "internal_error",
