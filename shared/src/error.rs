@@ -13,6 +13,8 @@ pub enum Kind {
     Forbidden,
     NotFound,
     MethodNotAllowed,
+    /// No answer the request accepts can be sent (406: too large for Lambda unless compressed).
+    NotAcceptable,
     /// The request reached no decision in time (408).
     Timeout,
     /// The request conflicts with the current state (409).

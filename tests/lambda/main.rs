@@ -4,6 +4,13 @@
 //! real runtime loop is exercised in functions/users/tests/runtime.rs.
 
 mod events;
+#[allow(dead_code)]
+#[path = "../api/gps_truth.rs"]
+mod gps_truth;
+mod long_trip;
 mod streams;
 mod support;
 mod template;
+#[allow(dead_code)]
+#[path = "../api/trace.rs"]
+mod trace;

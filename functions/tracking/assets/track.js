@@ -1,5 +1,5 @@
 // Trip tracking page: draws the trip from the embedded data, then polls the data URL while the
-// trip has not ended. Everything from the server is set as text (never as HTML).
+// trip has not ended (its data then says `refresh_seconds: null`). Everything from the server is set as text (never as HTML).
 (function () {
   'use strict';
   var app = document.getElementById('app');
@@ -30,6 +30,8 @@
   var timer = null;
   var failures = 0;
   var gone = false;
+  // What the live region last said (null: nothing yet; the page itself is the first reading).
+  var live = { text: null, state: null, at: 0, timer: null, count: 0 };
 
   var Recenter = L.Control.extend({
     options: { position: 'topright' },
@@ -102,6 +104,40 @@
   }
   setInterval(function () { if (!gone) relative(lastData); }, 30000);
 
+  // Screen readers hear what changed, politely and not at every poll: the state, the ETA line
+  // and the distance (not the ever-growing duration or ages). A new state is said at once; any
+  // other change only when the text differs from what was last said, and at most once per quiet
+  // interval (twice the polling interval, at least 10 s): the latest text is said at its end.
+  function speech(d) {
+    var parts = [stateText[d.state] || d.state];
+    var e = etaLine(d.eta)[1];
+    if (e) parts.push(e);
+    if (d.started_at) parts.push('Distance so far ' + fmtDistance(d.distance_m));
+    return parts.join('. ') + '.';
+  }
+  function say(text) {
+    clearTimeout(live.timer);
+    live.timer = null;
+    live.text = text;
+    live.at = Date.now();
+    live.count += 1;
+    $('live').textContent = text;
+    app.setAttribute('data-announcements', String(live.count));
+  }
+  function announce(d) {
+    var text = speech(d);
+    var newState = live.state !== null && d.state !== live.state;
+    live.state = d.state;
+    if (live.text === null) { live.text = text; return; }
+    clearTimeout(live.timer);
+    live.timer = null;
+    if (text === live.text) return;
+    var quiet = Math.max(10, 2 * (d.refresh_seconds || 0)) * 1000;
+    var wait = newState ? 0 : live.at + quiet - Date.now();
+    if (wait <= 0) say(text);
+    else live.timer = setTimeout(function () { say(text); }, wait);
+  }
+
   var lastData = null;
   function fit(d) {
     if (!d) return;
@@ -127,9 +163,13 @@
       L.circleMarker(ll(w.coordinates), { radius: 10, weight: 3, className: cls })
         .bindTooltip(tip, { permanent: permanent, direction: 'auto', offset: [10, 0], className: 'wm-tip' })
         .addTo(wpLayer);
+      // The number's tag sits just above the pin (its bottom 1 px above the pin's ring), so the
+      // latest position's dot on the pin hides neither.
+      var wide = Math.max(18, 6 + 7 * String(n).length);
       L.marker(ll(w.coordinates), {
         interactive: false, keyboard: false,
-        icon: L.divIcon({ className: 'wm-num' + (w.reached_at ? ' reached' : ''), html: String(n), iconSize: [20, 20] })
+        icon: L.divIcon({ className: 'wm-num' + (w.reached_at ? ' reached' : ''), html: String(n),
+          iconSize: [wide, 18], iconAnchor: [wide / 2, 31] })
       }).addTo(wpLayer);
       var li = document.createElement('li');
       li.className = w.kind;
@@ -169,6 +209,7 @@
     $('started').textContent = d.started_at ? fmtTime(d.started_at) : 'Not yet';
     $('ended-row').hidden = !d.ended_at;
     relative(d);
+    announce(d);
     $('updated').textContent = fmtTime(d.generated_at);
     $('refresh-note').textContent = d.active
       ? ' · refreshes every ' + d.refresh_seconds + ' s' : ' · trip ended, final figures';
@@ -198,6 +239,7 @@
   function goneNow() {
     gone = true;
     clearTimeout(timer);
+    clearTimeout(live.timer);
     notice('This trip is no longer available');
     app.setAttribute('data-gone', 'true');
     var st = $('state');
@@ -220,9 +262,10 @@
     n.textContent = text || '';
   }
 
+  // No interval (null): nothing more to ask for.
   function schedule(seconds) {
     clearTimeout(timer);
-    timer = setTimeout(poll, seconds * 1000);
+    timer = seconds ? setTimeout(poll, seconds * 1000) : null;
   }
 
   function poll() {
@@ -250,14 +293,14 @@
       });
   }
 
-  // An ended trip's figures no longer change, but its link can still be revoked, deleted or
-  // expire: it is checked ten times less often.
-  function next(d) { return d.active ? d.refresh_seconds : d.refresh_seconds * 10; }
+  // An ended trip's figures are final: its data says `refresh_seconds: null` and the page stops
+  // asking (a link revoked later shows "no longer available" at the next load).
+  function next(d) { return d.active ? d.refresh_seconds : null; }
 
   var initial = JSON.parse($('initial').textContent);
   render(initial);
   schedule(next(initial));
   document.addEventListener('visibilitychange', function () {
-    if (!document.hidden && lastData) poll();
+    if (!document.hidden && lastData && next(lastData)) poll();
   });
 })();

@@ -289,8 +289,8 @@ async fn trip_data(s: &AppState, trip: &Trip, cfg: &PageConfig) -> Result<Value,
     Ok(json!({
         "state": trip.state.as_str(),
         "active": !ended,
-        // Ended trips are polled ten times less often, only to see the link withdrawn.
-        "refresh_seconds": cfg.refresh_seconds,
+        // Null once ended (openapi.yaml): the figures are final and the page stops polling.
+        "refresh_seconds": (!ended).then_some(cfg.refresh_seconds),
         "started_at": trip.started_at.map(ts),
         "ended_at": trip.ended_at.map(ts),
         "distance_m": (analysed.distance_m * 10.0).round() / 10.0,

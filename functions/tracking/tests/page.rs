@@ -196,6 +196,15 @@ async fn scenario(app: App) {
         assert!(page.body.contains(text), "first view lacks {text}: {}", page.body);
     }
     assert!(!page.body.contains("{{"), "every placeholder filled");
+    // A live region of its own for what changes (the script fills it, politely), empty at first:
+    // the page itself is the first reading.
+    assert!(
+        page.body.contains(
+            "<p id=\"live\" class=\"sr-only\" role=\"status\" aria-live=\"polite\" aria-atomic=\"true\"></p>"
+        ),
+        "live region: {}",
+        page.body
+    );
     let start = page.body.find("<script type=\"application/json\" id=\"initial\">").unwrap();
     let end = start + page.body[start..].find("</script>").unwrap();
     let initial: Value = serde_json::from_str(&page.body[start + 45..end]).expect("initial JSON");
@@ -253,11 +262,14 @@ async fn scenario(app: App) {
         assert!(!text.contains(hidden.as_str()), "data shows {hidden}");
     }
 
-    // Ended: not active (the page checks its link ten times less often).
+    // Ended: not active, and no more polling (openapi.yaml: refresh_seconds is null once ended),
+    // in the data and in the page's embedded first data alike.
     app.ok("POST", &format!("/v2/trips/{id}/controls"), app.bearer(), json!({"action": "end"})).await;
     let d = app.get(&format!("/track/{token}/data")).await.json();
     assert_eq!((d["state"].as_str(), d["active"].as_bool()), (Some("ended"), Some(false)), "{d}");
-    assert!(d["refresh_seconds"] == 15 && d["ended_at"].is_string(), "{d}");
+    assert!(d["refresh_seconds"].is_null() && d["ended_at"].is_string(), "{d}");
+    let ended = app.get(&format!("/track/{token}")).await.body;
+    assert!(ended.contains("\"refresh_seconds\":null") && ended.contains("trip ended, final figures"), "{ended}");
 
     // Unknown, malformed and look-alike tokens: the same plain 404 page.
     let mut wrong = token.clone();
