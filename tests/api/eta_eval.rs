@@ -1,24 +1,31 @@
-//! ETA against the truth on generated drives: a street grid (routes turn at blocks, so the road
-//! is 1.0 to 1.4 times the straight line), speeds that vary by street and within a street,
-//! traffic lights (halts of 15-90 s), now and then a crawl in traffic, fixes every 5 s with GPS
-//! noise and a few multipath outliers. The true arrival (first true position within the
-//! destination's 100 m radius) is kept; the estimate is asked for when 25 %, 50 % and 75 % of the
-//! road is driven, from the fixes recorded so far only. Prints the error table (docs/tracking-page.md, "ETA")
-//! and holds the estimate to it.
+//! ETA against the truth, on three kinds of trips:
+//! - generated street-grid drives: routes turn at blocks (the road is 1.0 to 1.4 times the
+//!   straight line), speeds vary by street and within a street, traffic lights (halts of
+//!   15-90 s), now and then a crawl in traffic; the true arrival is the first true position
+//!   within the destination's 100 m radius; asked when 25, 50 and 75 % of the road is driven;
+//! - straight roads at a constant speed (the detour must be learned, not assumed);
+//! - the real traces of `../shared/data/trip-truth` (as `trip_truth` reads them), each a trip to
+//!   its last fix asked at 25, 50 and 75 % of its time; the true arrival is its first fix from
+//!   then on within the 100 m radius;
 //!
-//! `cargo test -p waymark-tests --test api -- eta_eval --nocapture` prints the table.
+//! generated fixes every 5 s with GPS noise and a few multipath outliers. Only the fixes
+//! recorded so far are used. Prints the error tables (docs/tracking-page.md, "ETA") and holds the
+//! estimate to them.
+//!
+//! `cargo test -p waymark-tests --test api eta_eval -- --nocapture` prints the tables.
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::json;
 use shared::domain::locations::Location;
 use shared::domain::trips::eta::{self, Eta};
-use shared::domain::trips::{Api, Trip, TripState, WAYPOINT_RADIUS_M, Waypoint, WaypointKind};
+use shared::domain::trips::{Trip, TripState, WAYPOINT_RADIUS_M, Waypoint, WaypointKind};
 use shared::geometry::LngLat;
 use shared::time::Timestamp;
 
 use crate::trace::{Rng, offset};
 
 const DRIVES: u64 = 150;
+const STRAIGHT_ROADS: u64 = 40;
 const FIX_EVERY_S: i64 = 5;
 
 /// One generated drive: true positions each second and the fixes a phone would send.
@@ -92,7 +99,14 @@ fn generate(seed: u64) -> Drive {
         }
     }
     let (dlng, dlat) = offset(origin.0, origin.1, x, y);
-    let fixes = truth
+    let fixes = phone_fixes(&mut rng, start, &truth);
+    Drive { start, dest: LngLat { lng: dlng, lat: dlat }, truth, fixes }
+}
+
+/// The fixes a phone sends along `truth`: every [`FIX_EVERY_S`] s, 4-14 m noise, 2 % multipath
+/// fixes 150-400 m off with a good accuracy.
+fn phone_fixes(rng: &mut Rng, start: DateTime<Utc>, truth: &[(i64, f64, f64, f64)]) -> Vec<Location> {
+    truth
         .iter()
         .filter(|(s, ..)| s % FIX_EVERY_S == 0)
         .map(|&(s, _, lng, lat)| {
@@ -109,17 +123,17 @@ fn generate(seed: u64) -> Drive {
                 "recorded_at": ts(start + Duration::seconds(s)), "accuracy": acc});
             serde_json::from_value(doc).expect("location")
         })
-        .collect();
-    Drive { start, dest: LngLat { lng: dlng, lat: dlat }, truth, fixes }
+        .collect()
 }
 
-fn trip(d: &Drive) -> Trip {
-    let at = Timestamp(d.start);
+/// A trip under way since `start` to one destination (100 m arrival radius).
+fn trip(start: DateTime<Utc>, dest: LngLat) -> Trip {
+    let at = Timestamp(start);
     serde_json::from_value(json!({
         "id": "0".repeat(24), "project_id": "p", "account_id": "a", "api": "v1", "user_id": "u",
         "name": null, "description": null, "metadata": null,
         "waypoints": [Waypoint {
-            id: "1".repeat(24), kind: WaypointKind::Destination, coordinates: d.dest, radius_m: WAYPOINT_RADIUS_M,
+            id: "1".repeat(24), kind: WaypointKind::Destination, coordinates: dest, radius_m: WAYPOINT_RADIUS_M,
             name: None, description: None, metadata: None, address: None, created_at: at, updated_at: at,
             reached_at: None, left_at: None,
         }],
@@ -130,82 +144,240 @@ fn trip(d: &Drive) -> Trip {
     .expect("trip")
 }
 
+/// A trip to judge: its fixes, and for each asked moment (25, 50, 75 %) the moment and the true
+/// arrival (None when already arrived then).
+struct Case {
+    name: String,
+    trip: Trip,
+    fixes: Vec<Location>,
+    asked: Vec<Option<(DateTime<Utc>, DateTime<Utc>)>>,
+}
+
+const FRACTIONS: [f64; 3] = [0.25, 0.50, 0.75];
+
+fn drive_case(d: &Drive) -> Case {
+    let radius = f64::from(WAYPOINT_RADIUS_M);
+    let arrival = d
+        .truth
+        .iter()
+        .find(|&&(_, _, lng, lat)| LngLat { lng, lat }.distance_m(d.dest) <= radius)
+        .map(|&(s, ..)| s)
+        .expect("the drive ends at its destination");
+    let road = d.truth.last().unwrap().1;
+    let asked = FRACTIONS
+        .iter()
+        .map(|f| {
+            let at = d.truth.iter().find(|&&(_, m, ..)| m >= road * f).unwrap().0;
+            (at < arrival).then(|| (d.start + Duration::seconds(at), d.start + Duration::seconds(arrival)))
+        })
+        .collect();
+    Case { name: String::new(), trip: trip(d.start, d.dest), fixes: d.fixes.clone(), asked }
+}
+
+/// A straight road at a constant speed (no lights): 2-9 km at 5-25 m/s, the same fixes.
+fn straight(seed: u64) -> Drive {
+    let mut rng = Rng::new(seed * 104_729 + 7);
+    let origin = (13.30 + rng.uniform() * 0.1, 52.45 + rng.uniform() * 0.1);
+    let start = Utc.with_ymd_and_hms(2026, 5, 4, 8, 0, 0).unwrap() + Duration::minutes(seed as i64 * 37);
+    let (len, v, bearing) =
+        (2000.0 + rng.uniform() * 7000.0, 5.0 + rng.uniform() * 20.0, rng.uniform() * std::f64::consts::TAU);
+    let truth: Vec<(i64, f64, f64, f64)> = (0..=(len / v).ceil() as i64)
+        .map(|t| {
+            let m = (t as f64 * v).min(len);
+            let (lng, lat) = offset(origin.0, origin.1, m * bearing.cos(), m * bearing.sin());
+            (t, m, lng, lat)
+        })
+        .collect();
+    let (dlng, dlat) = offset(origin.0, origin.1, len * bearing.cos(), len * bearing.sin());
+    let fixes = phone_fixes(&mut rng, start, &truth);
+    Drive { start, dest: LngLat { lng: dlng, lat: dlat }, truth, fixes }
+}
+
+/// A real trace (`../shared/data/trip-truth`) as a trip to its last fix, asked at 25, 50 and
+/// 75 % of its time; the true arrival is its first fix from then on within the 100 m radius.
+fn trace_case(t: &crate::trip_truth::Trace) -> Case {
+    let at = |s: i64| DateTime::from_timestamp(s, 0).unwrap();
+    let fixes: Vec<Location> = t
+        .fixes
+        .iter()
+        .enumerate()
+        .map(|(i, &(s, lat, lng, alt, acc))| {
+            let mut doc = json!({"id": format!("{i:024}"), "coordinates": [lng, lat], "recorded_at": ts(at(s))});
+            if let Some(a) = alt {
+                doc["altitude"] = a.into();
+            }
+            if let Some(a) = acc {
+                doc["accuracy"] = a.into();
+            }
+            serde_json::from_value(doc).expect("location")
+        })
+        .collect();
+    let (first, last) = (t.fixes[0].0, t.fixes.last().unwrap().0);
+    let dest = fixes.last().unwrap().coordinates;
+    let radius = f64::from(WAYPOINT_RADIUS_M);
+    let asked = FRACTIONS
+        .iter()
+        .map(|f| {
+            let now = first + ((last - first) as f64 * f).round() as i64;
+            let arrival = t
+                .fixes
+                .iter()
+                .find(|&&(s, lat, lng, ..)| s >= now && LngLat { lng, lat }.distance_m(dest) <= radius)
+                .map(|&(s, ..)| s)
+                .unwrap_or(last);
+            (arrival > now).then(|| (at(now), at(arrival)))
+        })
+        .collect();
+    Case { name: t.name.clone(), trip: trip(at(first), dest), fixes, asked }
+}
+
+type Estimator<'a> = &'a dyn Fn(&Trip, &[Location], Timestamp) -> Option<Timestamp>;
+
+/// Per asked fraction: (signed error s, + late; |error| / true time left), and how many unknown.
+fn judge(cases: &[Case], estimate: Estimator) -> Vec<(Vec<(f64, f64)>, usize)> {
+    let mut out = vec![(Vec::new(), 0); FRACTIONS.len()];
+    for c in cases {
+        for (i, asked) in c.asked.iter().enumerate() {
+            let Some((now, arrival)) = *asked else { continue };
+            let upto = c.fixes.partition_point(|l| l.recorded_at.0 <= now);
+            match estimate(&c.trip, &c.fixes[..upto], Timestamp(now)) {
+                Some(at) => {
+                    let err = (at.0 - arrival).num_milliseconds() as f64 / 1e3;
+                    out[i].0.push((err, err.abs() / (arrival - now).num_seconds() as f64));
+                }
+                None => out[i].1 += 1,
+            }
+        }
+    }
+    out
+}
+
 /// Percentile (0..=1) of sorted values.
 fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-#[test]
-fn eta_error_against_the_true_arrival() {
-    let fractions = [0.25, 0.50, 0.75];
-    // Per fraction: (signed error s, |error| / true remaining time).
-    let mut errors: Vec<Vec<(f64, f64)>> = vec![Vec::new(); fractions.len()];
-    let mut unknown = [0usize; 3];
-    for seed in 0..DRIVES {
-        let d = generate(seed);
-        let radius = f64::from(WAYPOINT_RADIUS_M);
-        let arrival = d
-            .truth
-            .iter()
-            .find(|&&(_, _, lng, lat)| LngLat { lng, lat }.distance_m(d.dest) <= radius)
-            .map(|&(s, ..)| s)
-            .expect("the drive ends at its destination");
-        let road = d.truth.last().unwrap().1;
-        let t = trip(&d);
-        assert_eq!(t.api, Api::V1);
-        for (i, f) in fractions.iter().enumerate() {
-            let at = d.truth.iter().find(|&&(_, m, ..)| m >= road * f).unwrap().0;
-            if at >= arrival {
-                continue;
-            }
-            let now = Timestamp(d.start + Duration::seconds(at));
-            let upto = d.fixes.partition_point(|l| l.recorded_at <= now);
-            match eta::estimate(&t, &d.fixes[..upto], now) {
-                Some(Eta { arrival_at, .. }) => {
-                    let err = (arrival_at.0 - (d.start + Duration::seconds(arrival))).num_milliseconds() as f64 / 1e3;
-                    errors[i].push((err, err.abs() / (arrival - at) as f64));
-                }
-                None => unknown[i] += 1,
-            }
-        }
+/// Figures of one row: (n, median |error| s, p90 |error| s, mean signed s, median and p90 of
+/// |error| over the time left).
+struct Figures {
+    n: usize,
+    median_s: f64,
+    p90_s: f64,
+    mean_s: f64,
+    median_rel: f64,
+    p90_rel: f64,
+}
+
+fn figures(e: &[(f64, f64)]) -> Figures {
+    let mut abs: Vec<f64> = e.iter().map(|(x, _)| x.abs()).collect();
+    abs.sort_by(f64::total_cmp);
+    let mut rel: Vec<f64> = e.iter().map(|(_, r)| *r).collect();
+    rel.sort_by(f64::total_cmp);
+    Figures {
+        n: e.len(),
+        median_s: pct(&abs, 0.5),
+        p90_s: pct(&abs, 0.9),
+        mean_s: e.iter().map(|(x, _)| x).sum::<f64>() / e.len() as f64,
+        median_rel: pct(&rel, 0.5),
+        p90_rel: pct(&rel, 0.9),
     }
-    println!("\nETA error on {DRIVES} generated drives (true arrival vs the estimate; + is late):");
+}
+
+/// Print the table of `judged` (one row per fraction and one for all) and return the figures.
+fn table(title: &str, judged: &[(Vec<(f64, f64)>, usize)]) -> Vec<Figures> {
+    println!("\n{title} (+ is late):");
     println!(
-        "| driven | n | median abs error | p90 abs error | mean signed error | median / p90 abs error over time left |"
+        "| asked at | n | median abs error | p90 abs error | mean signed error | median / p90 abs error over time left |"
     );
     println!("|---|---|---|---|---|---|");
-    let mut medians = Vec::new();
-    for (i, f) in fractions.iter().enumerate() {
-        let e = &errors[i];
-        let mut abs: Vec<f64> = e.iter().map(|(x, _)| x.abs()).collect();
-        abs.sort_by(f64::total_cmp);
-        let mut rel: Vec<f64> = e.iter().map(|(_, r)| *r).collect();
-        rel.sort_by(f64::total_cmp);
-        let mean = e.iter().map(|(x, _)| x).sum::<f64>() / e.len() as f64;
+    let all: Vec<(f64, f64)> = judged.iter().flat_map(|(e, _)| e.iter().copied()).collect();
+    let unknown: usize = judged.iter().map(|(_, u)| u).sum();
+    let rows = FRACTIONS.iter().map(|f| format!("{:.0} %", f * 100.0)).chain(["all".to_owned()]);
+    let mut out = Vec::new();
+    for (label, (e, u)) in rows.zip(judged.iter().map(|(e, u)| (e.clone(), *u)).chain([(all, unknown)])) {
+        let f = figures(&e);
         println!(
-            "| {:.0} % ({:.0} % left) | {} (+{} unknown) | {:.0} s | {:.0} s | {:+.0} s | {:.1} % / {:.1} % |",
-            f * 100.0,
-            (1.0 - f) * 100.0,
-            e.len(),
-            unknown[i],
-            pct(&abs, 0.5),
-            pct(&abs, 0.9),
-            mean,
-            pct(&rel, 0.5) * 100.0,
-            pct(&rel, 0.9) * 100.0
+            "| {label} | {} (+{u} unknown) | {:.0} s | {:.0} s | {:+.0} s | {:.1} % / {:.1} % |",
+            f.n,
+            f.median_s,
+            f.p90_s,
+            f.mean_s,
+            f.median_rel * 100.0,
+            f.p90_rel * 100.0
         );
-        medians.push((pct(&rel, 0.5), pct(&abs, 0.9), mean));
-        assert!(e.len() as f64 >= DRIVES as f64 * 0.95, "{f}: estimates for {} of {DRIVES} drives", e.len());
+        out.push(f);
     }
-    for (((med, p90, mean), f), most) in medians.iter().zip(fractions).zip([600.0, 400.0, 240.0]) {
-        // What this method achieves on these drives (docs/tracking-page.md, "ETA"), with a little room: the
-        // error is mostly the speed of streets not yet driven, which no recent speed foretells. Since
-        // trip distance counts the corners sparse fixes cut (held to real traces), the recent speed
-        // reads higher and the fixed 1.3 detour factor, set against the shorter figure, comes out
-        // early at a quarter of the way (median 29.5 % -> 34.1 %, mean -48 s -> -167 s): the bound
-        // holds what the method now does until the ETA learns its trip's detour (issue 46).
-        assert!(*med < 0.36, "{f}: median relative error {med}");
-        assert!(*p90 < most, "{f}: p90 absolute error {p90} s");
-        assert!(mean.abs() < 180.0, "{f}: mean signed error {mean} s");
+    out
+}
+
+/// The estimate's arrival time.
+fn arrival(t: &Trip, l: &[Location], now: Timestamp) -> Option<Timestamp> {
+    eta::estimate(t, l, now).map(|e: Eta| e.arrival_at)
+}
+
+/// Held per fraction (25, 50, 75 %): median |error| over the time left, p90 |error| (s), |mean
+/// signed error| (s); and at least 95 % of the moments estimated.
+fn hold(figures: &[Figures], asked: usize, most: [(f64, f64, f64); 3]) {
+    for ((f, (median, p90, mean)), frac) in figures.iter().zip(most).zip(FRACTIONS) {
+        assert!(f.median_rel < median, "{frac}: median relative error {:.3}", f.median_rel);
+        assert!(f.p90_s < p90, "{frac}: p90 absolute error {:.0} s", f.p90_s);
+        assert!(f.mean_s.abs() < mean, "{frac}: mean signed error {:.0} s", f.mean_s);
     }
+    let n: usize = figures[..3].iter().map(|f| f.n).sum();
+    assert!(n as f64 >= asked as f64 * 0.95, "estimates for {n} of {asked} moments");
+}
+
+fn asked(cases: &[Case]) -> usize {
+    cases.iter().map(|c| c.asked.iter().flatten().count()).sum()
+}
+
+#[test]
+fn eta_error_on_generated_street_grids() {
+    let grid: Vec<Case> = (0..DRIVES).map(|s| drive_case(&generate(s))).collect();
+    let figures = table(&format!("ETA error on {DRIVES} generated street-grid drives"), &judge(&grid, &arrival));
+    // What the learned detour and recent speed achieve here (docs/tracking-page.md, "ETA"),
+    // with a little room: the error left is mostly the speed of streets not yet driven, which
+    // no recent speed foretells.
+    hold(&figures, asked(&grid), [(0.29, 560.0, 90.0), (0.27, 340.0, 45.0), (0.26, 190.0, 45.0)]);
+}
+
+#[test]
+fn eta_error_on_a_straight_road() {
+    let roads: Vec<Case> = (0..STRAIGHT_ROADS).map(|s| drive_case(&straight(s))).collect();
+    let figures =
+        table(&format!("ETA error on {STRAIGHT_ROADS} straight roads at constant speeds"), &judge(&roads, &arrival));
+    // The trip's own detour (1.0) replaces the prior within the first few hundred meters.
+    for (f, frac) in figures.iter().zip(FRACTIONS) {
+        assert!(f.p90_rel < 0.10, "{frac}: p90 relative error {:.3}", f.p90_rel);
+    }
+    hold(&figures, asked(&roads), [(0.05, 60.0, 30.0); 3]);
+}
+
+/// The real traces of `../shared/data/trip-truth` (read as `trip_truth` reads them), each a trip
+/// to its last fix asked at 25, 50 and 75 % of its time.
+#[test]
+fn eta_error_on_real_traces() {
+    let traces = crate::trip_truth::traces();
+    let real: Vec<Case> = traces.iter().map(trace_case).collect();
+    let judged = judge(&real, &arrival);
+    println!("\nSigned error over the time left, per trace (25 / 50 / 75 %):");
+    for c in &real {
+        let one = judge(std::slice::from_ref(c), &arrival);
+        let cells: Vec<String> = one
+            .iter()
+            .map(|(e, u)| match e.first() {
+                Some((err, rel)) => format!("{:+.0} %", rel * 100.0 * err.signum()),
+                None if *u > 0 => "unknown".to_owned(),
+                None => "arrived".to_owned(),
+            })
+            .collect();
+        println!("| {} | {} |", c.name, cells.join(" | "));
+    }
+    let figures = table(&format!("ETA error on {} real traces", real.len()), &judged);
+    let all = &figures[3];
+    // What the method achieves on these traces, with a little room (the goal, 15 %, is not met:
+    // docs/tracking-page.md says why).
+    assert!(all.median_rel < 0.42, "median relative error {:.3}", all.median_rel);
+    assert!(all.p90_rel < 0.95, "p90 relative error {:.3}", all.p90_rel);
+    assert!(all.n as f64 >= asked(&real) as f64 * 0.9, "estimates for {} of {} moments", all.n, asked(&real));
 }

@@ -16,6 +16,7 @@ mod conformance;
 mod erasure;
 mod errors;
 mod eta_eval;
+mod event_order;
 mod expiry;
 mod geofence_events;
 mod geofence_index;

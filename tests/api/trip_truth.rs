@@ -19,15 +19,15 @@ use crate::helpers::{Backend, Key, TestApp};
 use crate::trace::geodesic;
 
 /// A recorded fix: Unix seconds, latitude, longitude, altitude and accuracy when known.
-type Recorded = (i64, f64, f64, Option<f64>, Option<f64>);
+pub(crate) type Recorded = (i64, f64, f64, Option<f64>, Option<f64>);
 
 /// One trace: fixes as sent, and its truth.
-struct Trace {
-    name: String,
+pub(crate) struct Trace {
+    pub(crate) name: String,
     truth_m: f64,
     uncertainty_m: f64,
     sampling: String,
-    fixes: Vec<Recorded>,
+    pub(crate) fixes: Vec<Recorded>,
 }
 
 fn dir() -> std::path::PathBuf {
@@ -37,7 +37,7 @@ fn dir() -> std::path::PathBuf {
     )
 }
 
-fn traces() -> Vec<Trace> {
+pub(crate) fn traces() -> Vec<Trace> {
     let dir = dir();
     let truth = std::fs::read_to_string(dir.join("truth.csv")).unwrap_or_else(|e| {
         panic!("the real traces are read from {} (../shared beside the repository): {e}", dir.display())

@@ -35,7 +35,7 @@ async fn settled(app: &TestApp, wh: &str, n: usize) {
 /// DynamoDB tables of its own (`both_alone!`): a worker sends every project's messages in its
 /// tables, and two workers on one message attempt it twice (at least once is the contract),
 /// which the counts of attempts and the Retry-After gap asserted here do not allow for.
-fn worker(app: &TestApp) -> tokio::task::JoinHandle<()> {
+pub(crate) fn worker(app: &TestApp) -> tokio::task::JoinHandle<()> {
     let cfg = DeliveryConfig {
         schedule: vec![Duration::from_millis(200); 4],
         timeout: Duration::from_secs(1),
@@ -47,7 +47,7 @@ fn worker(app: &TestApp) -> tokio::task::JoinHandle<()> {
 }
 
 /// Subscribe `url` to `events`; returns (webhook_id, secret).
-async fn subscribe(app: &TestApp, rx: &Receiver, events: Value) -> (String, String) {
+pub(crate) async fn subscribe(app: &TestApp, rx: &Receiver, events: Value) -> (String, String) {
     let (status, res) = app.post(BASE, &json!({"url": rx.url, "events": events, "description": "test"})).await;
     assert_eq!(status, StatusCode::CREATED, "{res}");
     assert_eq!(res["code"], 201, "{res}");

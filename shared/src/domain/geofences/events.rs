@@ -89,9 +89,9 @@ pub struct FencePlan {
     pub events: Vec<(GeofenceEvent, Geofence)>,
 }
 
-/// A deterministic event id: `recorded_at`, then the fix's sequence of events (exits, entries,
-/// dwells), then a hash of who, where and what, so evaluating the same fixes twice yields the
-/// same ids and the events of one fix list in the order they fired.
+/// A deterministic event id: `recorded_at`, then `seq` (the event's place among its fix's
+/// events), then a hash of who, where and what, so evaluating the same fixes twice yields the
+/// same ids and the events of one fix list (and go to webhooks) in order.
 pub(crate) fn event_id(at: Timestamp, seq: u64, parts: &[&str]) -> String {
     let mut h = Sha256::new();
     for part in parts {
@@ -101,6 +101,18 @@ pub(crate) fn event_id(at: Timestamp, seq: u64, parts: &[&str]) -> String {
     let d = h.finalize();
     let low = u64::from_be_bytes([0, 0, 0, d[0], d[1], d[2], d[3], d[4]]) & ((1 << 36) - 1);
     id_at(at.0, (seq.min(4095) << 36) | low)
+}
+
+/// `seq` of a geofence event in [`event_id`]: exits, then entries, then dwells (docs/events.md),
+/// whether the fence is static or moving. Static and moving fences are evaluated apart, so a
+/// count of the events of a fix would interleave them; the kind alone gives one order for all.
+/// Events of one kind on one fix are ordered by their hash.
+pub(crate) fn fix_order(kind: &str) -> u64 {
+    match kind {
+        "motion:geofence:exit" => 1,
+        "motion:geofence:entry" => 2,
+        _ => 3,
+    }
 }
 
 /// Evaluate `fixes` (new, past the processor's watermark, in `recorded_at` order) for `user`.
@@ -142,11 +154,9 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
             .filter(|g| g.active_at(fix.recorded_at) && g.applies_to(user_id, &user_groups))
             .filter(|g| g.shape().contains(fix.coordinates))
             .collect();
-        let mut seq: u64 = 0;
         let mut event = |g: &Geofence, kind: &str| {
-            seq += 1;
             let e = GeofenceEvent {
-                id: event_id(fix.recorded_at, seq, &[user_id, &g.id, kind, &fix.id]),
+                id: event_id(fix.recorded_at, fix_order(kind), &[user_id, &g.id, kind, &fix.id]),
                 user_id: user_id.to_owned(),
                 user_description: user.description.clone(),
                 geofence_id: g.id.clone(),
@@ -160,7 +170,7 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
             fired.push((e, g.clone()));
         };
         // Exits first (a fence left), then entries, then dwells of those still inside: the order
-        // docs/events.md documents, kept by the sequence in the ids.
+        // docs/events.md documents, kept in the ids by `fix_order`.
         let left: Vec<String> = inside.keys().filter(|id| !now_in.iter().any(|g| &&g.id == id)).cloned().collect();
         for id in left {
             inside.remove(&id);

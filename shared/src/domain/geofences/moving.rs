@@ -402,8 +402,9 @@ async fn plan_pairs(
         out.states.push(WriteOp::Put { table: Table::Main, item: to_item(&pk, &sk, &next)?, cond: Cond::None });
         if let (Some(kind), true) = (kind, other.geofence_events) {
             let user_description = users::get(store, p, &other.user_id).await?.and_then(|u| u.description);
-            // Keyed by the fix that moved the pair, so a re-evaluation yields the same id.
-            let seq = if *inside { 2 } else { 1 };
+            // Keyed by the fix that moved the pair, so a re-evaluation yields the same id; in the
+            // same order as static fences' events of that fix.
+            let seq = super::events::fix_order(kind);
             let e = GeofenceEvent {
                 id: super::events::event_id(*when, seq, &[&g.id, followed, &other.user_id, kind, &mover.location_id]),
                 user_id: other.user_id.clone(),

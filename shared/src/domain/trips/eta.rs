@@ -1,18 +1,25 @@
 //! Estimated time of arrival at the place a trip is heading to: the next v2 stop not yet arrived
 //! at, or the first v1/v3 destination not yet reached.
 //!
-//! Method (docs/tracking-page.md, "ETA"):
-//! - where: the latest fix the route cleaning keeps (outliers dropped), if it is at most
-//!   [`LOST_AFTER_SECONDS`] old; an older one means the device is lost and the ETA unknown;
+//! Method (docs/tracking-page.md, "ETA"), from the trip's fixes of the last
+//! [`SPEED_LOOKBACK_SECONDS`] as the route cleaning keeps them (outliers dropped, stops found):
+//! - where: the latest kept fix, if it is at most [`LOST_AFTER_SECONDS`] old; an older one means
+//!   the device is lost and the ETA unknown;
 //! - how far: the great-circle distance from there to the edge of the target's arrival radius
-//!   (`distance_remaining`), times [`DETOUR_FACTOR`] for the roads' detours;
-//! - how fast: the trip's recent moving speed: meters over seconds of the last
-//!   [`SPEED_MOVING_SECONDS`] of moving time (short halts such as traffic lights count as moving,
-//!   stops of two minutes or more do not) within the last [`SPEED_LOOKBACK_SECONDS`]; with less
-//!   than [`MIN_MOVING_SECONDS`] of movement there is no speed to judge by and the ETA is unknown;
-//!   the speed is bounded to [`SPEED_BOUNDS`];
-//! - when: the latest fix's time plus the travel time, never before now; while stopped, now plus
-//!   the travel time, so the estimate slides later as a halt lasts.
+//!   (`distance_remaining`), times the trip's detour: the ratio of its cleaned path to the
+//!   straight line between its first and latest kept fix, bounded to [`DETOUR_BOUNDS`]. While
+//!   that straight line is short the ratio says little (GPS noise, one street), so it is blended
+//!   with the prior [`DETOUR_PRIOR`]: the learned ratio weighs `d / (d + DETOUR_PRIOR_M)` for a
+//!   straight line of `d` meters (half at 150 m, 87 % at 1 km);
+//! - how fast: the trip's recent speed, meters of cleaned path over the active seconds of the
+//!   last [`SPEED_WINDOW_SECONDS`], halts included: a trip that stopped at lights and stops so
+//!   far will likely stop as often on the way left (on real traces the moving speed alone came
+//!   out early by a median of half the time left); with less than [`MIN_MOVING_SECONDS`] of
+//!   movement in the window there is no speed to judge by and the ETA is unknown; bounded to
+//!   [`SPEED_BOUNDS`];
+//! - when: the latest fix's time plus the travel time, never before now; while stopped, or when
+//!   the device has sent nothing for [`route::GAP_SECONDS`] (phones report rarely while still),
+//!   now plus the travel time, so the estimate slides later as a halt lasts.
 //!
 //! Unknown (None) before the start, after the end, while paused, without a target, when lost and
 //! without enough movement. When every target is reached (trip not yet ended) the last one is
@@ -25,17 +32,22 @@ use super::{Trip, Waypoint, WaypointKind};
 use crate::domain::locations::Location;
 use crate::time::Timestamp;
 
-/// Roads are longer than the straight line: typical urban circuity is 1.2 to 1.4 (Ballou,
-/// Rahardja and Sakai 2002; Boscoe, Henry and Zdeb 2012 measured a US mean of 1.42 for short
-/// trips); the middle is used.
-pub const DETOUR_FACTOR: f64 = 1.3;
+/// The detour assumed before the trip shows its own: roads are longer than the straight line,
+/// typical urban circuity is 1.2 to 1.4 (Ballou, Rahardja and Sakai 2002; Boscoe, Henry and Zdeb
+/// 2012 measured a US mean of 1.42 for short trips); the middle is used.
+pub const DETOUR_PRIOR: f64 = 1.3;
+/// Straight-line meters of the trip so far at which its own detour weighs as much as the prior.
+pub const DETOUR_PRIOR_M: f64 = 150.0;
+/// Bounds of the detour used: a straight road to a trip that went twice the straight line (a
+/// loop so far says little of the way left).
+pub const DETOUR_BOUNDS: (f64, f64) = (1.0, 2.0);
 /// A latest fix older than this (seconds) means the device is lost: no estimate.
 pub const LOST_AFTER_SECONDS: i64 = 600;
-/// How far back (seconds) fixes are read to find the recent moving speed.
+/// How far back (seconds) fixes are read to learn the detour and the speed.
 pub const SPEED_LOOKBACK_SECONDS: i64 = 3600;
-/// Moving time (seconds), counted back from the latest fix, that the speed is averaged over.
-pub const SPEED_MOVING_SECONDS: i64 = 900;
-/// Least moving time (seconds) a speed is judged from.
+/// Active time (seconds), counted back from the latest fix, that the speed is averaged over.
+pub const SPEED_WINDOW_SECONDS: i64 = 1800;
+/// Least moving time (seconds) within that window a speed is judged from.
 pub const MIN_MOVING_SECONDS: i64 = 60;
 /// Bounds of the speed used (m/s): a slow walk to a fast motorway drive.
 pub const SPEED_BOUNDS: (f64, f64) = (0.5, 40.0);
@@ -53,6 +65,8 @@ pub struct Eta {
     pub arrived: bool,
     /// The speed (m/s) the estimate used (0 when arrived).
     pub speed_mps: f64,
+    /// The detour (road over straight line) the estimate used (1 when arrived).
+    pub detour: f64,
 }
 
 impl Eta {
@@ -101,23 +115,26 @@ pub fn estimate(trip: &Trip, locations: &[Location], now: Timestamp) -> Option<E
             distance_m: 0.0,
             arrived: true,
             speed_mps: 0.0,
+            detour: 1.0,
         });
     };
     let since = now.0 - chrono::Duration::seconds(SPEED_LOOKBACK_SECONDS);
     let from = locations.partition_point(|l| l.recorded_at.0 < since);
     let to = locations.partition_point(|l| l.recorded_at <= now);
     let recent = &locations[from..to.max(from)];
-    let end = trip.ended_at.unwrap_or(now);
-    let r = route::analyse(recent, &trip.pause_intervals(end));
+    let pauses = trip.pause_intervals(trip.ended_at.unwrap_or(now));
+    let r = route::analyse(recent, &pauses);
     let latest = r.points.last()?;
     let age = (now.0 - latest.location.recorded_at.0).num_seconds();
     if age > LOST_AFTER_SECONDS {
         return None;
     }
-    let speed = moving_speed(&r)?;
+    let speed = recent_speed(&r, &pauses)?;
+    let detour = detour(&r);
     let distance = (latest.location.coordinates.distance_m(next.coordinates) - f64::from(next.radius_m)).max(0.0);
-    let travel = chrono::Duration::milliseconds((distance * DETOUR_FACTOR / speed * 1000.0).round() as i64);
-    let from = if latest.activity == Activity::Stop { now } else { latest.location.recorded_at };
+    let travel = chrono::Duration::milliseconds((distance * detour / speed * 1000.0).round() as i64);
+    let still = latest.activity == Activity::Stop || age > route::GAP_SECONDS;
+    let from = if still { now } else { latest.location.recorded_at };
     let arrival = Timestamp((from.0 + travel).max(now.0));
     Some(Eta {
         target: next.kind,
@@ -127,29 +144,44 @@ pub fn estimate(trip: &Trip, locations: &[Location], now: Timestamp) -> Option<E
         distance_m: distance,
         arrived: false,
         speed_mps: speed,
+        detour,
     })
 }
 
-/// Meters per second over the last [`SPEED_MOVING_SECONDS`] of moving time, bounded; None with
-/// less than [`MIN_MOVING_SECONDS`] of movement.
-fn moving_speed(r: &route::Route) -> Option<f64> {
-    let (mut meters, mut seconds) = (0.0, 0.0);
+/// The trip's own detour so far (cleaned path over the straight line from its first to its
+/// latest kept fix, bounded), blended with [`DETOUR_PRIOR`] while that line is short.
+fn detour(r: &route::Route) -> f64 {
+    let (Some(first), Some(last)) = (r.points.first(), r.points.last()) else { return DETOUR_PRIOR };
+    let straight = first.location.coordinates.distance_m(last.location.coordinates);
+    if straight <= 0.0 {
+        return DETOUR_PRIOR;
+    }
+    let path: f64 = r.points.iter().map(|p| p.distance).sum();
+    let learned = (path / straight).clamp(DETOUR_BOUNDS.0, DETOUR_BOUNDS.1);
+    let weight = straight / (straight + DETOUR_PRIOR_M);
+    weight * learned + (1.0 - weight) * DETOUR_PRIOR
+}
+
+/// Meters per second over the last [`SPEED_WINDOW_SECONDS`] of active time (halts included,
+/// pauses not), bounded; None with less than [`MIN_MOVING_SECONDS`] of movement in it.
+fn recent_speed(r: &route::Route, pauses: &[(Timestamp, Timestamp)]) -> Option<f64> {
+    let latest = r.points.last()?.location.recorded_at;
+    let (mut meters, mut moving, mut start) = (0.0, 0.0, latest);
+    let gap = route::GAP_SECONDS as f64;
     for pair in r.points.windows(2).rev() {
         let (a, b) = (&pair[0], &pair[1]);
-        if a.activity != Activity::Moving || b.activity != Activity::Moving || b.distance == 0.0 {
-            continue;
-        }
-        let dt = (b.location.recorded_at.0 - a.location.recorded_at.0).num_milliseconds() as f64 / 1000.0;
-        if dt <= 0.0 || dt > route::GAP_SECONDS as f64 {
-            continue;
-        }
-        meters += b.distance;
-        seconds += dt;
-        if seconds >= SPEED_MOVING_SECONDS as f64 {
+        if route::active_seconds(a.location.recorded_at, latest, pauses) > SPEED_WINDOW_SECONDS {
             break;
         }
+        start = a.location.recorded_at;
+        meters += b.distance;
+        let dt = (b.location.recorded_at.0 - a.location.recorded_at.0).num_milliseconds() as f64 / 1000.0;
+        if a.activity == Activity::Moving && b.activity == Activity::Moving && b.distance > 0.0 && dt <= gap {
+            moving += dt;
+        }
     }
-    if seconds < MIN_MOVING_SECONDS as f64 {
+    let seconds = route::active_seconds(start, latest, pauses) as f64;
+    if moving < MIN_MOVING_SECONDS as f64 || seconds <= 0.0 {
         return None;
     }
     Some((meters / seconds).clamp(SPEED_BOUNDS.0, SPEED_BOUNDS.1))
