@@ -26,7 +26,40 @@ pub fn service(router: Router<AppState>, state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(request_span))
         .with_state(state)
+}
+
+/// Every request gets an id, answered as `x-request-id` and carried by a `request` span (so
+/// every line it logs, its processor pass's among them, names it) and by
+/// [`crate::request_id::scope`] (so the webhook messages it causes record it, and their
+/// delivery attempts log it). On Lambda it is API Gateway's request id; locally the client's
+/// `x-request-id` when it is a plain token, else a new one.
+async fn request_span(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    use tracing::Instrument;
+    let id = request_id_of(&req);
+    let span = tracing::info_span!("request", request_id = %id);
+    let (method, path, started) = (req.method().clone(), req.uri().path().to_owned(), std::time::Instant::now());
+    let mut res = crate::request_id::scope(id.clone(), next.run(req)).instrument(span.clone()).await;
+    let (status, ms) = (res.status().as_u16(), started.elapsed().as_millis() as u64);
+    span.in_scope(|| tracing::debug!(%method, %path, status, ms, "answered"));
+    if let Ok(v) = axum::http::HeaderValue::from_str(&id) {
+        res.headers_mut().insert("x-request-id", v);
+    }
+    res
+}
+
+fn request_id_of(req: &axum::extract::Request) -> String {
+    use lambda_http::request::RequestContext;
+    if let Some(RequestContext::ApiGatewayV2(ctx)) = req.extensions().get::<RequestContext>()
+        && let Some(id) = ctx.request_id.as_deref().filter(|id| crate::request_id::acceptable(id))
+    {
+        return id.to_owned();
+    }
+    match req.headers().get("x-request-id").and_then(|v| v.to_str().ok()) {
+        Some(id) if crate::request_id::acceptable(id) => id.to_owned(),
+        _ => crate::ids::random_hex(8),
+    }
 }
 
 /// Answers longer than this (64 KiB) are gzipped for clients that accept it; shorter ones are sent
@@ -63,9 +96,11 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     in_envelope(&uri, e)
 }
 
-/// Set up logging for a binary: JSON-free plain lines, levels from `RUST_LOG` (`info`,
-/// `warn,shared=debug`: a level and per-target levels; default info). Read as `Targets`, not an
-/// `EnvFilter`, whose regular-expression engine was a megabyte of every function binary.
+/// Set up logging for a binary: levels from `RUST_LOG` (`info`, `warn,shared=debug`: a level and
+/// per-target levels; default info), read as `Targets`, not an `EnvFilter`, whose
+/// regular-expression engine was a megabyte of every function binary. Plain lines locally; one
+/// JSON object a line on Lambda (`AWS_LAMBDA_FUNCTION_NAME` set), with the current span's fields
+/// (the request id) in each, as CloudWatch Logs Insights reads them.
 pub fn init_tracing() {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::prelude::*;
@@ -73,6 +108,13 @@ pub fn init_tracing() {
         .ok()
         .and_then(|s| s.parse::<Targets>().ok())
         .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO));
-    let _ =
-        tracing_subscriber::registry().with(tracing_subscriber::fmt::layer().without_time()).with(filter).try_init();
+    // Colours only on a terminal: a log file or CloudWatch gets plain text.
+    let fmt =
+        tracing_subscriber::fmt::layer().without_time().with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    let _ = if std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some() {
+        let json = fmt.json().with_current_span(true).with_span_list(false);
+        tracing_subscriber::registry().with(json).with(filter).try_init()
+    } else {
+        tracing_subscriber::registry().with(fmt).with(filter).try_init()
+    };
 }

@@ -18,6 +18,7 @@ pub mod metadata;
 pub mod paging;
 pub mod pipeline;
 pub mod project;
+pub mod request_id;
 pub mod sdk_http;
 pub mod state;
 pub mod stats;

@@ -16,6 +16,11 @@ pub fn median(values: &mut [f64]) -> Option<f64> {
     Some((lower + upper) / 2.0)
 }
 
+/// Rounded to centimetres (figures in metres as the interface gives them).
+pub fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::median;
@@ -44,9 +49,4 @@ mod tests {
             assert_eq!(median(&mut values.clone()), Some(expected), "{values:?}");
         }
     }
-}
-
-/// Rounded to centimetres (figures in metres as the interface gives them).
-pub fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }

@@ -535,6 +535,11 @@ impl Fixture {
     /// Run an event that must succeed; its body (JSON, or a public function's text as a string).
     pub(crate) async fn ok(&self, name: &str, answer: Answer) -> Value {
         let reply = self.run(name).await;
+        // Every answer names its request by API Gateway's id (what its logs carry).
+        let sent: Value = serde_json::from_str(&self.filled(name)).unwrap();
+        if let Some(id) = sent["requestContext"]["requestId"].as_str() {
+            assert_eq!(reply.header("x-request-id"), id, "{name}: x-request-id");
+        }
         if let Public(content_type) = answer {
             let text = String::from_utf8_lossy(&reply.body).into_owned();
             assert_eq!(reply.status, StatusCode::OK, "{name}: {text}");

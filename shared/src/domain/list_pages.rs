@@ -414,31 +414,6 @@ fn before(id: &str) -> Option<String> {
     None
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_id_before() {
-        assert_eq!(before("0192a0").as_deref(), Some("01929f"));
-        assert_eq!(before("0190b0").as_deref(), Some("0190af"));
-        assert_eq!(before("000"), None);
-    }
-
-    #[test]
-    fn an_id_is_counted_at_every_level() {
-        let ops = count_ops(Table::Main, "p#U", "0192a3b4c5d6e7f801234567", 1);
-        let sks: Vec<String> = ops
-            .iter()
-            .map(|o| match o {
-                WriteOp::Add { sk, .. } => sk.clone(),
-                _ => String::new(),
-            })
-            .collect();
-        assert_eq!(sks, ["40192", "60192a3", "80192a3b4", "a0192a3b4c5", "c0192a3b4c5d6"]);
-    }
-}
-
 /// One page of a partition's sort-key range, oldest first, with its paging fields. Without a
 /// filter the total comes from a count and only the items up to this page are read; with a
 /// filter (metadata, which DynamoDB cannot count for us) the whole range is read and filtered.
@@ -489,5 +464,30 @@ pub async fn list_page_in<T: serde::de::DeserializeOwned>(
             let info = PageInfo::new(page, kept.len());
             Ok((kept.into_iter().skip(page.offset()).take(crate::paging::PAGE_SIZE).collect(), info))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_id_before() {
+        assert_eq!(before("0192a0").as_deref(), Some("01929f"));
+        assert_eq!(before("0190b0").as_deref(), Some("0190af"));
+        assert_eq!(before("000"), None);
+    }
+
+    #[test]
+    fn an_id_is_counted_at_every_level() {
+        let ops = count_ops(Table::Main, "p#U", "0192a3b4c5d6e7f801234567", 1);
+        let sks: Vec<String> = ops
+            .iter()
+            .map(|o| match o {
+                WriteOp::Add { sk, .. } => sk.clone(),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(sks, ["40192", "60192a3", "80192a3b4", "a0192a3b4c5", "c0192a3b4c5d6"]);
     }
 }

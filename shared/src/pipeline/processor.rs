@@ -72,6 +72,8 @@ pub async fn process_user(store: &dyn Store, p: &Project, user_id: &str) -> Resu
             break;
         }
     }
+    // Inside a request's span when ingest runs the pass, so the line names its request.
+    tracing::debug!(user_id, fixes = total.fixes, queued = total.queued, "processor pass");
     Ok(total)
 }
 

@@ -47,6 +47,15 @@ impl fmt::Debug for Doc {
     }
 }
 
+/// `view` (a stored record as an answer shows it, `what` in an error) as JSON text, written into
+/// an answer as it is.
+pub fn rendered<T: serde::Serialize>(
+    what: &str,
+    view: &T,
+) -> Result<Box<serde_json::value::RawValue>, super::StoreError> {
+    serde_json::value::to_raw_value(view).map_err(|e| super::StoreError::Corrupt(format!("rendering {what}: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,13 +68,4 @@ mod tests {
         drop(doc);
         assert_eq!(copy.into_vec(), br#"{"a":1}"#);
     }
-}
-
-/// `view` (a stored record as an answer shows it, `what` in an error) as JSON text, written into
-/// an answer as it is.
-pub fn rendered<T: serde::Serialize>(
-    what: &str,
-    view: &T,
-) -> Result<Box<serde_json::value::RawValue>, super::StoreError> {
-    serde_json::value::to_raw_value(view).map_err(|e| super::StoreError::Corrupt(format!("rendering {what}: {e}")))
 }

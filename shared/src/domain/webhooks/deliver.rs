@@ -279,6 +279,10 @@ impl Worker {
         let now = Timestamp::now();
         let (attempt, retry_after) = self.send(ep, &m, now).await;
         let success = attempt.status_code.is_some_and(|s| (200..300).contains(&s));
+        tracing::info!(
+            request_id = m.request_id.as_deref().unwrap_or("-"), event_id = %m.id, webhook_id = %ep.id,
+            status = ?attempt.status_code, error = attempt.error.as_deref().unwrap_or(""), "webhook attempt"
+        );
         // The record is written back only if nobody wrote it meanwhile (`updated_at` moves on
         // every write). Another worker may have attempted the same message, or a replay may have
         // come: then the attempt is added to the record as it is now, and decides nothing a

@@ -50,6 +50,10 @@ pub struct Message {
     /// entries expire together, so an expired event is neither listed nor sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<i64>,
+    /// The request that caused it (`x-request-id`), logged with every delivery attempt; never
+    /// sent to the receiver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,6 +161,7 @@ fn message(p: &Project, e: &HookEvent, retention_days: Option<u32>) -> Message {
         body: body(p, e),
         created_at: e.created_at,
         expires_at: crate::expiry::expiry_of(&e.id, retention_days),
+        request_id: crate::request_id::current(),
     }
 }
 
