@@ -4,6 +4,7 @@
 //! `<workspace>/.tools/leaflet-<version>` (gitignored) and checks the SHA-256 of its files; later
 //! builds reuse that folder and need no network. `WAYMARK_LEAFLET_DIR` may point at an unpacked
 //! `leaflet` package instead (its `dist/` is used, with the same checks).
+#![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -104,14 +104,15 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
 pub fn init_tracing() {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::prelude::*;
-    let filter = std::env::var("RUST_LOG")
-        .ok()
+    let env = crate::config::Env::process();
+    let filter = env
+        .get("RUST_LOG")
         .and_then(|s| s.parse::<Targets>().ok())
         .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO));
     // Colours only on a terminal: a log file or CloudWatch gets plain text.
     let fmt =
         tracing_subscriber::fmt::layer().without_time().with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()));
-    let _ = if std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some() {
+    let _ = if env.has("AWS_LAMBDA_FUNCTION_NAME") {
         let json = fmt.json().with_current_span(true).with_span_list(false);
         tracing_subscriber::registry().with(json).with(filter).try_init()
     } else {

@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod config;
 pub mod domain;
 pub mod envelope;
 pub mod error;

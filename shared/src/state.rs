@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::config::Env;
 use crate::store::{DynamoStore, EmbeddedStore, Store, StoreError, TableNames};
 
 #[derive(Clone)]
@@ -22,11 +23,10 @@ pub struct Config {
 }
 
 impl Config {
-    pub fn from_env() -> Self {
+    pub fn from_env(env: &Env) -> Self {
         Self {
-            tracking_base_url: std::env::var("WAYMARK_TRACKING_BASE_URL")
-                .unwrap_or_else(|_| "http://127.0.0.1:3000/track".into()),
-            allow_private_webhooks: crate::domain::webhooks::allow_private(),
+            tracking_base_url: env.get("WAYMARK_TRACKING_BASE_URL").unwrap_or("http://127.0.0.1:3000/track").to_owned(),
+            allow_private_webhooks: crate::domain::webhooks::allow_private(env),
         }
     }
 }
@@ -35,7 +35,7 @@ impl AppState {
     pub fn new(store: impl Store) -> Self {
         Self {
             store: Arc::new(store),
-            config: Arc::new(Config::from_env()),
+            config: Arc::new(Config::from_env(Env::process())),
             wake: Arc::new(tokio::sync::Notify::new()),
         }
     }
@@ -43,7 +43,7 @@ impl AppState {
     /// DynamoDB with table names, region, credentials and endpoint from the environment (how a
     /// Lambda function starts; see `DynamoStore::in_lambda`).
     pub async fn dynamodb_from_env() -> Self {
-        Self::new(DynamoStore::in_lambda(TableNames::from_env("waymark-")))
+        Self::new(DynamoStore::in_lambda(TableNames::from_env(Env::process(), "waymark-")))
     }
 
     /// An in-memory embedded store (tests).

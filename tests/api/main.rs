@@ -1,4 +1,5 @@
 //! The API suite: one binary, each test isolated in its own project, each run on both backends.
+#![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
 mod helpers;
 

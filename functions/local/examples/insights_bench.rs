@@ -7,6 +7,7 @@
 //! run in progress and the aggregate) is then copied to DynamoDB Local, where each endpoint's
 //! consumed capacity is measured. Each endpoint is answered two ways: from the aggregate (what
 //! the service does) and by clustering every stay (the reference, and the cost before it).
+#![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
 use std::time::Instant;
 

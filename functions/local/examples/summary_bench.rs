@@ -10,6 +10,7 @@
 //! second, correlated error of 3–15 m while moving and 20–50 m accuracy while still, 1 % multipath
 //! outliers reporting an optimistic accuracy, altitude noise; city drives with waits at lights,
 //! delivery stops, walks and a tunnel, repeated.
+#![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
 #[allow(dead_code)]
 #[path = "../../../tests/api/trace.rs"]

@@ -6,6 +6,7 @@
 //!
 //! Seeded as `scripts/bench/all.sh` seeds the server it measures (25 users, then
 //! `scripts/bench/seed_reads.py`'s user, fences, drive and trips); the same paths.
+#![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
 use std::time::Instant;
 

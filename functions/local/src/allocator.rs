@@ -19,7 +19,7 @@ const PURGE_DELAY_MS: c_long = 10_000;
 /// before any other thread exists: mimalloc stores options as plain values, read by every thread
 /// that purges.
 pub fn keep_freed_memory() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+    if !shared::config::Env::process().has("MIMALLOC_PURGE_DELAY") {
         // SAFETY: a valid option number and value; the caller runs it while no other thread
         // can read the option (see above).
         unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, PURGE_DELAY_MS) }
@@ -41,7 +41,7 @@ mod tests {
         // mimalloc v3's default purge delay is 1,000 ms (options.c); the options around number 15
         // default to 0 or 1, so a renumbering would show here. (The harness may run the crate's
         // other test beside this one; a purge there would see the old or the new delay.)
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        if !shared::config::Env::process().has("MIMALLOC_PURGE_DELAY") {
             assert_eq!(purge_delay_ms(), 1000, "option {PURGE_DELAY} is not mimalloc's purge delay");
             keep_freed_memory();
             assert_eq!(purge_delay_ms(), PURGE_DELAY_MS);

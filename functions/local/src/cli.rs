@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use shared::AppState;
+use shared::config::Env;
 use shared::domain::keys;
 use shared::domain::projects::{self, ChosenKeys};
 use shared::store::{DynamoStore, EmbeddedStore, TableNames};
@@ -106,12 +107,12 @@ struct StoreArgs {
 
 impl StoreArgs {
     fn use_dynamodb(&self) -> bool {
-        !self.memory && (self.dynamodb || std::env::var_os("AWS_ENDPOINT_URL_DYNAMODB").is_some())
+        !self.memory && (self.dynamodb || Env::process().has("AWS_ENDPOINT_URL_DYNAMODB"))
     }
 
     async fn open(&self) -> Result<AppState, String> {
         let state = if self.use_dynamodb() {
-            AppState::new(DynamoStore::from_env(TableNames::from_env("waymark-")).await)
+            AppState::new(DynamoStore::from_env(TableNames::from_env(Env::process(), "waymark-")).await)
         } else if self.memory {
             AppState::new(EmbeddedStore::memory().map_err(|e| e.to_string())?)
         } else {
@@ -129,7 +130,7 @@ impl StoreArgs {
 }
 
 fn env_keys() -> ChosenKeys {
-    let var = |k| std::env::var(k).ok().filter(|v: &String| !v.is_empty());
+    let var = |k| Env::process().get(k).map(str::to_owned);
     ChosenKeys {
         api_key: var("WAYMARK_API_KEY"),
         publishable_key: var("WAYMARK_PUBLISHABLE_KEY"),
@@ -206,7 +207,7 @@ async fn keys_command(command: KeysCommand) -> Result<(), String> {
 }
 
 async fn serve(port: u16, args: StoreArgs) -> Result<(), String> {
-    let limits = crate::guard::Limits::from_env()?;
+    let limits = crate::guard::Limits::from_env(Env::process())?;
     let state = args.open().await?;
     let dir = args.key_file_dir();
     if let Some(d) = &dir {

@@ -40,21 +40,28 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub fn from_env() -> Result<Self, String> {
+    pub fn from_env(env: &shared::config::Env) -> Result<Self, String> {
         let num = |name: &str, default: f64| -> Result<f64, String> {
-            match std::env::var(name) {
-                Ok(v) if !v.is_empty() => v
+            match env.get(name) {
+                Some(v) => v
                     .parse::<f64>()
                     .ok()
                     .filter(|n| n.is_finite() && *n >= 0.0)
                     .ok_or_else(|| format!("{name}: '{v}' is not a number of at least 0")),
-                _ => Ok(default),
+                None => Ok(default),
             }
         };
         let rate = num("WAYMARK_RATE_LIMIT", 1000.0)?;
         let header = num("WAYMARK_HEADER_TIMEOUT_SECS", 10.0)?;
         let request = num("WAYMARK_REQUEST_TIMEOUT_SECS", 30.0)?;
         let conns = num("WAYMARK_MAX_CONNECTIONS", 1024.0)?;
+        // Batch marks take a request older than this for dead (`time::REQUEST_LIFETIME_SECONDS`).
+        if request > shared::time::REQUEST_LIFETIME_SECONDS as f64 {
+            return Err(format!(
+                "WAYMARK_REQUEST_TIMEOUT_SECS: at most {} (no request may live longer)",
+                shared::time::REQUEST_LIFETIME_SECONDS
+            ));
+        }
         if header == 0.0 || request == 0.0 || conns < 1.0 {
             return Err(
                 "WAYMARK_HEADER_TIMEOUT_SECS, WAYMARK_REQUEST_TIMEOUT_SECS and WAYMARK_MAX_CONNECTIONS must be above 0"

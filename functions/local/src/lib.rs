@@ -99,7 +99,7 @@ pub fn background(state: &AppState) -> Result<(), String> {
             tokio::time::sleep(std::time::Duration::from_secs(retention::SWEEP_SECONDS)).await;
         }
     });
-    let worker = Worker::new(state.store.clone(), DeliveryConfig::from_env())?;
+    let worker = Worker::new(state.store.clone(), DeliveryConfig::from_env(shared::config::Env::process()))?;
     tokio::spawn(worker.run(state.wake.clone()));
     Ok(())
 }

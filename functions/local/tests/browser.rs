@@ -5,6 +5,7 @@
 //! batch seen arriving, the end's final figures, a deleted trip's open page, a revoked link, 404s,
 //! headers, axe-core's accessibility check (0 violations) and the first load's weight and paint time.
 //! Screenshots and logs go to target/test-artifacts/tracking/. `WAYMARK_SKIP_BROWSER=1` skips it.
+#![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
 use std::fs::File;
 use std::net::{TcpListener, TcpStream};

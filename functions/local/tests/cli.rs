@@ -1,4 +1,5 @@
 //! The `waymark` binary as a newcomer uses it: serve, restart, keys from env, project create.
+#![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! while users send location batches; every batch is re-sent until acknowledged (as an SDK does). The geofence
 //! events must come out exactly once (same as a run without kills) and every one of them must
 //! reach the webhook receiver with a valid Standard Webhooks signature.
+#![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};

@@ -1,5 +1,6 @@
 //! `waymark serve` under clients that hold connections, send slowly or too much, or too often:
 //! the server closes what it must and keeps answering a well-behaved client quickly.
+#![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
 mod common;
 

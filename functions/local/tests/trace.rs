@@ -1,5 +1,6 @@
 //! One batch followed by its request id through the logs of `waymark serve`: the request, the
 //! processor pass it runs and the webhook attempt it causes (delivered to a real HTTP receiver).
+#![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
 mod common;
 

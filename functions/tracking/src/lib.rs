@@ -52,8 +52,8 @@ pub struct PageConfig {
 }
 
 impl PageConfig {
-    pub fn from_env() -> Self {
-        let var = |k| std::env::var(k).ok().map(|v: String| v.trim().to_owned()).filter(|v| !v.is_empty());
+    pub fn from_env(env: &shared::config::Env) -> Self {
+        let var = |k| env.get(k).map(str::to_owned);
         let tile_url = var("WAYMARK_TILE_URL").filter(|u| {
             let ok = tile_origin(u).is_some() && ["{z}", "{x}", "{y}"].iter().all(|p| u.contains(p));
             if !ok {
@@ -96,7 +96,7 @@ fn tile_origin(url: &str) -> Option<String> {
 }
 
 pub fn router() -> Router<AppState> {
-    router_with(PageConfig::from_env())
+    router_with(PageConfig::from_env(shared::config::Env::process()))
 }
 
 pub fn router_with(config: PageConfig) -> Router<AppState> {

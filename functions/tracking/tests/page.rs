@@ -1,6 +1,7 @@
 //! The tracking page, its data and assets through the whole service's router (no sockets), on the
 //! embedded store and on DynamoDB Local (scripts/test.sh starts it): what a token shows, what it
 //! hides, 404s for unknown, malformed and deleted trips, and the headers.
+#![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
 use axum::Router;
 use axum::body::Body;

@@ -4,6 +4,7 @@
 //!
 //! Needs DynamoDB Local (`scripts/test.sh` starts it and sets `AWS_ENDPOINT_URL_DYNAMODB`); fails,
 //! on purpose, without it.
+#![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};

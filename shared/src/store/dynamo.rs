@@ -68,8 +68,9 @@ async fn client_from_chain() -> Client {
     let started = std::time::Instant::now();
     let mut loader =
         aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(crate::sdk_http::sdk_http_client());
-    let local = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").is_ok();
-    if local && std::env::var("AWS_ACCESS_KEY_ID").is_err() && std::env::var("AWS_PROFILE").is_err() {
+    let env = crate::config::Env::process();
+    let local = env.has("AWS_ENDPOINT_URL_DYNAMODB");
+    if local && !env.has("AWS_ACCESS_KEY_ID") && !env.has("AWS_PROFILE") {
         loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
             "local",
             "local",
@@ -78,7 +79,7 @@ async fn client_from_chain() -> Client {
             "waymark-local",
         ));
     }
-    if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
+    if !env.has("AWS_REGION") && !env.has("AWS_DEFAULT_REGION") {
         loader = loader.region(aws_config::Region::new("us-east-1"));
     }
     let client = Client::new(&loader.load().await);
@@ -91,14 +92,14 @@ async fn client_from_chain() -> Client {
 /// `AWS_SESSION_TOKEN`), plus `AWS_ENDPOINT_URL_DYNAMODB` or `AWS_ENDPOINT_URL` if set. Retries,
 /// timeouts and the clock are the SDK's defaults for the same behaviour version.
 fn client_in_lambda() -> BoxFuture<'static, Client> {
-    let var = |names: &[&str]| names.iter().find_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()));
-    let region = var(&["AWS_REGION", "AWS_DEFAULT_REGION"]).unwrap_or_else(|| "us-east-1".into());
+    let env = crate::config::Env::process();
+    let region = ["AWS_REGION", "AWS_DEFAULT_REGION"].iter().find_map(|n| env.get(n)).unwrap_or("us-east-1").to_owned();
     let mut config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(region))
         .credentials_provider(aws_config::environment::EnvironmentVariableCredentialsProvider::new())
         .http_client(crate::sdk_http::sdk_http_client());
-    if let Some(url) = var(&["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"]) {
+    if let Some(url) = ["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"].iter().find_map(|n| env.get(n)) {
         config = config.endpoint_url(url);
     }
     Box::pin(std::future::ready(Client::from_conf(config.build())))

@@ -44,11 +44,11 @@ pub struct TableNames(Vec<(Table, String)>);
 
 impl TableNames {
     /// Names from the environment (`WAYMARK_MAIN_TABLE`, ...), else `<prefix><name>`.
-    pub fn from_env(prefix: &str) -> Self {
+    pub fn from_env(env: &crate::config::Env, prefix: &str) -> Self {
         Self(
             TABLES
                 .iter()
-                .map(|d| (d.table, std::env::var(d.env).unwrap_or_else(|_| format!("{prefix}{}", d.name))))
+                .map(|d| (d.table, env.get(d.env).map_or_else(|| format!("{prefix}{}", d.name), str::to_owned)))
                 .collect(),
         )
     }

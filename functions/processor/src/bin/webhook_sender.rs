@@ -8,7 +8,10 @@ use shared::domain::webhooks::deliver::{DeliveryConfig, Worker};
 async fn main() -> Result<(), lambda_runtime::Error> {
     shared::http::init_tracing();
     let state = shared::AppState::dynamodb_from_env().await;
-    let worker = std::sync::Arc::new(Worker::new(state.store.clone(), DeliveryConfig::from_env())?);
+    let worker = std::sync::Arc::new(Worker::new(
+        state.store.clone(),
+        DeliveryConfig::from_env(shared::config::Env::process()),
+    )?);
     lambda_runtime::run(service_fn(move |_e: LambdaEvent<Value>| {
         let worker = worker.clone();
         async move { processor::send(&worker).await }

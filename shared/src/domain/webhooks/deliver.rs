@@ -64,19 +64,16 @@ impl DeliveryConfig {
     /// Defaults, overridden by `WAYMARK_WEBHOOK_RETRY_SCHEDULE` (comma-separated seconds),
     /// `WAYMARK_WEBHOOK_TIMEOUT_SECONDS`, `WAYMARK_WEBHOOK_DISABLE_AFTER_SECONDS` and
     /// `WAYMARK_WEBHOOK_ALLOW_PRIVATE=1`.
-    pub fn from_env() -> Self {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let secs = |k: &str, d: u64| {
-            var(k).and_then(|v| v.parse::<f64>().ok()).map_or(Duration::from_secs(d), Duration::from_secs_f64)
-        };
-        let schedule = var("WAYMARK_WEBHOOK_RETRY_SCHEDULE")
+    pub fn from_env(env: &crate::config::Env) -> Self {
+        let schedule = env
+            .get("WAYMARK_WEBHOOK_RETRY_SCHEDULE")
             .map(|s| s.split(',').filter_map(|x| x.trim().parse::<f64>().ok()).map(Duration::from_secs_f64).collect())
             .unwrap_or_else(|| DEFAULT_SCHEDULE.iter().map(|s| Duration::from_secs(*s)).collect());
         Self {
             schedule,
-            timeout: secs("WAYMARK_WEBHOOK_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS),
-            disable_after: secs("WAYMARK_WEBHOOK_DISABLE_AFTER_SECONDS", DEFAULT_DISABLE_AFTER_SECONDS),
-            allow_private: super::allow_private(),
+            timeout: env.seconds("WAYMARK_WEBHOOK_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS),
+            disable_after: env.seconds("WAYMARK_WEBHOOK_DISABLE_AFTER_SECONDS", DEFAULT_DISABLE_AFTER_SECONDS),
+            allow_private: super::allow_private(env),
         }
     }
 }

@@ -169,8 +169,8 @@ pub fn is_public(ip: IpAddr) -> bool {
 
 /// Whether `http` and private addresses are allowed (env `WAYMARK_WEBHOOK_ALLOW_PRIVATE=1`; for
 /// local development and tests only).
-pub fn allow_private() -> bool {
-    std::env::var("WAYMARK_WEBHOOK_ALLOW_PRIVATE").is_ok_and(|v| v == "1")
+pub fn allow_private(env: &crate::config::Env) -> bool {
+    env.get("WAYMARK_WEBHOOK_ALLOW_PRIVATE") == Some("1")
 }
 
 /// A URL an endpoint may have: absolute `https` (or `http` when private targets are allowed), a
