@@ -1,5 +1,4 @@
-//! Command line: `waymark serve`, `waymark project create`, `waymark project reindex` and
-//! `waymark project keys`.
+//! Command line: `waymark serve`, `waymark project create` and `waymark project keys`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -41,15 +40,6 @@ enum ProjectCommand {
     Create {
         #[arg(long)]
         name: String,
-        #[command(flatten)]
-        store: StoreArgs,
-    },
-    /// Give every fence of the project its coarse and class-keyed index copies, then mark the
-    /// project so wide searches read the coarse cells (safe beside live traffic; run again if cut
-    /// short). Prints what it did as JSON.
-    Reindex {
-        #[arg(long)]
-        project_id: String,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -164,14 +154,6 @@ async fn run(cli: Cli) -> Result<(), String> {
             let issued =
                 projects::create(state.store.as_ref(), &name, &ChosenKeys::default()).await.map_err(|e| e.msg)?;
             println!("{}", serde_json::to_string_pretty(&issued).map_err(|e| e.to_string())?);
-            Ok(())
-        }
-        Command::Project { command: ProjectCommand::Reindex { project_id, store } } => {
-            let state = store.open().await?;
-            projects::account_of(state.store.as_ref(), &project_id).await.map_err(|e| e.msg)?;
-            let done =
-                shared::domain::geofences::reindex(state.store.as_ref(), &project_id).await.map_err(|e| e.msg)?;
-            println!("{}", serde_json::to_string_pretty(&done).map_err(|e| e.to_string())?);
             Ok(())
         }
         Command::Project { command: ProjectCommand::Keys { command } } => keys_command(command).await,

@@ -106,7 +106,6 @@ pub async fn create(store: &dyn Store, name: &str, keys: &ChosenKeys) -> Result<
         ops.push(super::list_pages::counted_from_start(Table::Main, &list));
     }
     ops.extend(super::trips::by_user::indexed_from_start(&record.id));
-    ops.push(super::geofences::coarse_indexed_from_start(&record.id)?);
     match store.transact(ops).await {
         Ok(()) => Ok(issued),
         Err(StoreError::ConditionFailed) => Err(ApiError::conflict("a chosen key is already in use by a project")),

@@ -5,7 +5,7 @@
 //! - `<project>#F`, sort key fence id: the project's fences in creation order; a deleted fence
 //!   moves to `<project>#FD` (kept, never listed);
 //! - `<project>#C#<geohash>`, sort key the fence id behind a class prefix (see
-//!   [`index::copy_sort_keys`]; none on fences stored before the classes): a full copy of each fence in every cell its shape
+//!   [`index::copy_sort_keys`]): a full copy of each fence in every cell its shape
 //!   overlaps, at precision 6 and at precision 5 (the geohash's length tells them apart), so a
 //!   search or an evaluation reads only index items. A fence and all its cell copies are written
 //!   in one transaction, so the index never disagrees with the fence; hence a shape may cover at
@@ -14,7 +14,6 @@
 pub mod events;
 pub mod index;
 pub mod moving;
-mod reindex;
 mod search;
 mod shape;
 pub mod view;
@@ -23,8 +22,7 @@ mod window;
 use shape::parse_shape;
 pub use shape::{infer_geometry, parse_radius, parse_ring};
 
-pub use reindex::{Reindexed, reindex};
-pub use search::{FoundView, Hit, coarse_indexed, coarse_indexed_from_start, search, write_found};
+pub use search::{FoundView, Hit, search, write_found};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -100,10 +98,6 @@ pub struct Geofence {
     pub user_ids: Vec<String>,
     pub group_ids: Vec<String>,
     pub cells: Vec<String>,
-    /// Its cell copies are keyed by class ([`index::copy_sort_keys`]); fences stored before
-    /// the classes have every copy under the bare id, which searches read in every range.
-    #[serde(default)]
-    pub keyed: bool,
     pub is_deleted: bool,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -224,8 +218,7 @@ async fn check_scope(
 
 /// The key (partition, sort) of each of the fence's cell copies, in the order of `g.cells`.
 pub fn copy_keys(g: &Geofence) -> Vec<(String, String)> {
-    let sks = if g.keyed { index::copy_sort_keys(&g.cells, &g.id) } else { vec![g.id.clone(); g.cells.len()] };
-    g.cells.iter().zip(sks).map(|(c, sk)| (cell_pk(&g.project_id, c), sk)).collect()
+    g.cells.iter().zip(index::copy_sort_keys(&g.cells, &g.id)).map(|(c, sk)| (cell_pk(&g.project_id, c), sk)).collect()
 }
 
 /// The writes of `g` and its cell copies.
@@ -299,7 +292,6 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateGeofence) -> Re
         user_ids,
         group_ids,
         cells: Vec::new(),
-        keyed: true,
         is_deleted: false,
         created_at: now,
         updated_at: now,
@@ -488,7 +480,7 @@ pub async fn update(store: &dyn Store, p: &Project, id: &str, up: UpdateGeofence
     for _ in 0..20 {
         let mut g = get(store, p, id).await?;
         let expected = g.version;
-        let (before, was_keyed) = (copy_keys(&g), g.keyed);
+        let before = copy_keys(&g);
         up.apply(FenceFields {
             metadata: &mut g.metadata,
             color_code: &mut g.color_code,
@@ -499,13 +491,7 @@ pub async fn update(store: &dyn Store, p: &Project, id: &str, up: UpdateGeofence
         up.apply_static(&mut g)?;
         g.version += 1;
         g.updated_at = Timestamp::now();
-        g.keyed = true;
-        let mut ops = rewrite_ops(&g, &before, Cond::Equals("version", expected.into()))?;
-        if ops.len() > MAX_TRANSACT_OPS && !was_keyed {
-            // Moving every copy to its class key does not fit: they stay under the bare id.
-            g.keyed = false;
-            ops = rewrite_ops(&g, &before, Cond::Equals("version", expected.into()))?;
-        }
+        let ops = rewrite_ops(&g, &before, Cond::Equals("version", expected.into()))?;
         if ops.len() > MAX_TRANSACT_OPS {
             return Err(ApiError::field(
                 "coordinates",

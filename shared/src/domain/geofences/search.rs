@@ -12,7 +12,7 @@ use super::{Geofence, cell_pk, index};
 use crate::error::ApiError;
 use crate::geometry::{LngLat, Placed};
 use crate::project::Project;
-use crate::store::{Cond, Query, Store, StoreError, Table, WriteOp, from_json, to_item};
+use crate::store::{Query, Store, StoreError, Table, from_json};
 
 /// A fence found: its id, its distance in meters (0 inside) and the fence.
 #[derive(Debug, Clone)]
@@ -115,7 +115,7 @@ fn head_of(view: &RawValue) -> serde_json::Result<String> {
 /// Fences whose shape comes within `radius_m` of `at`, nearest first (ties by id), and how many
 /// index items were read.
 pub async fn search(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -> Result<(Vec<Hit>, usize), ApiError> {
-    let coarse = radius_m >= index::COARSE_FROM_M && coarse_indexed(store, &p.project_id).await?;
+    let coarse = radius_m >= index::COARSE_FROM_M;
     let reads = index::fence_search_reads(at, radius_m, coarse)?;
     let queries: Vec<Query> =
         reads.into_iter().map(|(c, range)| Query::new(cell_pk(&p.project_id, &c), range)).collect();
@@ -136,38 +136,6 @@ pub async fn search(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -
     }
     hits.sort_by(|a, b| a.distance_m.total_cmp(&b.distance_m).then_with(|| a.id.cmp(&b.id)));
     Ok((hits, read))
-}
-
-/// The item saying every fence of the project has its coarse (precision 5) copies: written with
-/// the project, since fences created before those copies existed have only fine ones. Without it,
-/// wide searches read the fine cells: slower, never a fence missed.
-fn coarse_marker_pk(project_id: &str) -> String {
-    [project_id, "#C5"].concat()
-}
-
-/// The marker's write, for a new project's creation.
-pub fn coarse_indexed_from_start(project_id: &str) -> Result<WriteOp, ApiError> {
-    let item = to_item(&coarse_marker_pk(project_id), "-", &serde_json::json!({"coarse_cells": true}))?;
-    Ok(WriteOp::Put { table: Table::Main, item, cond: Cond::None })
-}
-
-/// The process's cache of projects seen with the coarse marker, so that wide searches (on
-/// Lambda, each a DynamoDB read more) stop reading it. Never invalidated: a marker is never taken
-/// away. Only the marked are kept (one project id each); an unmarked project is read each time.
-static COARSE_MARKED_CACHE: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<String>>> =
-    std::sync::LazyLock::new(Default::default);
-
-/// Whether every fence of the project has its coarse copies ([`COARSE_MARKED_CACHE`]).
-pub async fn coarse_indexed(store: &dyn Store, project_id: &str) -> Result<bool, ApiError> {
-    let cache = || COARSE_MARKED_CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if cache().contains(project_id) {
-        return Ok(true);
-    }
-    let found = store.get(Table::Main, &coarse_marker_pk(project_id), "-").await?.is_some();
-    if found {
-        cache().insert(project_id.to_owned());
-    }
-    Ok(found)
 }
 
 #[cfg(test)]
