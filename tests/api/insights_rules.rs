@@ -9,10 +9,9 @@ use serde_json::{Value, json};
 
 use crate::both;
 use crate::insights::{insights, user_with};
-use crate::life::{Pos, centre};
+use crate::insights_life::{HOME, NEW_HOME, OFFICE, commuter, monday};
+use crate::life::{Pos, Sampling, centre, live};
 use crate::trace::{geodesic, offset};
-
-const HOME: Pos = (13.4050, 52.5200);
 
 /// A point `dx` meters east and `dy` north of `p`.
 fn at(p: Pos, dx: f64, dy: f64) -> Pos {
@@ -59,10 +58,6 @@ fn fixes(start: NaiveDate, days: i64, zone: Option<i32>, plan: impl Fn(i64) -> P
         }
     }
     out
-}
-
-fn monday() -> NaiveDate {
-    NaiveDate::from_ymd_opt(2024, 4, 1).expect("a date")
 }
 
 /// The insight whose centre is nearest `p`, if within 60 m.
@@ -123,4 +118,50 @@ both!(work_confidence_follows_the_table_at_13_and_14_days, |app| async move {
         assert!(found(&work, at(office, 45.0, 0.0)).is_some(), "{work:?}");
         assert_eq!(work[0]["confidence"], want, "{n} office days");
     }
+});
+
+/// Whether `p` is inside the closed ring of an insight's geometry (ray casting).
+fn inside(i: &Value, p: Pos) -> bool {
+    let ring: Vec<Pos> = i["geometry"]["coordinates"][0]
+        .as_array()
+        .expect("a ring")
+        .iter()
+        .map(|c| (c[0].as_f64().expect("lng"), c[1].as_f64().expect("lat")))
+        .collect();
+    let mut inside = false;
+    for w in ring.windows(2) {
+        let ((x1, y1), (x2, y2)) = (w[0], w[1]);
+        if (y1 > p.1) != (y2 > p.1) && p.0 < x1 + (p.1 - y1) / (y2 - y1) * (x2 - x1) {
+            inside = !inside;
+        }
+    }
+    inside
+}
+
+both!(last_visited_is_inside_the_place_geometry, |app| async move {
+    // Lives with 8 m scatter: the last fix of a stay is often farther from the place's centre
+    // than the stays' centres are.
+    let moved = |d: NaiveDate, i: i64| commuter(d, if i >= 42 { NEW_HOME } else { HOME }, Some(OFFICE));
+    let plain = |d: NaiveDate, _| commuter(d, HOME, Some(OFFICE));
+    let lives = [
+        live(monday(), 54, "Europe/Berlin", Sampling::Every(600), 11, moved),
+        live(monday(), 35, "Europe/Berlin", Sampling::Sparse(20 * 60, 90 * 60), 51, plain),
+        live(monday(), 28, "Europe/Berlin", Sampling::Every(600), 1, plain),
+    ];
+    let (mut outside, mut all) = (Vec::new(), 0);
+    for fixes in &lives {
+        let u = user_with(&app, fixes).await;
+        for kind in ["home", "work", "poi"] {
+            for i in insights(&app, kind, &u).await {
+                let c = &i["last_visited"]["coordinates"]["coordinates"];
+                let p = (c[0].as_f64().expect("lng"), c[1].as_f64().expect("lat"));
+                all += 1;
+                if !inside(&i, p) {
+                    outside.push(format!("{kind} {}", i["last_visited"]));
+                }
+            }
+        }
+    }
+    assert!(all >= 12, "{all} insights");
+    assert!(outside.is_empty(), "{} of {all} outside their geometry: {outside:?}", outside.len());
 });

@@ -370,7 +370,7 @@ impl Agg {
             first_start: self.first_start,
             last: self.last.clone(),
             centre,
-            polygon: places::outline(&plane, plane.to_xy(centre), &points),
+            polygon: places::outline(&plane, plane.to_xy(centre), &points, plane.to_xy(self.last.last.coordinates)),
             dwell_s: self.dwell_s,
             weight: self.weight,
             weekday_weight: self.weekday_weight,
