@@ -28,7 +28,11 @@ fn fixes(start: NaiveDate, days: i64, zone: Option<i32>, plan: impl Fn(i64) -> P
     let tz: chrono_tz::Tz = "Europe/Berlin".parse().expect("a zone");
     let utc = |local: NaiveDateTime| match zone {
         Some(h) => local - Duration::hours(h.into()),
-        None => local.and_local_timezone(tz).earliest().expect("not skipped").naive_utc(),
+        // A local time that summer time skips is taken an hour later.
+        None => (local.and_local_timezone(tz).earliest())
+            .or_else(|| (local + Duration::hours(1)).and_local_timezone(tz).earliest())
+            .expect("a local time")
+            .naive_utc(),
     };
     let name =
         zone.map_or("Europe/Berlin".to_owned(), |h| format!("{}{:02}:00", if h < 0 { '-' } else { '+' }, h.abs()));
@@ -164,4 +168,23 @@ both!(last_visited_is_inside_the_place_geometry, |app| async move {
     }
     assert!(all >= 12, "{all} insights");
     assert!(outside.is_empty(), "{} of {all} outside their geometry: {outside:?}", outside.len());
+});
+
+both!(work_is_found_in_three_weeks_across_a_change_of_daylight_saving_time, |app| async move {
+    // Berlin: summer time from Sunday 31 March 2024, winter time from Sunday 27 October; three
+    // working weeks (the fewest work needs) with the change in the middle.
+    let office = at(HOME, 2000.0, -500.0);
+    let plan = |i: i64| match i % 7 {
+        5 | 6 => vec![(0.0, 24.0, HOME)],
+        _ => vec![(0.0, 7.5, HOME), (8.0, 17.0, office), (17.5, 24.0, HOME)],
+    };
+    for (start, offset) in [((2024, 3, 18), "+0200"), ((2024, 10, 14), "+0100")] {
+        let start = NaiveDate::from_ymd_opt(start.0, start.1, start.2).expect("a Monday");
+        let u = user_with(&app, &fixes(start, 19, None, plan)).await;
+        let work = insights(&app, "work", &u).await;
+        assert_eq!(work.len(), 1, "from {start}: {work:?}");
+        assert!(found(&work, office).is_some(), "{work:?}");
+        assert_eq!(work[0]["tz_offset"], offset);
+        assert!(found(&insights(&app, "poi", &u).await, office).is_none(), "the office is work, not a POI");
+    }
 });
