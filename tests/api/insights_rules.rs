@@ -65,7 +65,7 @@ fn fixes(start: NaiveDate, days: i64, zone: Option<i32>, plan: impl Fn(i64) -> P
 }
 
 /// The insight whose centre is nearest `p`, if within 60 m.
-fn found<'a>(list: &'a [Value], p: Pos) -> Option<&'a Value> {
+fn found(list: &[Value], p: Pos) -> Option<&Value> {
     list.iter().find(|i| geodesic(centre(i), p) < 60.0)
 }
 

@@ -536,3 +536,25 @@ pub async fn current(
         Err(e) => Err(e.into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_day_set_counts_a_date_once_whatever_the_order_and_round_trips() {
+        let d = |day: u32| NaiveDate::from_ymd_opt(2024, 4, day).expect("a date");
+        let (mut a, mut b) = (DaySet::default(), DaySet::default());
+        for day in [10, 12, 30] {
+            a.insert(d(day));
+        }
+        for day in [12, 1, 30, 3] {
+            b.insert(d(day)); // the second date is before the first: bits are prepended
+        }
+        a.union(&b);
+        assert_eq!(a.dates().collect::<Vec<_>>(), [1, 3, 10, 12, 30].map(d));
+        assert_eq!(a.len(), 5);
+        let json = serde_json::to_value(&a).expect("serialised");
+        assert_eq!(serde_json::from_value::<DaySet>(json).expect("read back"), a);
+    }
+}
