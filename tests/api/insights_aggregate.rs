@@ -169,3 +169,32 @@ both!(two_writers_of_one_aggregate_cannot_both_win, |app| async move {
     tokio::join!(post(&app, &u, a), post(&app, &u, b));
     same_as_from_scratch(&app, &u, "after two writers").await;
 });
+
+both!(an_aggregate_of_the_older_format_is_rebuilt_with_dates_counted_once, |app| async move {
+    // Format 1 kept days and visit days as counts ("y", "v"); a stored item of it, however
+    // wrong its counts, is replaced by one built from the stays, checked on its version.
+    let fixes = live(monday(), 21, "Europe/Berlin", Sampling::Every(600), 41, |d, _| commuter(d, HOME, Some(OFFICE)));
+    let u = app.create_user(json!({})).await;
+    for b in fixes.chunks(1000) {
+        post(&app, &u, b).await;
+    }
+    let want = stable(get_insights(&app, "home", &u).await);
+    let p = project(&app);
+    let store = app.state.store.as_ref();
+    let pk = aggregate::aggregate_pk(&p.project_id, &u);
+    let item = store.get(Table::Main, &pk, "-").await.expect("get").expect("an aggregate");
+    let mut old: Value = from_item(item).expect("decoded");
+    let version = old["version"].as_u64().expect("a version");
+    old.as_object_mut().expect("an object").remove("format");
+    for place in old["places"].as_array_mut().expect("places") {
+        let place = place.as_object_mut().expect("a place");
+        place.remove("ds");
+        place.remove("vs");
+        place.insert("y".into(), json!(0));
+        place.insert("v".into(), json!(0));
+    }
+    store.put(Table::Main, to_item(&pk, "-", &old).expect("item"), Cond::None).await.expect("put");
+    assert_eq!(stable(get_insights(&app, "home", &u).await), want, "rebuilt on read");
+    let now = aggregate::read(store, &p, &u).await.expect("read").expect("stored");
+    assert_eq!(now.version, version + 1, "replaced, checked on the version");
+});

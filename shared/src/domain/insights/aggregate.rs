@@ -20,15 +20,15 @@
 //! with stays and no item (history from before it existed) gets one built from the stays, once.
 //! The run in progress is folded at read time, into a copy.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use chrono::{Datelike, Duration, NaiveDate};
 use geo::Point;
 use serde::{Deserialize, Serialize};
 
 use super::places::{self, DAY_MIN_SECONDS, HALF_LIFE_DAYS, PLACE_RADIUS_M, Place, Plane, monday_of};
+use super::rules::{MOVE_NIGHTS, NIGHT_MIN_SECONDS, WORK_WINDOW_WEEKS};
 use super::stays::{Stay, stays_pk};
-use super::{MOVE_NIGHTS, NIGHT_MIN_SECONDS, WORK_WINDOW_WEEKS};
 use crate::domain::locations::Location;
 use crate::error::ApiError;
 use crate::geometry::LngLat;
@@ -42,6 +42,9 @@ pub const MAX_PLACES: usize = 32;
 pub const MAX_ANCHORS: usize = 8;
 /// A stay within this distance (meters) of an anchor's centre is counted on it.
 pub const ANCHOR_M: f64 = 10.0;
+/// The aggregate's format: 2 keeps dates as sets (1 kept counts, which places that merged
+/// added up twice for a date both had).
+const FORMAT: u32 = 2;
 /// Local dates this many days or more before the latest stay's start can gain no more time (a
 /// stay starts after the previous one; the margin covers a change of time zone).
 const SETTLE_DAYS: i64 = 2;
@@ -71,6 +74,60 @@ impl Anchor {
     }
 }
 
+/// A set of local dates, as bits from its first date (hex, 8 dates a byte: 92 characters a year),
+/// so that places that merge count a date they share once.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct DaySet {
+    /// Days from the Common Era of bit 0.
+    first: i32,
+    bits: Vec<u8>,
+}
+
+impl DaySet {
+    fn insert(&mut self, d: NaiveDate) {
+        let n = d.num_days_from_ce();
+        if self.bits.is_empty() {
+            self.first = n;
+        }
+        if n < self.first {
+            let bytes = (self.first - n + 7) / 8;
+            self.bits.splice(0..0, std::iter::repeat_n(0, bytes as usize));
+            self.first -= bytes * 8;
+        }
+        let k = (n - self.first) as usize;
+        if self.bits.len() <= k / 8 {
+            self.bits.resize(k / 8 + 1, 0);
+        }
+        self.bits[k / 8] |= 1 << (k % 8);
+    }
+    fn dates(&self) -> impl Iterator<Item = NaiveDate> + '_ {
+        (0..self.bits.len() * 8)
+            .filter(|k| self.bits[k / 8] & (1 << (k % 8)) != 0)
+            .filter_map(|k| NaiveDate::from_num_days_from_ce_opt(self.first + k as i32))
+    }
+    fn union(&mut self, o: &DaySet) {
+        for d in o.dates() {
+            self.insert(d);
+        }
+    }
+    fn len(&self) -> usize {
+        self.bits.iter().map(|b| b.count_ones() as usize).sum()
+    }
+}
+
+impl Serialize for DaySet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (self.first, hex::encode(&self.bits)).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for DaySet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (first, bits) = <(i32, String)>::deserialize(d)?;
+        Ok(DaySet { first, bits: hex::decode(bits).map_err(serde::de::Error::custom)? })
+    }
+}
+
 /// One place of the aggregate (short field names: the item is read on every request).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Agg {
@@ -93,17 +150,16 @@ struct Agg {
     nights: BTreeMap<NaiveDate, i64>,
     #[serde(rename = "t")]
     night_s: i64,
-    /// Settled days with [`DAY_MIN_SECONDS`] there ...
-    #[serde(rename = "y")]
-    days: u32,
+    /// Settled dates with [`DAY_MIN_SECONDS`] there (a set, not a count: two places that merge
+    /// may share dates) ...
+    #[serde(rename = "ds", default)]
+    days: DaySet,
     /// ... and seconds of the dates not settled yet.
     #[serde(rename = "p", default)]
     per_day: BTreeMap<NaiveDate, i64>,
-    /// Settled visit days, and the visit dates not settled yet.
-    #[serde(rename = "v")]
-    visit_days: u32,
-    #[serde(rename = "u", default)]
-    visits: BTreeSet<NaiveDate>,
+    /// Every date a stay there began on.
+    #[serde(rename = "vs", default)]
+    visits: DaySet,
     /// Weeks of the work window: weekday seconds and weekdays with any (bits, Monday first).
     #[serde(rename = "x", default)]
     weeks: BTreeMap<NaiveDate, (i64, u8)>,
@@ -117,6 +173,9 @@ struct Agg {
 pub struct Aggregate {
     #[serde(default)]
     pub version: u64,
+    /// [`FORMAT`] when written; an item of an older format is rebuilt from the stays.
+    #[serde(default)]
+    format: u32,
     /// Id of the newest stay counted.
     #[serde(default)]
     pub upto: Option<String>,
@@ -156,10 +215,9 @@ impl Agg {
             weekday_weight: 0.0,
             nights: BTreeMap::new(),
             night_s: 0,
-            days: 0,
+            days: DaySet::default(),
             per_day: BTreeMap::new(),
-            visit_days: 0,
-            visits: BTreeSet::new(),
+            visits: DaySet::default(),
             weeks: BTreeMap::new(),
             last: Stay { last: brief(&s.last), ..s.clone() },
         }
@@ -250,12 +308,11 @@ impl Agg {
             *self.nights.entry(d).or_default() += secs;
         }
         self.night_s += o.night_s;
-        self.days += o.days;
+        self.days.union(&o.days);
         for (d, secs) in o.per_day {
             *self.per_day.entry(d).or_default() += secs;
         }
-        self.visit_days += o.visit_days;
-        self.visits.extend(o.visits);
+        self.visits.union(&o.visits);
         for (wk, (secs, bits)) in o.weeks {
             let e = self.weeks.entry(wk).or_default();
             e.0 += secs;
@@ -272,11 +329,10 @@ impl Agg {
     /// Fold dates before `cut` into the counts; keep the nights and weeks the rules can use.
     fn settle(&mut self, cut: NaiveDate, first_week: Option<NaiveDate>) {
         let recent = self.per_day.split_off(&cut);
-        self.days += self.per_day.values().filter(|s| **s >= DAY_MIN_SECONDS).count() as u32;
+        for (d, _) in self.per_day.iter().filter(|(_, s)| **s >= DAY_MIN_SECONDS) {
+            self.days.insert(*d);
+        }
         self.per_day = recent;
-        let recent = self.visits.split_off(&cut);
-        self.visit_days += self.visits.len() as u32;
-        self.visits = recent;
         // A settled night shorter than NIGHT_MIN_SECONDS is nobody's night; of the others, the
         // move rule looks at most at the latest MOVE_NIGHTS (see `super::night_places`).
         let recent = self.nights.split_off(&cut);
@@ -314,14 +370,14 @@ impl Agg {
             first_start: self.first_start,
             last: self.last.clone(),
             centre,
-            polygon: places::outline(&plane, plane.to_xy(centre), &points),
+            polygon: places::outline(&plane, plane.to_xy(centre), &points, plane.to_xy(self.last.last.coordinates)),
             dwell_s: self.dwell_s,
             weight: self.weight,
             weekday_weight: self.weekday_weight,
             nights: self.nights.clone(),
             night_s: self.night_s,
-            days: self.days as usize + self.per_day.values().filter(|s| **s >= DAY_MIN_SECONDS).count(),
-            visit_days: self.visit_days as usize + self.visits.len(),
+            days: self.days.len() + self.per_day.values().filter(|s| **s >= DAY_MIN_SECONDS).count(),
+            visit_days: self.visits.len(),
             weeks: self.weeks.iter().map(|(w, (secs, bits))| (*w, (*secs, bits.count_ones() as usize))).collect(),
         }
     }
@@ -401,7 +457,7 @@ impl Aggregate {
     pub fn build<'a>(stays: impl IntoIterator<Item = &'a Stay>) -> Self {
         let mut sorted: Vec<&Stay> = stays.into_iter().collect();
         sorted.sort_by(|a, b| a.id.cmp(&b.id));
-        let mut agg = Aggregate::default();
+        let mut agg = Aggregate { format: FORMAT, ..Aggregate::default() };
         for s in sorted {
             agg.fold(s);
         }
@@ -427,15 +483,17 @@ pub async fn plan(store: &dyn Store, p: &Project, user_id: &str, closed: &[Stay]
         return Ok(None);
     }
     let (mut agg, cond) = match read(store, p, user_id).await? {
-        Some(a) => {
+        Some(a) if a.format == FORMAT => {
             let v = a.version;
             (a, Cond::Equals("version", v.into()))
         }
-        None => {
+        found => {
             let mut stored: BTreeMap<String, Stay> =
                 all_stays(store, p, user_id).await?.into_iter().map(|s| (s.id.clone(), s)).collect();
             stored.extend(closed.iter().map(|s| (s.id.clone(), s.clone())));
-            (Aggregate::build(stored.values()), Cond::NotExists)
+            let mut agg = Aggregate::build(stored.values());
+            agg.version = found.as_ref().map_or(0, |a| a.version);
+            (agg, found.map_or(Cond::NotExists, |a| Cond::Equals("version", a.version.into())))
         }
     };
     for s in closed {
@@ -458,20 +516,45 @@ pub async fn current(
     user_id: &str,
     run_first: Option<&str>,
 ) -> Result<Aggregate, ApiError> {
-    if let Some(a) = read(store, p, user_id).await? {
-        return Ok(a);
-    }
+    // An item of an older format is replaced, checked on its version.
+    let older = match read(store, p, user_id).await? {
+        Some(a) if a.format == FORMAT => return Ok(a),
+        found => found.map(|a| a.version),
+    };
     let stays = all_stays(store, p, user_id).await?;
     let closed = stays.iter().filter(|s| run_first.is_none_or(|f| s.id.as_str() < f));
     let mut agg = Aggregate::build(closed);
     if agg.upto.is_none() {
         return Ok(agg);
     }
-    agg.version = 1;
+    agg.version = older.unwrap_or(0) + 1;
+    let cond = older.map_or(Cond::NotExists, |v| Cond::Equals("version", v.into()));
     let item = to_item(&aggregate_pk(&p.project_id, user_id), "-", &agg)?;
-    match store.put(Table::Main, item, Cond::NotExists).await {
+    match store.put(Table::Main, item, cond).await {
         Ok(()) => Ok(agg),
         Err(StoreError::ConditionFailed) => Ok(read(store, p, user_id).await?.unwrap_or(agg)),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_day_set_counts_a_date_once_whatever_the_order_and_round_trips() {
+        let d = |day: u32| NaiveDate::from_ymd_opt(2024, 4, day).expect("a date");
+        let (mut a, mut b) = (DaySet::default(), DaySet::default());
+        for day in [10, 12, 30] {
+            a.insert(d(day));
+        }
+        for day in [12, 1, 30, 3] {
+            b.insert(d(day)); // the second date is before the first: bits are prepended
+        }
+        a.union(&b);
+        assert_eq!(a.dates().collect::<Vec<_>>(), [1, 3, 10, 12, 30].map(d));
+        assert_eq!(a.len(), 5);
+        let json = serde_json::to_value(&a).expect("serialised");
+        assert_eq!(serde_json::from_value::<DaySet>(json).expect("read back"), a);
     }
 }

@@ -33,6 +33,7 @@
 
 pub mod aggregate;
 pub mod places;
+pub mod rules;
 pub mod stays;
 
 use std::collections::BTreeMap;
@@ -40,31 +41,37 @@ use std::collections::BTreeMap;
 use chrono::{Duration, NaiveDate};
 use serde_json::{Value, json};
 
+use crate::domain::locations::Location;
 use crate::error::ApiError;
 use crate::geometry::{GeoPoint, LngLat};
 use crate::ids::id_at;
 use crate::project::Project;
 use crate::store::Store;
+use crate::store::{Item, WriteOp};
 use crate::time::Timestamp;
 pub use places::{PLACE_RADIUS_M, Place, places};
-pub use stays::{InsightsPlan, Stay, plan, stays};
+pub use rules::{
+    MIN_DAYS, MOVE_NIGHTS, NIGHT_MIN_SECONDS, POI_MIN_DAYS, WORK_MIN_HOURS_PER_WEEK, WORK_MIN_WEEKDAYS, WORK_MIN_WEEKS,
+    WORK_WINDOW_WEEKS,
+};
+pub use stays::{Stay, stays};
 
-/// Home needs at least this many local days with 30 minutes there.
-pub const MIN_DAYS: usize = 3;
-/// After this many nights in a row at another place, that place is home.
-pub const MOVE_NIGHTS: usize = 10;
-/// A night (22:00-06:00 local) is spent where the person was for at least this long (seconds).
-pub const NIGHT_MIN_SECONDS: i64 = 3 * 3600;
-/// Work is judged over this many latest weeks (Monday to Sunday, local).
-pub const WORK_WINDOW_WEEKS: i64 = 6;
-/// Weeks (of the window) with a working week at the place that work needs.
-pub const WORK_MIN_WEEKS: usize = 3;
-/// A working week: at least this many hours at the place, Monday to Friday ...
-pub const WORK_MIN_HOURS_PER_WEEK: i64 = 10;
-/// ... on at least this many weekdays.
-pub const WORK_MIN_WEEKDAYS: usize = 2;
-/// A point of interest is visited on at least this many distinct local days.
-pub const POI_MIN_DAYS: usize = 2;
+/// What a range of new fixes changes: the run in progress and the places aggregate (states,
+/// written in the processor's transaction) and the stays it closed (facts with deterministic
+/// ids: the first fix's id).
+pub struct InsightsPlan {
+    pub run: WriteOp,
+    pub aggregate: Option<WriteOp>,
+    pub stays: Vec<Item>,
+}
+
+/// Extend the user's stays with `fixes` (new, past the processor's watermark, in order) and
+/// count the stays they close in the places aggregate.
+pub async fn plan(store: &dyn Store, p: &Project, user_id: &str, fixes: &[Location]) -> Result<InsightsPlan, ApiError> {
+    let s = stays::plan(store, p, user_id, fixes).await?;
+    let aggregate = aggregate::plan(store, p, user_id, &s.closed).await?;
+    Ok(InsightsPlan { run: s.run, aggregate, stays: s.stays })
+}
 
 /// Where a reverse geocoder would plug in: the class of a place (`road`, `residential`, ...).
 pub trait PlaceNamer {

@@ -197,8 +197,14 @@ pub fn places(mut stays: Vec<Stay>) -> Vec<Place> {
 }
 
 /// A place's polygon: the convex hull of the [`HULL_SHARE`] of its points (stay centres, each
-/// standing for `count` stays) nearest the centre, buffered by their median accuracy.
-pub(super) fn outline(plane: &Plane, centre_xy: Point<f64>, points: &[(Point<f64>, f64, usize)]) -> Vec<[f64; 2]> {
+/// standing for `count` stays) nearest the centre and of `last_fix` (the fix an answer shows as
+/// `last_visited`, which is then inside it), buffered by their median accuracy.
+pub(super) fn outline(
+    plane: &Plane,
+    centre_xy: Point<f64>,
+    points: &[(Point<f64>, f64, usize)],
+    last_fix: Point<f64>,
+) -> Vec<[f64; 2]> {
     let dist = |a: Point<f64>, b: Point<f64>| (a.x() - b.x()).hypot(a.y() - b.y());
     let mut near: Vec<&(Point<f64>, f64, usize)> = points.iter().collect();
     near.sort_by(|a, b| dist(a.0, centre_xy).total_cmp(&dist(b.0, centre_xy)));
@@ -214,11 +220,11 @@ pub(super) fn outline(plane: &Plane, centre_xy: Point<f64>, points: &[(Point<f64
         take
     });
     let margin = crate::stats::median(&mut acc).unwrap_or(0.0).clamp(MIN_BUFFER_M, MAX_BUFFER_M);
-    let hull = MultiPoint::new(near.iter().map(|p| p.0).collect()).convex_hull();
+    let hull = MultiPoint::new(near.iter().map(|p| p.0).chain([last_fix]).collect()).convex_hull();
     let corners = MultiPoint::new(hull.exterior().points().collect());
     let mut shape = corners.buffer(margin).convex_hull();
     if shape.exterior().0.len() < 4 {
-        shape = centre_xy.buffer(margin).convex_hull();
+        shape = MultiPoint::new(vec![centre_xy, last_fix]).buffer(margin).convex_hull();
     }
     shape.exterior().coords().map(|&c| plane.to_lnglat(c)).collect()
 }
@@ -230,9 +236,9 @@ fn place(plane: &Plane, members: &[(Point<f64>, &Stay)], weight_of: &dyn Fn(&Sta
     let cost = |k: usize| members.iter().zip(&weights).map(|((q, _), w)| w * dist(members[k].0, *q)).sum::<f64>();
     let medoid = (0..members.len()).map(|k| (k, cost(k))).min_by(|a, b| a.1.total_cmp(&b.1)).map_or(0, |(k, _)| k);
     let points: Vec<(Point<f64>, f64, usize)> = members.iter().map(|(p, s)| (*p, s.accuracy_m, 1)).collect();
-    let polygon = outline(plane, members[medoid].0, &points);
     let first = members.iter().map(|(_, s)| *s).min_by_key(|s| (s.start, &s.id)).expect("a place has stays");
     let last = members.iter().map(|(_, s)| *s).max_by_key(|s| s.end).expect("a place has stays");
+    let polygon = outline(plane, members[medoid].0, &points, plane.to_xy(last.last.coordinates));
 
     let mut p = Place {
         stays: members.len(),

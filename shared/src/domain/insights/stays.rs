@@ -180,17 +180,17 @@ pub(crate) fn run_pk(pid: &str, uid: &str) -> String {
     [pid, "#SS#", uid].concat()
 }
 
-/// What a range of new fixes changes: the run in progress and the places aggregate (states,
-/// written in the processor's transaction) and the stays it closed (facts with deterministic
-/// ids: the first fix's id).
-pub struct InsightsPlan {
+/// What a range of new fixes changes of the stays: the run in progress (a state, written in the
+/// processor's transaction) and the stays it closed, in order (facts with deterministic ids: the
+/// first fix's id), with their items.
+pub struct StaysPlan {
     pub run: WriteOp,
-    pub aggregate: Option<WriteOp>,
+    pub closed: Vec<Stay>,
     pub stays: Vec<Item>,
 }
 
 /// Extend the user's stays with `fixes` (new, past the processor's watermark, in order).
-pub async fn plan(store: &dyn Store, p: &Project, user_id: &str, fixes: &[Location]) -> Result<InsightsPlan, ApiError> {
+pub async fn plan(store: &dyn Store, p: &Project, user_id: &str, fixes: &[Location]) -> Result<StaysPlan, ApiError> {
     let run: Option<Run> = get_as(store, Table::Main, &run_pk(&p.project_id, user_id), "-").await?;
     let version = run.as_ref().map_or(0, |r| r.version);
     let mut run = run.unwrap_or_default();
@@ -206,8 +206,7 @@ pub async fn plan(store: &dyn Store, p: &Project, user_id: &str, fixes: &[Locati
     };
     let stays_pk = stays_pk(&p.project_id, user_id);
     let stays = closed.iter().map(|s| to_item(&stays_pk, &s.id, s)).collect::<Result<Vec<_>, _>>()?;
-    let aggregate = super::aggregate::plan(store, p, user_id, &closed).await?;
-    Ok(InsightsPlan { run: run_op, aggregate, stays })
+    Ok(StaysPlan { run: run_op, closed, stays })
 }
 
 /// The run in progress as committed: its stay, if long enough, and the id of its first fix
