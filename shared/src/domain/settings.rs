@@ -5,7 +5,7 @@
 //! To add a setting: a field in [`StoredSettings`], its default and bounds beside
 //! [`TRACKING_LINK_TTL`], one arm in [`SettingsUpdate::parse`] and one line in [`ProjectSettings`].
 //!
-//! `retention_days` is also copied into a small registry (see `domain::retention`) in the same
+//! `retention_days` is also copied into a small registry (see `pipeline::retention`) in the same
 //! transaction, so the retention sweeper finds the projects that have one without a scan.
 //!
 //! Readers on a hot path (ingest stamping the retention's expiry, the tracking page checking its

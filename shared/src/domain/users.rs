@@ -2,7 +2,7 @@
 //!
 //! Layout (main table): live users at `pk = <project>#U`, `sk = <user id>`, so listing in creation
 //! order, and by creation date, is one Query. Deleting a user erases them and everything derived
-//! from them (see `domain::erasure`); `<project>#UD` holds users soft-deleted before erasure
+//! from them (see `pipeline::erasure`); `<project>#UD` holds users soft-deleted before erasure
 //! existed, which a DELETE of them erases too.
 
 use chrono_tz::Tz;

@@ -8,7 +8,7 @@
 //! - `motion:geofence:dwell` once per visit after [`DWELL_SECONDS`] inside.
 //!
 //! The inside/outside state per user and fence is stored (`<project>#GS#<user>`) and written in
-//! the events processor's transaction (see `domain::processor`), which only evaluates fixes past
+//! the events processor's transaction (see `pipeline::processor`), which only evaluates fixes past
 //! the user's processing watermark: a late fix (older than what was already evaluated) is stored
 //! but fires nothing, so events never go back in time; a batch split in two fires what the whole
 //! batch fires, and a re-sent batch fires nothing. Fixes less accurate than [`MAX_ACCURACY_M`]
@@ -18,7 +18,7 @@
 //! Each event is written three times, so every list is one Query: by project
 //! (`<project>#E`), by fence (`<project>#FE#<fence>`, also what `counts.events` counts) and by
 //! user (`<project>#UE#<user>`); `<project>#FU#<fence>` holds one item per user who caused an
-//! event there (`counts.users`). Retention (`domain::retention`) removes all three copies.
+//! event there (`counts.users`). Retention (`pipeline::retention`) removes all three copies.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -221,7 +221,7 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
 /// own counts, `history_pages`), and one per (fence, user) for `counts.users`, once even when
 /// several events share it. Facts with deterministic keys, written put-if-absent by the
 /// processor. With the project's `retention_days`, each copy carries the TTL attribute
-/// (`domain::retention`); the (fence, user) items are a count, not a record of when, and stay.
+/// (`pipeline::retention`); the (fence, user) items are a count, not a record of when, and stay.
 pub(crate) struct EventItems {
     pub copies: Vec<Item>,
     pub pairs: Vec<Item>,

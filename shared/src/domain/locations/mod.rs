@@ -3,7 +3,7 @@
 //! in milliseconds, so history is listed in `recorded_at` order and a date range is a key range.
 //! The rest of the id is a hash of user, time and coordinates: a re-sent fix has the same key and
 //! is stored once. With the project's `retention_days`, fixes recorded longer ago than that are
-//! removed (`domain::retention`). The partition also holds its own counts for paging, under
+//! removed (`pipeline::retention`). The partition also holds its own counts for paging, under
 //! sort keys from `~` (`domain::history_pages`): every read of fixes is a range of hex ids.
 
 use chrono_tz::Tz;
@@ -258,7 +258,7 @@ pub async fn store_unsynced(
     locs: Vec<Location>,
 ) -> Result<Vec<Location>, ApiError> {
     let pk = locations_pk(&p.project_id, user_id);
-    // With retention, each item carries its expiry for DynamoDB's TTL (`domain::retention`).
+    // With retention, each item carries its expiry for DynamoDB's TTL (`pipeline::retention`).
     let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
     let mut items = locs.iter().map(|l| to_item(&pk, &l.id, l)).collect::<Result<Vec<_>, _>>()?;
     for (item, l) in items.iter_mut().zip(&locs) {

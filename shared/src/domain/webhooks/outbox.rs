@@ -46,7 +46,7 @@ pub struct Message {
     /// The JSON body sent, as bytes on the wire.
     pub body: String,
     pub created_at: Timestamp,
-    /// The retention's TTL (`domain::retention`): the message, its deliveries and pending
+    /// The retention's TTL (`pipeline::retention`): the message, its deliveries and pending
     /// entries expire together, so an expired event is neither listed nor sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<i64>,
