@@ -308,8 +308,10 @@ async fn run() {
         let mut drivers = Vec::new();
         let mut trng = Rng(o.seed ^ 0x7EAC);
         for u in 0..o.users {
-            let body = json!({"app_type": 1, "device_token": format!("city-{on}-{u}"), "description": format!("driver {u}")});
-            let user = users::create(store.as_ref(), &p, serde_json::from_value(body).expect("user")).await.expect("user");
+            let body =
+                json!({"app_type": 1, "device_token": format!("city-{on}-{u}"), "description": format!("driver {u}")});
+            let user =
+                users::create(store.as_ref(), &p, serde_json::from_value(body).expect("user")).await.expect("user");
             let up = json!({"user_id": user.id, "geofence_events": on});
             users::update(store.as_ref(), &p, serde_json::from_value(up).expect("update")).await.expect("update");
             let track = Track {
