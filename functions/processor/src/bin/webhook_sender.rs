@@ -9,9 +9,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     shared::http::init_tracing();
     let state = shared::AppState::dynamodb_from_env().await;
     let worker = std::sync::Arc::new(Worker::new(state.store.clone(), DeliveryConfig::from_env())?);
-    lambda_runtime::run(service_fn(move |_e: LambdaEvent<Value>| {
+    lambda_runtime::run(service_fn(move |e: LambdaEvent<Value>| {
         let worker = worker.clone();
-        async move { processor::send(&worker).await }
+        async move { processor::send(&worker, &e.payload).await }
     }))
     .await
 }
