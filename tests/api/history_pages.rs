@@ -47,16 +47,24 @@ async fn store(app: &TestApp, user: &str, fixes: Vec<Location>) -> usize {
     stored
 }
 
-/// The number of entries the partition's own counts (`history_pages` buckets) hold, when it has
-/// a root and every bucket is valid with no writer pending; else None (a read would recount).
+/// The number of entries the partition's own counts (`history_pages` buckets: a base item and
+/// writers' count items, `~<bucket>+<writer>`) hold, when it has a root and every item is valid
+/// with no writer pending; else None (a read would recount).
 pub(crate) async fn counted(app: &TestApp, table: Table, pk: &str) -> Option<u64> {
     let items = app.state.store.query(table, &Query::new(pk, SkRange::Prefix("~".into()))).await.unwrap().items;
     let mut sum = Some(0).filter(|_| items.iter().any(|b| b["sk"] == "~"));
     for b in items.iter().filter(|b| b["sk"] != "~") {
-        let valid = b["valid"] == true && b["pending"].as_object().is_none_or(|m| m.is_empty());
+        let writer = b["sk"].as_str().unwrap().contains('+');
+        let field = |f: &str| b.get(f).cloned().unwrap_or_default();
+        let valid = field("valid") == true
+            && field("pending").as_object().is_none_or(|m| m.is_empty())
+            && (!writer || field("done") == true);
         // An array by cell; buckets stored before were maps of cell to count.
-        let cells =
-            b["n"].as_array().cloned().unwrap_or_else(|| b["n"].as_object().unwrap().values().cloned().collect());
+        let cells = match &field("n") {
+            serde_json::Value::Array(cells) => cells.clone(),
+            serde_json::Value::Object(cells) => cells.values().cloned().collect(),
+            _ => Vec::new(),
+        };
         let n: u64 = cells.iter().map(|v| v.as_u64().unwrap()).sum();
         sum = sum.filter(|_| valid).map(|s| s + n);
     }
@@ -214,6 +222,28 @@ both!(a_read_while_entries_are_deleted_leaves_no_stale_counts, |app| async move 
     assert_pages_exact(&app, &p, &user, None).await;
     let (lo, hi) = shared::ids::all_ids();
     assert_eq!(history_pages::count(s, Table::Locations, &pk, &lo, &hi).await.unwrap(), all.len() - 15);
+});
+
+both!(many_writers_at_once_into_one_bucket_all_succeed_and_count_once, |app| async move {
+    // Writers of one list (different users' passes adding to the project's event list) used to
+    // read and rewrite one shared bucket item, conditional on its nonce: forty at once left the
+    // last ones out of tries ("condition failed"). Each now writes only items of its own.
+    let p = project(&app);
+    let user = app.create_user(json!({})).await;
+    let s = app.state.store.as_ref();
+    let pk = locations_pk(&p.project_id, &user);
+    store(&app, &user, series(utc(2024, 5, 4, 2, 0), 30, 5, 0.0)).await;
+    let batches: Vec<Vec<Location>> = (0..40)
+        .map(|k| locations::prepare(&p, &user, series(utc(2024, 5, 4, 2, 1), 5, 7, 0.01 * (k + 1) as f64)))
+        .collect();
+    let writes = batches.iter().map(|b| {
+        let items = b.iter().map(|l| to_item(&pk, &l.id, l).unwrap()).collect();
+        history_pages::put_new_counted(s, Table::Locations, items)
+    });
+    let stored = futures::future::join_all(writes).await;
+    assert!(stored.iter().all(|r| r.as_ref().is_ok_and(|s| s.iter().all(|n| *n))), "{stored:?}");
+    assert_eq!(counted(&app, Table::Locations, &pk).await, Some(30 + 40 * 5));
+    assert_pages_exact(&app, &p, &user, None).await;
 });
 
 both!(pages_are_exact_while_a_writer_is_storing_and_after_one_died, |app| async move {

@@ -244,3 +244,41 @@ both!(history_from_before_the_processor_is_not_replayed, |app| async move {
         "{after:?}"
     );
 });
+
+both!(passes_of_different_users_through_the_same_fences_never_conflict, |app| async move {
+    // Eight users driving at once through the same twelve fences: their passes add to the same
+    // lists (the project's events, each fence's) and must never collide on a shared item.
+    let mut fences = Vec::new();
+    for k in 0..12 {
+        fences.push(enabled_fence(&app, circle(at(HOME, 300.0 * k as f64, 0.0), 100)).await);
+    }
+    let mut users = Vec::new();
+    for _ in 0..8 {
+        users.push(tracked_user(&app).await);
+    }
+    let drive = |u: usize| {
+        let (app, user) = (&app, users[u].clone());
+        async move {
+            let mut processed = Vec::new();
+            for b in 0..6 {
+                let fixes: Vec<Value> = (0..20)
+                    .map(|k| b * 20 + k)
+                    .map(|i| fix(at(HOME, -200.0 + 31.0 * i as f64, 0.0), 2 * i + u as i64))
+                    .collect();
+                processed.push(send(app, &user, &fixes).await["processed"].clone());
+            }
+            processed
+        }
+    };
+    let answers = futures::future::join_all((0..users.len()).map(drive)).await;
+    assert!(answers.iter().flatten().all(|p| *p == json!(true)), "{answers:?}");
+    // Every user entered and left every fence once, and each list pages over exactly its events.
+    let all = all_events(&app, "").await;
+    assert_eq!(all.len(), users.len() * fences.len() * 2);
+    for u in &users {
+        assert_eq!(all_events(&app, &format!("user_id={u}")).await.len(), fences.len() * 2);
+    }
+    for f in &fences {
+        assert_eq!(all_events(&app, &format!("geofence_id={f}")).await.len(), users.len() * 2);
+    }
+});

@@ -1,7 +1,7 @@
 //! The storage trait itself, held to one behaviour on both backends.
 
 use serde_json::json;
-use shared::store::{Cond, Item, Query, SkRange, StoreError, Table, WriteOp, query_as_spread};
+use shared::store::{Cond, Item, Query, SkRange, StoreError, Table, WriteOp, query_as_ranges};
 
 use crate::both;
 
@@ -186,13 +186,13 @@ both!(a_long_read_in_chunks_is_the_read_in_one, |app| async move {
     .unwrap();
     assert!(chunked.iter().eq(whole.iter().map(|d| &d[..])), "the chunks, in order, are the whole read");
     assert!(chunks > 1, "{chunks} chunk");
-    // Decoded on two cores, chunk by chunk: the records of the whole read, in order.
+    // Decoded as read: the records of the whole read, in order.
     #[derive(serde::Deserialize, PartialEq, Debug)]
     struct Record {
         sk: String,
         v: i64,
     }
-    let spread: Vec<Record> = query_as_spread(s, Table::Main, &q).await.unwrap();
+    let spread: Vec<Record> = query_as_ranges(s, Table::Main, std::slice::from_ref(&q)).await.unwrap();
     let decoded: Vec<Record> = whole.iter().map(|d| serde_json::from_slice(d).unwrap()).collect();
     assert_eq!(spread, decoded);
     // A document that is not its record is an error, whichever core decoded it.
@@ -201,14 +201,14 @@ both!(a_long_read_in_chunks_is_the_read_in_one, |app| async move {
         #[allow(dead_code)]
         v: String,
     }
-    let r = query_as_spread::<Wrong>(s, Table::Main, &q).await;
+    let r = query_as_ranges::<Wrong>(s, Table::Main, std::slice::from_ref(&q)).await;
     assert!(matches!(&r, Err(StoreError::Corrupt(_))), "{r:?}");
-    // Also when the document is in a chunk decoded on the blocking pool (the second: past the
-    // embedded store's 1,000 and DynamoDB's first 1 MB page).
+    // Also when the document is in a later chunk (past the embedded store's 1,000 and DynamoDB's
+    // first 1 MB page).
     let mut odd = item(&pk, "02000", 0);
     odd.insert("v".into(), "not a number".into());
     s.put(Table::Main, odd, Cond::None).await.unwrap();
-    let r = query_as_spread::<Record>(s, Table::Main, &q).await;
+    let r = query_as_ranges::<Record>(s, Table::Main, std::slice::from_ref(&q)).await;
     assert!(matches!(&r, Err(StoreError::Corrupt(m)) if m.contains("invalid type")), "{r:?}");
     // A limit holds across chunks.
     let mut n = 0;

@@ -298,8 +298,7 @@ async fn webhook_sender_delivers_signed_messages_within_its_policy() {
     let event_id = queued["data"]["event_id"].as_str().expect("event_id").to_owned();
     fx.store.take();
 
-    // What woke the sender (a work mark on the stream, or the schedule) does not matter: each
-    // invocation is one pass over every endpoint with work.
+    // The schedule's event: one pass over every endpoint with work.
     let cfg = deliver::DeliveryConfig {
         schedule: vec![Duration::from_secs(60)],
         timeout: Duration::from_secs(5),
@@ -307,9 +306,10 @@ async fn webhook_sender_delivers_signed_messages_within_its_policy() {
         allow_private: true,
     };
     let worker = deliver::Worker::new(fx.state.store.clone(), cfg).expect("worker");
-    assert_eq!(processor::send(&worker).await.expect("send"), json!({"next_attempt_at": null}));
+    let schedule: Value = serde_json::from_str(&event_text("schedule")).expect("schedule event");
+    assert_eq!(processor::send(&worker, &schedule).await.expect("send"), json!({"next_attempt_at": null}));
     // The next pass finds nothing pending and removes the endpoint's work mark.
-    assert_eq!(processor::send(&worker).await.expect("send"), json!({"next_attempt_at": null}));
+    assert_eq!(processor::send(&worker, &schedule).await.expect("send"), json!({"next_attempt_at": null}));
     let needed = fx.store.take();
 
     let got = received.lock().expect("received").clone();
@@ -327,4 +327,29 @@ async fn webhook_sender_delivers_signed_messages_within_its_policy() {
     assert_eq!(pending["data"]["deliveries"], json!([]), "nothing left pending: {pending}");
 
     within_policy(f.id, &needed);
+}
+
+#[tokio::test]
+async fn webhook_sender_reads_only_the_work_shards_a_stream_batch_names() {
+    let fx = Fixture::new().await;
+    let cfg = deliver::DeliveryConfig {
+        schedule: vec![Duration::from_secs(60)],
+        timeout: Duration::from_secs(5),
+        disable_after: Duration::from_secs(deliver::DEFAULT_DISABLE_AFTER_SECONDS),
+        allow_private: true,
+    };
+    let worker = deliver::Worker::new(fx.state.store.clone(), cfg).expect("worker");
+    fx.store.actions();
+    // An empty batch (a cold start's first event can be one): answered without a DynamoDB call.
+    let empty = json!({"Records": []});
+    assert_eq!(processor::send(&worker, &empty).await.expect("send"), json!({"next_attempt_at": null}));
+    assert_eq!(fx.store.actions(), 0, "DynamoDB actions for an empty stream batch");
+    // A batch that wrote one work mark: that shard's marks are read, no other shard's.
+    let one: Value = serde_json::from_str(&event_text("webhook-sender-work-stream")).expect("stream event");
+    processor::send(&worker, &one).await.expect("send");
+    assert_eq!(fx.store.actions(), 1, "one Query of WORK#3");
+    // The schedule reads every shard (retries coming due are found there).
+    let schedule: Value = serde_json::from_str(&event_text("schedule")).expect("schedule event");
+    processor::send(&worker, &schedule).await.expect("send");
+    assert_eq!(fx.store.actions(), webhooks::outbox::WORK_SHARDS as usize);
 }

@@ -473,11 +473,18 @@ pub fn event_with(name: &str, values: &[(&str, &str)]) -> String {
 pub struct Recording {
     inner: Arc<dyn Store>,
     log: Arc<Mutex<BTreeSet<Permission>>>,
+    /// DynamoDB actions (each item of a transaction counts) since the last [`Recording::actions`].
+    actions: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Recording {
     pub fn new(inner: impl Store) -> Self {
-        Self { inner: Arc::new(inner), log: Arc::default() }
+        Self { inner: Arc::new(inner), log: Arc::default(), actions: Arc::default() }
+    }
+
+    /// How many DynamoDB actions were recorded since the last call, and start afresh.
+    pub fn actions(&self) -> usize {
+        self.actions.swap(0, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// What was recorded since the last call, and start afresh.
@@ -486,6 +493,7 @@ impl Recording {
     }
 
     fn note(&self, table: Table, action: &str) {
+        self.actions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.log.lock().expect("log").insert((table.def().resource.to_owned(), format!("dynamodb:{action}")));
     }
 }

@@ -73,9 +73,31 @@ async fn project_account(store: &dyn Store, project_id: &str) -> Result<String, 
     shared::domain::projects::account_of(store, project_id).await.map_err(|e| e.msg)
 }
 
-/// Webhook sender: whatever woke it (a work mark on the stream, or the schedule), one delivery
-/// pass over every endpoint with pending messages.
-pub async fn send(worker: &shared::domain::webhooks::deliver::Worker) -> Result<Value, String> {
-    let next = worker.run_once().await.map_err(|e| e.msg)?;
+/// Webhook sender: on a stream batch, one delivery pass over the endpoints of the work-mark
+/// shards the batch wrote to (nothing to read for a batch that names none: a cold start answers
+/// it without a DynamoDB call); on any other event (the schedule), over every endpoint with
+/// pending messages, which is what finds retries coming due.
+pub async fn send(worker: &shared::domain::webhooks::deliver::Worker, event: &Value) -> Result<Value, String> {
+    let next = match event.get("Records") {
+        None => worker.run_once().await,
+        Some(_) => {
+            let stream: StreamEvent =
+                serde_json::from_value(event.clone()).map_err(|e| format!("not a DynamoDB stream event: {e}"))?;
+            worker.run_shards(work_shards_in(&stream)).await
+        }
+    };
+    let next = next.map_err(|e| e.msg)?;
     Ok(serde_json::json!({"next_attempt_at": next.map(|t| t.format(None))}))
+}
+
+/// The work-mark shards (`WORK#<shard>`) a stream batch wrote to; removals are no work.
+pub fn work_shards_in(event: &StreamEvent) -> BTreeSet<u32> {
+    event
+        .records
+        .iter()
+        .filter(|r| r.event_name != "REMOVE")
+        .filter_map(|r| serde_dynamo::from_item::<_, Keys>(r.change.keys.clone()).ok())
+        .filter_map(|k| k.pk.strip_prefix("WORK#").and_then(|s| s.parse().ok()))
+        .filter(|s| *s < shared::domain::webhooks::outbox::WORK_SHARDS)
+        .collect()
 }

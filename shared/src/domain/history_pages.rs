@@ -23,17 +23,21 @@
 //! buckets, 9 to 12 read units a page on DynamoDB); a history of many months would want a level
 //! above (counts per 16^8 ms ≈ 50 days), not built yet.
 //!
-//! Exact without transactions: a writer registers in each bucket it will write to (`pending`,
-//! with the time) before storing fixes, and when done removes itself and adds the fixes that were
-//! new to the log (`put_new` says which), so a re-sent batch adds nothing. A bucket's counts are
-//! exact but for the inserts of its pending writers; while one is in flight a reader counts that
-//! bucket itself. Every write of a bucket is conditional on the nonce read before it. A writer
-//! pending for longer than any request lives died part-way: the bucket becomes `valid: false`,
-//! as it does after retention's sweeper deletes fixes ([`deleting`]), and the next reader
-//! recounts it and writes it back. DynamoDB TTL deletes fixes without telling anyone: a cell keeps
-//! the earliest `expires_at` of its fixes, and once that has passed the cell is counted directly.
+//! Exact without transactions, and without a shared item: a writer registers in each bucket it
+//! will write to by putting an item of its own there (a *delta*, `~<bucket>+<writer>`, pending,
+//! with the time) before storing fixes, and when done rewrites it with the fixes that were new to
+//! the log (`put_new` says which), so a re-sent batch adds nothing. A bucket's counts are its base
+//! item's plus its finished deltas'; while a writer is pending a reader counts that bucket itself.
+//! Different writers never write the same item (see `deltas`: passes of different users adding
+//! to one event list collided on a shared bucket item). Deltas are folded into the base now and
+//! then, conditional on the base's nonce. A writer pending for longer than any request lives died
+//! part-way, and a deleter's delta ([`deleting`], retention's sweeper) says nothing is known: the
+//! next reader recounts the bucket and writes it back. DynamoDB TTL deletes fixes without telling
+//! anyone: a cell keeps the earliest `expires_at` of its fixes, and once that has passed the cell
+//! is counted directly.
 
 mod cells;
+mod deltas;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -45,9 +49,7 @@ use serde_json::Value;
 use cells::{Cells, cell_end};
 
 use crate::expiry::TTL_ATTRIBUTE;
-use crate::store::{
-    Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, get_as, key_of, to_item,
-};
+use crate::store::{Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, key_of, to_item};
 
 /// Hex digits of an id that name its bucket, and its cell.
 const BUCKET_HEX: usize = 6;
@@ -75,24 +77,11 @@ struct Bucket {
     exp: BTreeMap<String, i64>,
     /// Whether `n` is exact but for the inserts of `pending` writers.
     valid: bool,
-    /// Writers storing fixes in this bucket: writer id → when it registered (epoch ms).
-    #[serde(default)]
+    /// Writers storing fixes in this bucket, in the shared form buckets had before deltas
+    /// (`deltas`): writer id → when it registered (epoch ms). Read, never written.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pending: BTreeMap<String, i64>,
     nonce: String,
-    /// Its sort key, when read from a stored document (written by `to_item`).
-    #[serde(default, skip_serializing)]
-    sk: String,
-}
-
-impl Bucket {
-    /// Forget writers that died; their inserts are unknown, so the counts are too.
-    fn drop_dead(&mut self, now_ms: i64) {
-        let before = self.pending.len();
-        self.pending.retain(|_, at| now_ms - *at < DEAD_AFTER_MS);
-        if self.pending.len() < before {
-            self.valid = false;
-        }
-    }
 }
 
 #[derive(Serialize)]
@@ -131,71 +120,12 @@ pub struct Writer {
     pk: String,
     id: String,
     buckets: BTreeSet<String>,
-}
-
-/// Read, change and write back buckets (`(pk, bucket, create)`, distinct, of one or more
-/// partitions), conditional on the nonces read; absent buckets are made only when `create` says
-/// with what validity. All in one write: the three event lists a processing pass adds to, where a
-/// write each made a pass with events a fifth slower. `f` is told the bucket's partition and name.
-async fn update_all(
-    store: &dyn Store,
-    table: Table,
-    targets: &[(&str, &str, Option<bool>)],
-    now_ms: i64,
-    f: impl Fn(&str, &str, &mut Bucket),
-) -> Result<(), StoreError> {
-    for chunk in targets.chunks(crate::store::MAX_TRANSACT_OPS) {
-        update_chunk(store, table, chunk, now_ms, &f).await?;
-    }
-    Ok(())
-}
-
-/// [`update_all`] of at most [`crate::store::MAX_TRANSACT_OPS`] buckets.
-async fn update_chunk(
-    store: &dyn Store,
-    table: Table,
-    targets: &[(&str, &str, Option<bool>)],
-    now_ms: i64,
-    f: &impl Fn(&str, &str, &mut Bucket),
-) -> Result<(), StoreError> {
-    for _ in 0..TRIES {
-        // Read at once (on DynamoDB, requests in flight together).
-        let reads = targets
-            .iter()
-            .map(|&(pk, bucket, _)| async move { get_as::<Bucket>(store, table, pk, &bucket_sk(bucket)).await });
-        let current = futures::future::try_join_all(reads).await?;
-        let mut ops = Vec::with_capacity(targets.len());
-        for (&(pk, bucket, create), current) in targets.iter().zip(current) {
-            let sk = bucket_sk(bucket);
-            let (mut b, cond) = match current {
-                Some(b) => {
-                    let cond = Cond::Equals("nonce", b.nonce.clone().into());
-                    (b, cond)
-                }
-                None => match create {
-                    Some(valid) => (Bucket { valid, ..Bucket::default() }, Cond::NotExists),
-                    None => continue,
-                },
-            };
-            b.drop_dead(now_ms);
-            f(pk, bucket, &mut b);
-            b.nonce = crate::ids::random_hex(8);
-            ops.push(WriteOp::Put { table, item: to_item(pk, &sk, &b)?, cond });
-        }
-        // Unsynced (embedded store): a registration is made durable by the fixes' own commit,
-        // which follows it, or was for nothing; a lost count leaves the registration, which
-        // goes dead and makes the bucket recounted; a lost invalidation went with the deletes
-        // that followed it.
-        if ops.is_empty() {
-            return Ok(());
-        }
-        match store.transact_unsynced(ops).await {
-            Ok(()) => return Ok(()),
-            Err(StoreError::ConditionFailed) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(StoreError::ConditionFailed)
+    /// When it registered (epoch ms).
+    at: i64,
+    /// Whether its partition is counted (else its deltas say unknown: the first read counts it).
+    counted: bool,
+    /// Whether its registration writes the partition's root (a new partition).
+    new_root: bool,
 }
 
 /// Register as a writer in the buckets of `ids` (fixes about to be stored in partition `pk`).
@@ -231,42 +161,28 @@ async fn begin_all(
     // read together: on DynamoDB, requests in flight at once).
     let counted = parts.iter().map(|(pk, _)| async move {
         if !adds {
-            return Ok(false);
+            return Ok((false, false));
         }
-        match store.get(table, pk, ROOT_SK).await? {
-            Some(_) => Ok::<_, StoreError>(true),
-            // A new history is counted from its first fix; an older one is left for the first read.
-            None => {
-                let empty = store.query(table, &Query::new(*pk, fixes()).limit(1)).await?.items.is_empty();
-                if empty {
-                    match store.put(table, to_item(pk, ROOT_SK, &Root { since: at_ms })?, Cond::NotExists).await {
-                        Ok(()) | Err(StoreError::ConditionFailed) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                Ok(empty)
-            }
+        if store.get_doc(table, pk, ROOT_SK).await?.is_some() {
+            return Ok::<_, StoreError>((true, false));
         }
+        // A new history is counted from its first entry (its root goes with the registration,
+        // unsynced, in one write); an older one is left for the first read.
+        let empty = store.query(table, &Query::new(*pk, fixes()).limit(1)).await?.items.is_empty();
+        Ok((empty, empty))
     });
     let counted = futures::future::try_join_all(counted).await?;
-    let writers: Vec<(Writer, bool)> = parts
+    let writers: Vec<Writer> = parts
         .iter()
         .zip(counted)
-        .map(|((pk, ids), counted)| {
+        .map(|((pk, ids), (counted, new_root))| {
             let buckets: BTreeSet<String> =
                 ids.iter().map(|i| split(i).0).filter(|b| !b.is_empty()).map(str::to_owned).collect();
-            (Writer { table, pk: (*pk).to_owned(), id: id.clone(), buckets }, counted)
+            Writer { table, pk: (*pk).to_owned(), id: id.clone(), buckets, at: at_ms, counted, new_root }
         })
         .collect();
-    let targets: Vec<(&str, &str, Option<bool>)> = writers
-        .iter()
-        .flat_map(|(w, counted)| w.buckets.iter().map(|b| (w.pk.as_str(), b.as_str(), adds.then_some(*counted))))
-        .collect();
-    update_all(store, table, &targets, now_ms(), |_, _, bk| {
-        bk.pending.insert(id.clone(), at_ms);
-    })
-    .await?;
-    Ok(writers.into_iter().map(|(w, _)| w).collect())
+    deltas::register(store, table, &writers, adds).await?;
+    Ok(writers)
 }
 
 /// Done writing: `stored` are the fixes that were new to the log (id and TTL), or `None` when the
@@ -286,29 +202,7 @@ async fn finish_all(
     writers: Vec<Writer>,
     stored: Option<&NewByPartition>,
 ) -> Result<(), StoreError> {
-    let Some(first) = writers.first() else { return Ok(()) };
-    let (table, id) = (first.table, first.id.clone());
-    let targets: Vec<(&str, &str, Option<bool>)> =
-        writers.iter().flat_map(|w| w.buckets.iter().map(|b| (w.pk.as_str(), b.as_str(), None))).collect();
-    update_all(store, table, &targets, now_ms(), |pk, b, bk| {
-        bk.pending.remove(&id);
-        let Some(stored) = stored else {
-            bk.valid = false;
-            return;
-        };
-        for (fix, exp) in stored.get(pk).into_iter().flatten().filter(|(fix, _)| split(fix).0 == b) {
-            let cell = split(fix).1;
-            // Not a cell (ids are hex): counted when the bucket is recounted, which says so.
-            if !bk.n.add(cell) {
-                bk.valid = false;
-            }
-            if let Some(e) = *exp {
-                let cur = bk.exp.entry(cell.to_owned()).or_insert(e);
-                *cur = (*cur).min(e);
-            }
-        }
-    })
-    .await
+    deltas::finish(store, &writers, stored).await
 }
 
 /// Put each item (of counted partitions, keyed by id) unless its key holds one, unsynced
@@ -434,17 +328,18 @@ fn by_partition<'a>(keys: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<(&'a 
     partitions.into_iter().collect()
 }
 
-/// Cell counts of a bucket, by reading its fixes. Written back when `seen` (the bucket as read
-/// before counting, or `None` when absent) has no live writer: conditional on its nonce, so a
-/// writer that registered meanwhile wins.
+/// Cell counts of a bucket, by reading its fixes. Written back (as the base, its deltas deleted)
+/// when `seen` (the bucket's items as read before counting) has no live writer and they are
+/// unchanged after counting: a writer that registered before then may or may not be in the count,
+/// one that registers after stores after it and adds its own delta.
 async fn recount(
     store: &dyn Store,
     table: Table,
     pk: &str,
-    bucket: &str,
-    seen: Option<&Bucket>,
+    seen: &deltas::Group,
     now_ms: i64,
 ) -> Result<Cells, StoreError> {
+    let bucket = seen.bucket.as_str();
     let range = SkRange::Between(format!("{bucket}{}", "0".repeat(18)), format!("{bucket}{}", "f".repeat(18)));
     let mut b = Bucket { valid: true, ..Bucket::default() };
     for doc in store.query_docs(table, &Query::new(pk, range)).await? {
@@ -458,17 +353,23 @@ async fn recount(
             return Err(StoreError::Corrupt(format!("{pk}: an entry's key {} is not a hex id", fix.sk)));
         }
     }
-    let live = seen.is_some_and(|s| s.pending.values().any(|at| now_ms - *at < DEAD_AFTER_MS));
-    if !live {
-        let cond = match seen {
-            Some(s) => Cond::Equals("nonce", s.nonce.clone().into()),
-            None => Cond::NotExists,
-        };
-        b.nonce = crate::ids::random_hex(8);
-        match store.put(table, to_item(pk, &bucket_sk(bucket), &b)?, cond).await {
-            Ok(()) | Err(StoreError::ConditionFailed) => {}
-            Err(e) => return Err(e),
-        }
+    if seen.live(now_ms) || seen.deltas.len() >= crate::store::MAX_TRANSACT_OPS {
+        return Ok(b.n);
+    }
+    if deltas::read_group(store, table, pk, bucket).await?.fingerprint() != seen.fingerprint() {
+        return Ok(b.n);
+    }
+    b.nonce = crate::ids::random_hex(8);
+    let mut ops = vec![WriteOp::Put { table, item: to_item(pk, &bucket_sk(bucket), &b)?, cond: seen.base_cond() }];
+    ops.extend(seen.deltas.iter().map(|d| WriteOp::Delete {
+        table,
+        pk: pk.to_owned(),
+        sk: d.sk.clone(),
+        cond: Cond::None,
+    }));
+    match store.transact_unsynced(ops).await {
+        Ok(()) | Err(StoreError::ConditionFailed) => {}
+        Err(e) => return Err(e),
     }
     Ok(b.n)
 }
@@ -482,8 +383,8 @@ async fn build(store: &dyn Store, table: Table, pk: &str) -> Result<(), StoreErr
         let (_, sk) = key_of(&first)?;
         found = true;
         let bucket = split(&sk).0.to_owned();
-        let seen = store.get(table, pk, &bucket_sk(&bucket)).await?.map(from_item::<Bucket>).transpose()?;
-        recount(store, table, pk, &bucket, seen.as_ref(), now_ms()).await?;
+        let seen = deltas::read_group(store, table, pk, &bucket).await?;
+        recount(store, table, pk, &seen, now_ms()).await?;
         after = Some(format!("{bucket}{}", "f".repeat(18)));
     }
     // An empty partition is left without counts: a read must not make an item in a partition
@@ -520,18 +421,21 @@ async fn cells(
     // Whether the range's ends cut their cells (else those cells' counts hold as they are).
     let cut_first = lo.get(CELL_HEX..).is_some_and(|r| r.bytes().any(|c| c != b'0'));
     let cut_last = hi.get(CELL_HEX..).is_some_and(|r| r.bytes().any(|c| c != b'f'));
-    let q = Query::new(pk, SkRange::Between(bucket_sk(first_cell.0), bucket_sk(last_cell.0)));
+    let q = Query::new(pk, deltas::buckets_range(first_cell.0, last_cell.0));
     // The range's cells that hold entries, in key order: their first and last keys, and count.
     let mut cells: Vec<(String, String, usize)> = Vec::new();
-    // Straight from the stored JSON: a page decodes every bucket of the range.
-    for doc in store.query_docs(table, &q).await? {
-        let b: Bucket = from_json(&doc)?;
-        let bucket = b.sk.get(1..).unwrap_or_default().to_owned();
-        let (counts, exp) = if b.valid && b.pending.is_empty() {
-            (b.n, b.exp)
-        } else {
+    // Straight from the stored JSON: a page decodes every bucket item of the range.
+    for g in deltas::groups(&store.query_docs(table, &q).await?)? {
+        let bucket = g.bucket.clone();
+        let (counts, exp) = match g.exact() {
+            Some(exact) => {
+                if g.deltas.len() >= deltas::READ_FOLD_AT {
+                    deltas::fold(store, table, pk, &g).await?;
+                }
+                exact
+            }
             // Just counted: exact now, whatever has expired.
-            (recount(store, table, pk, &bucket, Some(&b), now).await?, BTreeMap::new())
+            None => (recount(store, table, pk, &g, now).await?, BTreeMap::new()),
         };
         for (cell, n) in counts.held() {
             let place = (bucket.as_str(), cell);
@@ -637,15 +541,5 @@ mod tests {
     fn an_id_splits_into_bucket_and_cell() {
         assert_eq!(split("0192a3b4c5d6e7f801234567"), ("0192a3", "b4"));
         assert_eq!(split("short"), ("", ""));
-    }
-
-    #[test]
-    fn dead_writers_make_a_bucket_unknown() {
-        let mut b = Bucket { valid: true, ..Bucket::default() };
-        b.pending.insert("a".into(), 1_000);
-        b.drop_dead(1_000 + DEAD_AFTER_MS - 1);
-        assert!(b.valid && b.pending.len() == 1);
-        b.drop_dead(1_000 + DEAD_AFTER_MS);
-        assert!(!b.valid && b.pending.is_empty());
     }
 }

@@ -234,14 +234,17 @@ pub trait Store: Send + Sync + 'static {
         each(self.query_docs(table, q).await?.into_iter().map(Doc::into_vec).collect())
     }
     /// Each item of each of `qs` (whole ranges: limits and cursors are not for this) handed to the
-    /// visitor of the same index as its stored bytes, in key order, all from one snapshot, each
-    /// range on a thread of its own once the reads prove long: one long read cut into consecutive
-    /// ranges (a trip's 100,000 fixes, read and decoded on two cores at once without a copy of
-    /// each). Runs on the caller's thread. Answers false, having read nothing, where the store
-    /// cannot read that way (DynamoDB: [`Store::query_docs_each`]).
-    fn visit_ranges(&self, table: Table, qs: &[Query], visitors: &mut [Box<Visitor>]) -> Result<bool, StoreError> {
-        let _ = (table, qs, visitors);
-        Ok(false)
+    /// visitor of the same index as its stored bytes, in key order: one long read cut into
+    /// consecutive ranges (a trip's 100,000 fixes). By default the ranges are read side by side,
+    /// [`Store::query_docs_each`] each (DynamoDB: their pages fetched at once rather than one
+    /// after another); the embedded store reads them all from one snapshot, each range on a
+    /// thread of its own once the reads prove long (read and decoded on two cores at once
+    /// without a copy of each).
+    async fn visit_ranges(&self, table: Table, qs: &[Query], visitors: &mut [Box<Visitor>]) -> Result<(), StoreError> {
+        let reads = qs.iter().zip(visitors.iter_mut()).map(|(q, visit)| async move {
+            self.query_docs_each(table, q, &mut |docs| docs.iter().try_for_each(|d| visit(d))).await
+        });
+        futures::future::try_join_all(reads).await.map(drop)
     }
     /// The documents of several queries ([`Store::query_docs`] each), in the queries' order: reads
     /// that fan out over many small partitions (the geofence index's cells). By default up to
@@ -345,63 +348,7 @@ pub fn from_jsons<T: DeserializeOwned>(docs: &[impl AsRef<[u8]>]) -> Result<Vec<
     Ok(out)
 }
 
-/// The items of a long query as records, decoded on two cores: as the store hands over its
-/// chunks ([`Store::query_docs_each`]) every other one goes to one helper on the blocking pool
-/// and the rest are decoded on the calling task (the first among them, so a short read, one
-/// chunk, stays here). Decoding is most of a long read (a trip's 100,000 fixes: about 60 of its
-/// 80 ms), and one request would otherwise leave the other core idle. One helper rather than a
-/// blocking task a chunk: those ran several at once beside the store's reading thread on two
-/// cores (a summary's read 42–44 → 40–43 ms).
-pub async fn query_as_spread<T: DeserializeOwned + Send + 'static>(
-    store: &dyn Store,
-    table: Table,
-    q: &Query,
-) -> Result<Vec<T>, StoreError> {
-    // The helper's queue of chunks, and what it decoded of them, in order.
-    type Helper<T> = (std::sync::mpsc::Sender<Vec<Vec<u8>>>, tokio::task::JoinHandle<Vec<Result<Vec<T>, StoreError>>>);
-    let mut helper: Option<Helper<T>> = None;
-    let mut here: Vec<Vec<T>> = Vec::new();
-    let mut chunks = 0usize;
-    let mut len = 0;
-    store
-        .query_docs_each(table, q, &mut |docs| {
-            len += docs.len();
-            chunks += 1;
-            if chunks % 2 == 1 {
-                here.push(from_jsons(&docs)?);
-                return Ok(());
-            }
-            let (tx, _) = helper.get_or_insert_with(|| {
-                let (tx, rx) = std::sync::mpsc::channel::<Vec<Vec<u8>>>();
-                let h = tokio::task::spawn_blocking(move || rx.iter().map(|d| from_jsons::<T>(&d)).collect::<Vec<_>>());
-                (tx, h)
-            });
-            // The helper ends only when the sender is dropped; a send cannot fail before.
-            let _ = tx.send(docs);
-            Ok(())
-        })
-        .await?;
-    let there = match helper {
-        Some((tx, h)) => {
-            drop(tx);
-            h.await.map_err(|e| StoreError::Backend(e.to_string()))?
-        }
-        None => Vec::new(),
-    };
-    let mut out = Vec::with_capacity(len);
-    let mut there = there.into_iter();
-    for chunk in here {
-        out.extend(chunk);
-        if let Some(next) = there.next() {
-            out.extend(next?);
-        }
-    }
-    Ok(out)
-}
-
-/// The records of consecutive ranges of one partition, in order: read at once where the store can
-/// ([`Store::visit_ranges`]), else as concurrent queries ([`query_as_spread`] each: on DynamoDB
-/// the ranges' pages are fetched side by side rather than one after another).
+/// The records of consecutive ranges of one partition, in order ([`Store::visit_ranges`]).
 pub async fn query_as_ranges<T: DeserializeOwned + Send + 'static>(
     store: &dyn Store,
     table: Table,
@@ -417,11 +364,8 @@ pub async fn query_as_ranges<T: DeserializeOwned + Send + 'static>(
             }) as Box<Visitor>
         })
         .collect();
-    let visited = store.visit_ranges(table, qs, &mut visitors)?;
+    store.visit_ranges(table, qs, &mut visitors).await?;
     drop(visitors);
-    if !visited {
-        parts = futures::future::try_join_all(qs.iter().map(|q| query_as_spread(store, table, q))).await?;
-    }
     // The first range's records are the answer's start: only the others are moved after them.
     let rest = parts.iter().skip(1).map(Vec::len).sum();
     let mut parts = parts.into_iter();

@@ -12,9 +12,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         state.store.clone(),
         DeliveryConfig::from_env(shared::config::Env::process()),
     )?);
-    lambda_runtime::run(service_fn(move |_e: LambdaEvent<Value>| {
+    lambda_runtime::run(service_fn(move |e: LambdaEvent<Value>| {
         let worker = worker.clone();
-        async move { processor::send(&worker).await }
+        async move { processor::send(&worker, &e.payload).await }
     }))
     .await
 }

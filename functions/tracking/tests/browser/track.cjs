@@ -326,7 +326,7 @@ async function main() {
   await ingest(user, batch2.slice(0, 3));
   for (const [name, v] of [['phone', phone], ['desktop', desk]]) {
     await v.page.waitForFunction((d) => document.getElementById('distance').textContent !== d, v.before.distance, { timeout: 10000 });
-    await v.page.waitForFunction(() => window.__said.length > 0, null, { timeout: 5000 }).catch(() => {});
+    await v.page.waitForFunction(() => window.__said.length > 0, null, { timeout: 15000 }).catch(() => {});
     const first = await said(v.page);
     const now = await onTheWay(v.page);
     check(first.length === 1 && first[0].text === now, `${name}: the live region says the drive on: ${JSON.stringify(first)} (page: ${now})`);

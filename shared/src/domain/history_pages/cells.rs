@@ -18,6 +18,13 @@ impl Cells {
         true
     }
 
+    /// Add `other`'s counts, cell by cell.
+    pub(super) fn merge(&mut self, other: &Cells) {
+        for (i, n) in other.0.iter().enumerate().filter(|(_, n)| **n > 0) {
+            *self.at(i) += n;
+        }
+    }
+
     /// Cell `i`'s count, the array grown to hold it.
     pub(super) fn at(&mut self, i: usize) -> &mut u64 {
         if self.0.len() <= i {

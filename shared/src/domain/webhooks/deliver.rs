@@ -163,8 +163,14 @@ impl Worker {
 
     /// One pass over every endpoint with pending deliveries. Returns when the next retry is due.
     pub async fn run_once(&self) -> Result<Option<Timestamp>, ApiError> {
+        self.run_shards(0..WORK_SHARDS).await
+    }
+
+    /// [`Self::run_once`] over the endpoints whose work marks are in `shards` (those a stream
+    /// batch wrote to: a query of each, and none for a batch that names none).
+    pub async fn run_shards(&self, shards: impl IntoIterator<Item = u32>) -> Result<Option<Timestamp>, ApiError> {
         let mut next: Option<Timestamp> = None;
-        for shard in 0..WORK_SHARDS {
+        for shard in shards {
             let marks = self.store.query(Table::Main, &Query::new(work_pk(shard), SkRange::All)).await?.items;
             for item in marks {
                 let mark: WorkMark = from_item(item)?;

@@ -483,9 +483,9 @@ impl Store for EmbeddedStore {
         }
     }
 
-    fn visit_ranges(&self, table: Table, qs: &[Query], visitors: &mut [Box<Visitor>]) -> Result<bool, StoreError> {
-        visit_ranges(&self.db, table, qs, visitors)?;
-        Ok(true)
+    async fn visit_ranges(&self, table: Table, qs: &[Query], visitors: &mut [Box<Visitor>]) -> Result<(), StoreError> {
+        // On the caller's thread: the ranges' own threads do the long part.
+        visit_ranges(&self.db, table, qs, visitors)
     }
 
     async fn query_docs_many(&self, table: Table, qs: &[Query]) -> Result<Vec<Vec<Doc>>, StoreError> {

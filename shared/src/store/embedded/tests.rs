@@ -368,7 +368,7 @@ async fn ranges_are_visited_whole_in_order_and_apart_only_once_long() {
                 }) as Box<Visitor>
             })
             .collect();
-        assert!(store.visit_ranges(Table::Main, qs, &mut visitors).unwrap());
+        super::visit_ranges(&store.db, Table::Main, qs, &mut visitors).unwrap();
         drop(visitors);
         seen
     };
@@ -400,12 +400,14 @@ async fn ranges_are_visited_whole_in_order_and_apart_only_once_long() {
                 ) as Box<Visitor>
             })
             .collect();
-        let err = store.visit_ranges(Table::Main, &[range(0, 99), range(100, n)], &mut visitors).unwrap_err();
+        let err =
+            super::visit_ranges(&store.db, Table::Main, &[range(0, 99), range(100, n)], &mut visitors).unwrap_err();
         assert_eq!(err.to_string(), StoreError::Corrupt(format!("range {failing}")).to_string());
     }
     // The records of the ranges, as one read of the whole gives them.
     let q = |a, b| Query::new("p#r", SkRange::Between(a, b));
-    let whole: Vec<Item> = super::super::query_as_spread(&store, Table::Main, &q("".into(), "~".into())).await.unwrap();
+    let whole: Vec<Item> =
+        super::super::query_as_ranges(&store, Table::Main, &[q("".into(), "~".into())]).await.unwrap();
     let parts: Vec<Item> =
         super::super::query_as_ranges(&store, Table::Main, &[range(0, 4_999), range(5_000, n)]).await.unwrap();
     assert_eq!(whole.len(), expect(0, n - 1).len());

@@ -1,0 +1,262 @@
+//! Writers' own count items: how writers of a list count without writing a shared item.
+//!
+//! A bucket used to be one item every writer read and rewrote (conditional on its nonce) twice a
+//! write: to register and to add its count. Different users' processing passes add to the same
+//! lists (the project's event list, a fence's, a webhook endpoint's log), so at city density
+//! their passes collided on it, retried, and after [`TRIES`] failed ("condition failed"). Now a
+//! writer writes only items of its own, `~<bucket>+<writer>` (a *delta*): put when it registers
+//! (pending), rewritten when it finishes with what it stored. No read, no condition another
+//! writer can break. A bucket's count is its base item (`~<bucket>`) plus its finished deltas;
+//! a *fold* moves finished deltas into the base (one transaction: the base conditional on its
+//! nonce, the deltas deleted), done by writers now and then and by readers that find many, best
+//! effort: a fold that loses a race is simply not done.
+
+use super::*;
+
+/// A writer folds each bucket it finished in with this odds (1 in N): deltas stay few without a
+/// read per write.
+const FOLD_ONE_IN: u32 = 8;
+/// A reader folds a bucket holding at least this many finished deltas.
+pub(super) const READ_FOLD_AT: usize = 16;
+
+/// A writer's count item in one bucket.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(super) struct Delta {
+    /// When the writer registered (epoch ms).
+    pub(super) at: i64,
+    /// Finished: `n` and `exp` say what it stored, when `valid`.
+    #[serde(default)]
+    pub(super) done: bool,
+    /// Whether `n` is exact: false when the writer does not know what it stored, when its
+    /// partition was not counted yet, or for a deleter (the bucket is recounted).
+    #[serde(default)]
+    pub(super) valid: bool,
+    #[serde(default)]
+    pub(super) n: Cells,
+    #[serde(default)]
+    pub(super) exp: BTreeMap<String, i64>,
+    #[serde(default, skip_serializing)]
+    pub(super) sk: String,
+}
+
+impl Delta {
+    /// A writer still storing (registered less than [`DEAD_AFTER_MS`] ago).
+    pub(super) fn live(&self, now_ms: i64) -> bool {
+        !self.done && now_ms - self.at < DEAD_AFTER_MS
+    }
+}
+
+pub(super) fn delta_sk(bucket: &str, writer: &str) -> String {
+    format!("~{bucket}+{writer}")
+}
+
+/// The sort-key range of the items (base and deltas) of buckets `first..=last`.
+pub(super) fn buckets_range(first: &str, last: &str) -> SkRange {
+    SkRange::Between(bucket_sk(first), format!("~{last}~"))
+}
+
+/// One bucket's stored items.
+#[derive(Debug, Default)]
+pub(super) struct Group {
+    pub(super) bucket: String,
+    pub(super) base: Option<Bucket>,
+    pub(super) deltas: Vec<Delta>,
+}
+
+impl Group {
+    /// Its exact counts and TTLs, or `None` when they are not known (a writer storing or dead,
+    /// a deleter, an invalid base): the bucket is then counted from its entries.
+    pub(super) fn exact(&self) -> Option<(Cells, BTreeMap<String, i64>)> {
+        let (mut n, mut exp) = match &self.base {
+            Some(b) if !b.valid || !b.pending.is_empty() => return None,
+            Some(b) => (b.n.clone(), b.exp.clone()),
+            None => Default::default(),
+        };
+        for d in &self.deltas {
+            if !d.done || !d.valid {
+                return None;
+            }
+            n.merge(&d.n);
+            merge_exp(&mut exp, &d.exp);
+        }
+        Some((n, exp))
+    }
+
+    /// Whether a writer (or a writer of the old shared-bucket form) is storing.
+    pub(super) fn live(&self, now_ms: i64) -> bool {
+        self.deltas.iter().any(|d| d.live(now_ms))
+            || self.base.as_ref().is_some_and(|b| b.pending.values().any(|at| now_ms - *at < DEAD_AFTER_MS))
+    }
+
+    /// What a recount's write-back must find unchanged: the base's nonce and each delta's state.
+    pub(super) fn fingerprint(&self) -> (Option<String>, Vec<(String, bool)>) {
+        (self.base.as_ref().map(|b| b.nonce.clone()), self.deltas.iter().map(|d| (d.sk.clone(), d.done)).collect())
+    }
+
+    /// The condition a write of a new base takes: the base as read.
+    pub(super) fn base_cond(&self) -> Cond {
+        match &self.base {
+            Some(b) => Cond::Equals("nonce", b.nonce.clone().into()),
+            None => Cond::NotExists,
+        }
+    }
+}
+
+fn merge_exp(into: &mut BTreeMap<String, i64>, from: &BTreeMap<String, i64>) {
+    for (cell, e) in from {
+        let cur = into.entry(cell.clone()).or_insert(*e);
+        *cur = (*cur).min(*e);
+    }
+}
+
+/// Bucket items (stored documents, in key order) grouped by bucket.
+pub(super) fn groups(docs: &[Doc]) -> Result<Vec<Group>, StoreError> {
+    let mut out: Vec<Group> = Vec::new();
+    for doc in docs {
+        let sk: &str = &from_json::<Counted>(doc)?.sk;
+        let Some(bucket) = sk.get(1..1 + BUCKET_HEX) else { continue };
+        if out.last().is_none_or(|g| g.bucket != bucket) {
+            out.push(Group { bucket: bucket.to_owned(), ..Group::default() });
+        }
+        let g = out.last_mut().expect("pushed");
+        if sk.len() == 1 + BUCKET_HEX {
+            g.base = Some(from_json(doc)?);
+        } else {
+            g.deltas.push(from_json(doc)?);
+        }
+    }
+    Ok(out)
+}
+
+/// One bucket's items.
+pub(super) async fn read_group(store: &dyn Store, table: Table, pk: &str, bucket: &str) -> Result<Group, StoreError> {
+    let docs = store.query_docs(table, &Query::new(pk, buckets_range(bucket, bucket))).await?;
+    Ok(groups(&docs)?.pop().unwrap_or_else(|| Group { bucket: bucket.to_owned(), ..Group::default() }))
+}
+
+/// Register writer `id` in its buckets: a pending delta in each. A deleter (`adds` false)
+/// registers only in buckets that hold an item, checked in the same transaction (a partition
+/// being erased must not get items back).
+pub(super) async fn register(
+    store: &dyn Store,
+    table: Table,
+    writers: &[Writer],
+    adds: bool,
+) -> Result<(), StoreError> {
+    let pending = |w: &Writer, b: &str| {
+        to_item(&w.pk, &delta_sk(b, &w.id), &Delta { at: w.at, ..Delta::default() }).map(|item| WriteOp::Put {
+            table,
+            item,
+            cond: Cond::None,
+        })
+    };
+    if adds {
+        let mut ops: Vec<WriteOp> =
+            writers.iter().flat_map(|w| w.buckets.iter().map(move |b| pending(w, b))).collect::<Result<_, _>>()?;
+        // Roots of new partitions (a root written twice says the same: counted from the start).
+        for w in writers.iter().filter(|w| w.new_root) {
+            let item = to_item(&w.pk, ROOT_SK, &Root { since: w.at })?;
+            ops.push(WriteOp::Put { table, item, cond: Cond::None });
+        }
+        for chunk in ops.chunks(crate::store::MAX_TRANSACT_OPS) {
+            store.transact_unsynced(chunk.to_vec()).await?;
+        }
+        return Ok(());
+    }
+    for w in writers {
+        for b in &w.buckets {
+            for _ in 0..TRIES {
+                let g = read_group(store, table, &w.pk, b).await?;
+                let held = g.base.as_ref().map(|_| bucket_sk(b)).or_else(|| g.deltas.first().map(|d| d.sk.clone()));
+                let Some(held) = held else { break };
+                let check = WriteOp::Check { table, pk: w.pk.clone(), sk: held, cond: Cond::Exists };
+                match store.transact_unsynced(vec![check, pending(w, b)?]).await {
+                    Ok(()) => break,
+                    // A fold removed the delta checked: read again.
+                    Err(StoreError::ConditionFailed) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Rewrite the writers' deltas as finished, with what each stored (`stored`, per partition, or
+/// `None` when unknown), then fold now and then.
+pub(super) async fn finish(
+    store: &dyn Store,
+    writers: &[Writer],
+    stored: Option<&NewByPartition>,
+) -> Result<(), StoreError> {
+    let mut ops = Vec::new();
+    for w in writers {
+        for b in &w.buckets {
+            let mut d = Delta { at: w.at, done: true, valid: stored.is_some() && w.counted, ..Delta::default() };
+            for (fix, exp) in stored.and_then(|s| s.get(&w.pk)).into_iter().flatten().filter(|(f, _)| split(f).0 == b) {
+                let cell = split(fix).1;
+                // Not a cell (ids are hex): counted when the bucket is recounted, which says so.
+                if !d.n.add(cell) {
+                    d.valid = false;
+                }
+                if let Some(e) = *exp {
+                    merge_exp(&mut d.exp, &BTreeMap::from([(cell.to_owned(), e)]));
+                }
+            }
+            // Exists: a delta gone was counted by a recount that took its writer for dead.
+            ops.push(WriteOp::Put {
+                table: w.table,
+                item: to_item(&w.pk, &delta_sk(b, &w.id), &d)?,
+                cond: Cond::Exists,
+            });
+        }
+    }
+    for chunk in ops.chunks(crate::store::MAX_TRANSACT_OPS) {
+        match store.transact_unsynced(chunk.to_vec()).await {
+            Ok(()) => {}
+            Err(StoreError::ConditionFailed) => {
+                for op in chunk {
+                    match store.transact_unsynced(vec![op.clone()]).await {
+                        Ok(()) | Err(StoreError::ConditionFailed) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if stored.is_some() {
+        for w in writers {
+            for b in w.buckets.iter().filter(|_| rand::random_range(0..FOLD_ONE_IN) == 0) {
+                let g = read_group(store, w.table, &w.pk, b).await?;
+                fold(store, w.table, &w.pk, &g).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Move a bucket's finished deltas into its base, best effort (a fold that loses a race to
+/// another write of the base does nothing).
+pub(super) async fn fold(store: &dyn Store, table: Table, pk: &str, g: &Group) -> Result<(), StoreError> {
+    if g.base.as_ref().is_some_and(|b| !b.valid || !b.pending.is_empty()) {
+        return Ok(());
+    }
+    let folded: Vec<&Delta> =
+        g.deltas.iter().filter(|d| d.done && d.valid).take(crate::store::MAX_TRANSACT_OPS - 1).collect();
+    if folded.is_empty() {
+        return Ok(());
+    }
+    let mut base = g.base.clone().unwrap_or(Bucket { valid: true, ..Bucket::default() });
+    for d in &folded {
+        base.n.merge(&d.n);
+        merge_exp(&mut base.exp, &d.exp);
+    }
+    base.nonce = crate::ids::random_hex(8);
+    let mut ops = vec![WriteOp::Put { table, item: to_item(pk, &bucket_sk(&g.bucket), &base)?, cond: g.base_cond() }];
+    ops.extend(folded.iter().map(|d| WriteOp::Delete { table, pk: pk.to_owned(), sk: d.sk.clone(), cond: Cond::None }));
+    match store.transact_unsynced(ops).await {
+        Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
