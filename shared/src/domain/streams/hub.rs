@@ -90,7 +90,10 @@ impl Hub {
                 None => return,
             }
         };
-        for m in messages {
+        // In id order, as a resume sends them (a pass lists trip events before fence events).
+        let mut sorted: Vec<&Message> = messages.iter().collect();
+        sorted.sort_by(|a, b| a.id.cmp(&b.id));
+        for m in sorted {
             // An error only says nobody listens any more.
             let _ = tx.send(Arc::new(StreamMessage::of(m)));
         }
