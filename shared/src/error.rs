@@ -19,6 +19,8 @@ pub enum Kind {
     Timeout,
     /// The request conflicts with the current state (409).
     Conflict,
+    /// What the request names is no longer kept (410: a stream's resume id past retention).
+    Gone,
     /// The body, or a record it would make, is too large (413).
     TooLarge,
     /// Too many requests from this client (429).

@@ -40,6 +40,7 @@ mod roam_paths;
 mod search;
 mod sharing;
 mod store;
+mod streams;
 mod trace;
 mod trip_events;
 mod trip_gps;

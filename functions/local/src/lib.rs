@@ -3,6 +3,7 @@
 pub mod allocator;
 pub mod cli;
 pub mod guard;
+pub mod streams;
 
 use axum::Router;
 use shared::AppState;
@@ -23,6 +24,7 @@ pub fn routes() -> Router<AppState> {
         .merge(keys::router())
         .merge(settings::router())
         .merge(tracking::router())
+        .merge(streams::router())
 }
 
 /// Every operation the service answers, as (HTTP method, path with its trailing slash); each path

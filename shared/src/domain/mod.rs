@@ -12,6 +12,7 @@ pub mod locations;
 pub mod nearby;
 pub mod projects;
 pub mod settings;
+pub mod streams;
 pub mod trips;
 pub mod users;
 pub mod webhooks;

@@ -130,7 +130,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             .filter(|(_, m)| start.last_at.is_some_and(|w| m.since < w))
             .map(|(_, m)| (m.since, m.until.unwrap_or(Timestamp(chrono::DateTime::<chrono::Utc>::MAX_UTC))))
             .collect();
-        let Plan { facts, counted, marks: work_marks, mut states, counted_in_states } =
+        let Plan { facts, counted, marks: work_marks, mut states, counted_in_states, messages } =
             plan(store, p, &user, &fixes, &late).await?;
         // The states were read one by one after the watermark. Had another pass committed in
         // between, they would be newer than the watermark, and facts derived from the mix would
@@ -186,7 +186,12 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         };
         let result = crate::domain::history_pages::counting(store, Table::Main, &counted_in_states, one, write).await;
         match result {
-            Ok(()) => return Ok(if more { Pass::More(step) } else { Pass::Done(step) }),
+            Ok(()) => {
+                // Committed: live streams get the messages now (a redone pass sends them again
+                // with the same ids; subscribers skip ids they have sent).
+                crate::domain::streams::hub::publish(&p.project_id, &messages);
+                return Ok(if more { Pass::More(step) } else { Pass::Done(step) });
+            }
             // Another pass (or a user update) got in first: read again and redo.
             Err(StoreError::ConditionFailed) => continue,
             Err(e) => return Err(e.into()),
@@ -223,6 +228,8 @@ struct Plan {
     states: Vec<WriteOp>,
     /// Entries of counted lists among `states` (trip events' copies in their users' lists).
     counted_in_states: Vec<crate::domain::history_pages::NewEntry>,
+    /// The outbox messages among `facts`, for live streams once the pass commits.
+    messages: Vec<webhooks::outbox::Message>,
 }
 
 /// Ask every module what `fixes` (new, in order) and late fixes in the `late` ranges change.
@@ -233,9 +240,8 @@ async fn plan(
     fixes: &[Location],
     late: &[(Timestamp, Timestamp)],
 ) -> Result<Plan, ApiError> {
-    // Webhook events are built only when an endpoint listens (most projects have none).
+    // Messages are built whether or not an endpoint listens: live streams resume from them.
     let subs = webhooks::subscriptions(store, p).await?;
-    let hooked = !subs.is_empty();
     let (mut facts, mut counted) = (Vec::new(), Vec::new());
     let mut states = Vec::new();
     let mut hooks = Vec::new();
@@ -252,7 +258,7 @@ async fn plan(
             cond: Cond::Equals("version", user.version.into()),
         });
     }
-    let trips = trips::plan_progress(store, p, user, fixes, late, hooked).await?;
+    let trips = trips::plan_progress(store, p, user, fixes, late, true).await?;
     states.extend(trips.states);
     let counted_in_states = trips.counted;
     hooks.extend(trips.hooks);
@@ -263,11 +269,8 @@ async fn plan(
         let items = fence_events::event_items(p, &events, expiry(store, p, &events).await?)?;
         counted.extend(items.copies);
         facts.extend(items.pairs);
-        if hooked {
-            hooks.extend(
-                fences.events.iter().map(|(e, g)| fence_hook(e, user, geofences::geofence_json(g, "geofence_id"))),
-            );
-        }
+        hooks
+            .extend(fences.events.iter().map(|(e, g)| fence_hook(e, user, geofences::geofence_json(g, "geofence_id"))));
         let stays = insights::plan(store, p, &user.id, fixes).await?;
         states.push(stays.run);
         states.extend(stays.aggregate);
@@ -281,19 +284,14 @@ async fn plan(
         let items = fence_events::event_items(p, &events, expiry(store, p, &events).await?)?;
         counted.extend(items.copies);
         facts.extend(items.pairs);
-        if hooked {
-            hooks.extend(m.events.iter().map(|(e, g)| fence_hook(e, user, moving::moving_json(g))));
-        }
-    }
-    if !hooked {
-        return Ok(Plan { facts, counted, marks: Vec::new(), states, counted_in_states });
+        hooks.extend(m.events.iter().map(|(e, g)| fence_hook(e, user, moving::moving_json(g))));
     }
     hooks.extend(fixes.last().map(|n| location_hook(user, n)));
     let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
     let out = webhooks::outbox::enqueue(p, &subs, &hooks, days)?;
     facts.extend(out.facts);
     counted.extend(out.log);
-    Ok(Plan { facts, counted, marks: out.marks, states, counted_in_states })
+    Ok(Plan { facts, counted, marks: out.marks, states, counted_in_states, messages: out.messages })
 }
 
 /// The project's `retention_days` when there are events to stamp with it (read only then: most

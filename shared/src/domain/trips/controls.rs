@@ -133,9 +133,12 @@ pub(super) async fn modify_once(
     ops.extend(events);
     let item = to_item(&trips_pk(&p.project_id, api), &trip.id, &trip)?;
     ops.insert(0, WriteOp::Put { table: Table::Main, item, cond: Cond::Equals("version", snapshot.version.into()) });
-    hook_ops(store, p, &trip, snapshot.events.len(), &mut ops, &mut counted).await?;
+    let messages = hook_ops(store, p, &trip, snapshot.events.len(), &mut ops, &mut counted).await?;
     match history_pages::counting(store, Table::Main, &counted, true, store.transact(ops)).await {
-        Ok(()) => Ok(Some(trip)),
+        Ok(()) => {
+            crate::domain::streams::hub::publish(&p.project_id, &messages);
+            Ok(Some(trip))
+        }
         Err(StoreError::ConditionFailed) => Ok(None),
         Err(e) => Err(e.into()),
     }

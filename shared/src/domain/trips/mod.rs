@@ -44,6 +44,7 @@ use serde_json::{Map, Value};
 use crate::domain::history_pages::{self, NewEntry};
 use crate::domain::keys::hash_secret;
 use crate::domain::locations::{Location, locations_pk};
+use crate::domain::webhooks::outbox::Message;
 use crate::domain::{list_pages, users};
 use crate::error::ApiError;
 use crate::ids::{id_range, is_id, new_id, random_hex};
@@ -498,8 +499,9 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
         ops.extend(by_user::add_ops(&p.project_id, api, u, &trip.id));
     }
     ops.extend(events);
-    hook_ops(store, p, &trip, 0, &mut ops, &mut counted).await?;
+    let messages = hook_ops(store, p, &trip, 0, &mut ops, &mut counted).await?;
     history_pages::counting(store, Table::Main, &counted, true, store.transact(ops)).await?;
+    crate::domain::streams::hub::publish(&p.project_id, &messages);
     Ok(trip)
 }
 
@@ -519,9 +521,10 @@ async fn get_record(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> 
     Ok(get_as(store, Table::Main, &trips_pk(&p.project_id, api), trip_id).await?)
 }
 
-/// Add to `ops` the webhook messages for the events pushed onto `trip` since `before` (none when
-/// the project has no endpoints), for the same transaction as the trip, and to `counted` the
-/// delivery log entries among them.
+/// Add to `ops` the webhook messages for the events pushed onto `trip` since `before` (with
+/// deliveries to the endpoints that want them), for the same transaction as the trip, and to
+/// `counted` the delivery log entries among them. Returns the messages, for live streams once
+/// the transaction commits.
 async fn hook_ops(
     store: &dyn Store,
     p: &Project,
@@ -529,25 +532,23 @@ async fn hook_ops(
     before: usize,
     ops: &mut Vec<WriteOp>,
     counted: &mut Vec<NewEntry>,
-) -> Result<(), ApiError> {
+) -> Result<Vec<Message>, ApiError> {
     let new: Vec<&TripEvent> = trip.events[before.min(trip.events.len())..].iter().chain(&trip.hook_only).collect();
     if new.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
+    // Messages whether or not an endpoint listens: live streams resume from them.
     let subs = crate::domain::webhooks::subscriptions(store, p).await?;
-    if subs.is_empty() {
-        return Ok(());
-    }
     let user = match &trip.user_id {
         Some(u) => users::get(store, p, u).await?,
         None => None,
     };
     let hooks: Vec<_> = new.into_iter().filter_map(|e| progress::hook_event(trip, e, user.as_ref())).collect();
     let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
-    let (hook_ops, logged) = crate::domain::webhooks::outbox::enqueue_ops(p, &subs, &hooks, days)?;
+    let (hook_ops, logged, messages) = crate::domain::webhooks::outbox::enqueue_ops(p, &subs, &hooks, days)?;
     ops.extend(hook_ops);
     counted.extend(logged);
-    Ok(())
+    Ok(messages)
 }
 
 async fn is_deleted(store: &dyn Store, p: &Project, trip_id: &str) -> Result<bool, ApiError> {

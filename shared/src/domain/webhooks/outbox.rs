@@ -203,10 +203,14 @@ pub struct Enqueued {
     pub log: Vec<Item>,
     /// Work marks: plain puts, after them.
     pub marks: Vec<WriteOp>,
+    /// The messages among `facts`, for live streams once they are committed.
+    pub messages: Vec<Message>,
 }
 
-/// The items that put `events` in the outbox of every endpoint that wants them. With the
-/// project's `retention_days`, they expire with the events they carry.
+/// The items that put `events` in the outbox: one message per event, whether or not an endpoint
+/// listens (live streams resume from the messages, `domain::streams`), and a delivery for every
+/// endpoint that wants it. With the project's `retention_days`, they expire with the events they
+/// carry.
 pub fn enqueue(
     p: &Project,
     subs: &[Endpoint],
@@ -215,17 +219,16 @@ pub fn enqueue(
 ) -> Result<Enqueued, ApiError> {
     let now = Timestamp::now();
     let mut out = Enqueued::default();
-    // One message item per event even when several endpoints carry it.
-    let mut messages = std::collections::HashSet::new();
+    for e in events {
+        let m = message(p, e, retention_days);
+        out.facts.push(to_item(&messages_pk(&p.project_id), &m.id, &m)?);
+        out.messages.push(m);
+    }
     for ep in subs {
-        let mine: Vec<&HookEvent> = events.iter().filter(|e| ep.wants(e.kind)).collect();
-        for e in &mine {
-            let m = message(p, e, retention_days);
-            let d = new_delivery(&ep.id, &m, now);
+        let mine: Vec<&Message> = out.messages.iter().filter(|m| ep.wants(&m.event_type)).collect();
+        for &m in &mine {
+            let d = new_delivery(&ep.id, m, now);
             let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now, expires_at: m.expires_at };
-            if messages.insert(m.id.clone()) {
-                out.facts.push(to_item(&messages_pk(&p.project_id), &m.id, &m)?);
-            }
             out.log.push(to_item(&log_pk(&p.project_id, &ep.id), &m.id, &d)?);
             out.facts.push(to_item(&pending_pk(&p.project_id, &ep.id), &pending_sk(m.user_id.as_deref(), &m.id), &r)?);
         }
@@ -236,6 +239,9 @@ pub fn enqueue(
     Ok(out)
 }
 
+/// The writes of [`enqueue_ops`], the log entries they add and the messages among them.
+pub type EnqueuedOps = (Vec<WriteOp>, Vec<NewEntry>, Vec<Message>);
+
 /// The same as plain puts, for a transaction that also creates the events (fresh ids), with the
 /// log entries it must count (run it inside `history_pages::counting`).
 pub fn enqueue_ops(
@@ -243,13 +249,13 @@ pub fn enqueue_ops(
     subs: &[Endpoint],
     events: &[HookEvent],
     retention_days: Option<u32>,
-) -> Result<(Vec<WriteOp>, Vec<NewEntry>), ApiError> {
-    let Enqueued { facts, log, marks } = enqueue(p, subs, events, retention_days)?;
+) -> Result<EnqueuedOps, ApiError> {
+    let Enqueued { facts, log, marks, messages } = enqueue(p, subs, events, retention_days)?;
     let counted = log.iter().map(new_entry).collect::<Result<_, _>>()?;
     let mut ops: Vec<WriteOp> =
         facts.into_iter().chain(log).map(|item| WriteOp::Put { table: Table::Main, item, cond: Cond::None }).collect();
     ops.extend(marks);
-    Ok((ops, counted))
+    Ok((ops, counted, messages))
 }
 
 /// A log entry as `history_pages` counts it.
@@ -258,10 +264,15 @@ fn new_entry(item: &Item) -> Result<NewEntry, StoreError> {
     Ok(NewEntry { pk, id, ttl: item.get(TTL_ATTRIBUTE).and_then(Value::as_i64) })
 }
 
-/// Write `events` to the outbox outside a transaction (idempotent).
-pub async fn write(store: &dyn Store, p: &Project, subs: &[Endpoint], events: &[HookEvent]) -> Result<(), ApiError> {
+/// Write `events` to the outbox outside a transaction (idempotent). Returns the messages.
+pub async fn write(
+    store: &dyn Store,
+    p: &Project,
+    subs: &[Endpoint],
+    events: &[HookEvent],
+) -> Result<Vec<Message>, ApiError> {
     let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
-    let Enqueued { facts, log, marks } = enqueue(p, subs, events, days)?;
+    let Enqueued { facts, log, marks, messages } = enqueue(p, subs, events, days)?;
     if !facts.is_empty() {
         store.put_new(Table::Main, facts).await?;
     }
@@ -271,7 +282,7 @@ pub async fn write(store: &dyn Store, p: &Project, subs: &[Endpoint], events: &[
     if !marks.is_empty() {
         store.transact(marks).await?;
     }
-    Ok(())
+    Ok(messages)
 }
 
 /// One page of an endpoint's deliveries, in event order (oldest first), optionally of one status.
