@@ -123,6 +123,7 @@ mod tests {
             body: format!("{{\"id\":\"{i:024x}\"}}"),
             created_at: Timestamp::now(),
             expires_at: None,
+            request_id: None,
         }
     }
 
