@@ -39,10 +39,14 @@ async fn request_span(req: axum::extract::Request, next: axum::middleware::Next)
     use tracing::Instrument;
     let id = request_id_of(&req);
     let span = tracing::info_span!("request", request_id = %id);
-    let (method, path, started) = (req.method().clone(), req.uri().path().to_owned(), std::time::Instant::now());
+    // The access line's fields only when it is written (debug): not a copy of every path.
+    let line = tracing::enabled!(tracing::Level::DEBUG)
+        .then(|| (req.method().clone(), req.uri().path().to_owned(), std::time::Instant::now()));
     let mut res = crate::request_id::scope(id.clone(), next.run(req)).instrument(span.clone()).await;
-    let (status, ms) = (res.status().as_u16(), started.elapsed().as_millis() as u64);
-    span.in_scope(|| tracing::debug!(%method, %path, status, ms, "answered"));
+    if let Some((method, path, started)) = line {
+        let (status, ms) = (res.status().as_u16(), started.elapsed().as_millis() as u64);
+        span.in_scope(|| tracing::debug!(%method, %path, status, ms, "answered"));
+    }
     if let Ok(v) = axum::http::HeaderValue::from_str(&id) {
         res.headers_mut().insert("x-request-id", v);
     }

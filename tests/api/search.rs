@@ -246,7 +246,7 @@ async fn explain(
     p: LngLat,
     r: f64,
 ) {
-    let query_cells = index::fence_search_cells(p, r, true).expect("query cells");
+    let query_cells = index::fence_search_cells(p, r).expect("query cells");
     let got_ids: Vec<&String> = got.iter().map(|(id, _)| id).collect();
     let exp_ids: Vec<&String> = expected.iter().map(|(id, _)| id).collect();
     for g in fences {

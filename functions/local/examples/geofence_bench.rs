@@ -476,7 +476,7 @@ async fn run() {
             if let (Some(d), Some(b)) = (&dynamo, before) {
                 units.push(d.consumed_capacity() - b);
             }
-            cells.push(geofences::index::fence_search_cells(*pt, radius, true).expect("cells").len() as f64);
+            cells.push(geofences::index::fence_search_cells(*pt, radius).expect("cells").len() as f64);
             items.push(read as f64);
             hits.push(found.len() as f64);
             if let Some(f) = out.as_mut() {

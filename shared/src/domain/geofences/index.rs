@@ -281,26 +281,21 @@ pub fn search_cells(center: LngLat, radius_m: f64) -> Result<Vec<String>, ApiErr
     cover(center, radius_m, PRECISION)
 }
 
-/// The precision of the cells a fence search of this radius reads. `coarse_indexed`: every fence
-/// of the project has its coarse copies (see `search::coarse_indexed`); else the fine cells, which
-/// every fence has always had, answer every radius.
-pub fn search_precision(radius_m: f64, coarse_indexed: bool) -> usize {
-    if coarse_indexed && radius_m >= COARSE_FROM_M { COARSE_PRECISION } else { PRECISION }
+/// The precision of the cells a fence search of this radius reads (every fence has copies at
+/// both).
+pub fn search_precision(radius_m: f64) -> usize {
+    if radius_m >= COARSE_FROM_M { COARSE_PRECISION } else { PRECISION }
 }
 
 /// The cells a fence search reads: those of [`search_precision`] covering its circle.
-pub fn fence_search_cells(center: LngLat, radius_m: f64, coarse_indexed: bool) -> Result<Vec<String>, ApiError> {
-    cover(center, radius_m, search_precision(radius_m, coarse_indexed))
+pub fn fence_search_cells(center: LngLat, radius_m: f64) -> Result<Vec<String>, ApiError> {
+    cover(center, radius_m, search_precision(radius_m))
 }
 
 /// The cells of [`fence_search_cells`], each with the range of copies read there
 /// ([`range_for`]), told from the cells' places in the grid.
-pub fn fence_search_reads(
-    center: LngLat,
-    radius_m: f64,
-    coarse_indexed: bool,
-) -> Result<Vec<(String, SkRange)>, ApiError> {
-    let precision = search_precision(radius_m, coarse_indexed);
+pub fn fence_search_reads(center: LngLat, radius_m: f64) -> Result<Vec<(String, SkRange)>, ApiError> {
+    let precision = search_precision(radius_m);
     let cover = cover_grid(center, radius_m, precision)?;
     let set: std::collections::HashSet<Grid, foldhash::fast::FixedState> = cover.iter().copied().collect();
     let has = |i, j| set.contains(&Grid(i, j));
@@ -367,9 +362,8 @@ mod tests {
     #[test]
     fn wide_searches_read_coarse_cells_and_few_of_them() {
         let c = LngLat { lng: 10.5, lat: 51.0 };
-        assert_eq!(fence_search_cells(c, 1000.0, true).unwrap().iter().map(String::len).max(), Some(PRECISION));
-        assert!(fence_search_cells(c, 5000.0, false).unwrap().iter().all(|c| c.len() == PRECISION));
-        let wide = fence_search_cells(c, 5000.0, true).unwrap();
+        assert_eq!(fence_search_cells(c, 1000.0).unwrap().iter().map(String::len).max(), Some(PRECISION));
+        let wide = fence_search_cells(c, 5000.0).unwrap();
         assert!(wide.iter().all(|h| h.len() == COARSE_PRECISION));
         assert!((6..=20).contains(&wide.len()), "{}", wide.len());
     }
@@ -383,7 +377,7 @@ mod tests {
         assert!(sks.iter().all(|sk| copy_fence_id(sk) == "0123456789abcdef01234567"));
         // A search around the fence reads it once or a few times, not once per cell it shares.
         for radius in [500.0, 1000.0, 3000.0] {
-            let cover: Vec<String> = fence_search_cells(c, radius, true).unwrap();
+            let cover: Vec<String> = fence_search_cells(c, radius).unwrap();
             let set: std::collections::HashSet<String> = cover.iter().cloned().collect();
             let read = cells
                 .iter()
@@ -406,17 +400,14 @@ mod tests {
     fn a_searchs_reads_are_its_cells_with_their_copy_ranges() {
         for (lng, lat) in [(10.5, 51.0), (-73.98, 40.75), (151.2, -33.87), (0.0, 0.0), (-0.001, 84.9)] {
             for radius in [50.0, 1000.0, 2500.0, 5000.0, 10_000.0] {
-                for coarse in [false, true] {
-                    let at = LngLat { lng, lat };
-                    let Ok(cells) = fence_search_cells(at, radius, coarse) else {
-                        assert!(fence_search_reads(at, radius, coarse).is_err());
-                        continue;
-                    };
-                    let set: std::collections::HashSet<String> = cells.iter().cloned().collect();
-                    let by_name: Vec<(String, SkRange)> =
-                        cells.iter().map(|c| (c.clone(), copy_range(c, &set))).collect();
-                    assert_eq!(fence_search_reads(at, radius, coarse).unwrap(), by_name, "{lng},{lat} {radius} m");
-                }
+                let at = LngLat { lng, lat };
+                let Ok(cells) = fence_search_cells(at, radius) else {
+                    assert!(fence_search_reads(at, radius).is_err());
+                    continue;
+                };
+                let set: std::collections::HashSet<String> = cells.iter().cloned().collect();
+                let by_name: Vec<(String, SkRange)> = cells.iter().map(|c| (c.clone(), copy_range(c, &set))).collect();
+                assert_eq!(fence_search_reads(at, radius).unwrap(), by_name, "{lng},{lat} {radius} m");
             }
         }
     }

@@ -115,8 +115,7 @@ fn head_of(view: &RawValue) -> serde_json::Result<String> {
 /// Fences whose shape comes within `radius_m` of `at`, nearest first (ties by id), and how many
 /// index items were read.
 pub async fn search(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -> Result<(Vec<Hit>, usize), ApiError> {
-    let coarse = radius_m >= index::COARSE_FROM_M;
-    let reads = index::fence_search_reads(at, radius_m, coarse)?;
+    let reads = index::fence_search_reads(at, radius_m)?;
     let queries: Vec<Query> =
         reads.into_iter().map(|(c, range)| Query::new(cell_pk(&p.project_id, &c), range)).collect();
     let cells = store.query_docs_many(Table::Main, &queries).await?;
