@@ -316,8 +316,10 @@ async function main() {
   check(!html.includes(user) && !html.includes(trip.id) && !html.includes('hidden-order') && !html.includes(SK) &&
     !html.includes(PK), 'page source has no ids, keys or metadata');
 
-  // Part of the second batch: the courier drives on. Nothing was said since the page opened, so
-  // the live region says the new distance at once (state, ETA and distance as on the page).
+  // Part of the second batch: the courier drives on. The live region says the new distance (state,
+  // ETA and distance as on the page): at once when nothing was said since the page opened, else
+  // when its quiet interval (10 s) ends, as on a slow run an ETA-only change said before the
+  // listener started makes it wait; so up to 15 s, and said exactly once.
   const onTheWay = (page) => page.evaluate(() => {
     const eta = document.getElementById('eta');
     return [document.getElementById('state').textContent].concat(eta.hidden ? [] : [eta.textContent])
