@@ -241,7 +241,7 @@ both!(many_writers_at_once_into_one_bucket_all_succeed_and_count_once, |app| asy
         history_pages::put_new_counted(s, Table::Locations, items)
     });
     let stored = futures::future::join_all(writes).await;
-    assert!(stored.iter().all(|r| r.as_ref().is_ok_and(|s| s.iter().all(|n| *n))), "{stored:?}");
+    assert!(stored.iter().all(|r| r.as_ref().is_ok_and(|(s, _)| s.iter().all(|n| *n))), "{:?}", stored.iter().map(|r| r.as_ref().map(|(s, _)| s)).collect::<Vec<_>>());
     assert_eq!(counted(&app, Table::Locations, &pk).await, Some(30 + 40 * 5));
     assert_pages_exact(&app, &p, &user, None).await;
 });

@@ -25,7 +25,7 @@ async fn store_without_processing(app: &TestApp, user: &str, fixes: &[Value]) {
     let prepared = locations::prepare(&p, user, parse(fixes));
     let pending = marks::mark_batch(store, &p, user, &prepared).await.unwrap();
     let new = locations::store_prepared(store, &p, user, prepared).await.unwrap();
-    marks::batch_stored(store, pending, &new).await.unwrap();
+    marks::batch_stored(store, pending, &new).await.unwrap().durable().await.unwrap();
 }
 
 /// What a request that died while storing leaves (DynamoDB writes a batch in parts): the mark,

@@ -273,7 +273,8 @@ async fn trip_event_page_cost_does_not_grow_with_the_page_number() {
                     shared::store::to_item(&pk, &id, &e).unwrap()
                 })
                 .collect();
-            shared::domain::history_pages::put_new_counted(s, Table::Main, items).await.unwrap();
+            let (_, unsynced) = shared::domain::history_pages::put_new_counted(s, Table::Main, items).await.unwrap();
+            unsynced.durable().await.unwrap();
         }
         let range = shared::time::DateRange { start: start - Duration::days(1), end: Utc::now() };
         let last = n.div_ceil(10);

@@ -49,7 +49,7 @@ use serde_json::Value;
 use cells::{Cells, cell_end};
 
 use crate::expiry::TTL_ATTRIBUTE;
-use crate::store::{Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, key_of, to_item};
+use crate::store::{Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, Unsynced, WriteOp, from_json, key_of, to_item};
 
 /// Hex digits of an id that name its bucket, and its cell.
 const BUCKET_HEX: usize = 6;
@@ -207,25 +207,31 @@ async fn finish_all(
 
 /// Put each item (of counted partitions, keyed by id) unless its key holds one, unsynced
 /// ([`Store::put_new_unsynced`]), counted: a writer registered in each partition before the put
-/// and finished with what was new after it. Returns, per item, whether it was stored.
-pub async fn put_new_counted(store: &dyn Store, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {
+/// and finished with what was new after it. Returns, per item, whether it was stored, and the
+/// put's pending sync (the counts are bookkeeping a crash may undo: see `deltas`).
+pub async fn put_new_counted(
+    store: &dyn Store,
+    table: Table,
+    items: Vec<Item>,
+) -> Result<(Vec<bool>, Unsynced), StoreError> {
     put_new_counted_with(store, table, items, Vec::new()).await
 }
 
 /// [`put_new_counted`] of `items`, with `others` (of lists not counted) put-if-absent in the same
 /// store call: a processing pass's events and the rest of its facts, one write instead of two.
-/// Returns, per item of `items`, whether it was stored.
+/// Returns, per item of `items`, whether it was stored, and the put's pending sync.
 pub async fn put_new_counted_with(
     store: &dyn Store,
     table: Table,
     items: Vec<Item>,
     others: Vec<Item>,
-) -> Result<Vec<bool>, StoreError> {
+) -> Result<(Vec<bool>, Unsynced), StoreError> {
     if items.is_empty() {
-        if !others.is_empty() {
-            store.put_new_unsynced(table, others).await?;
+        if others.is_empty() {
+            return Ok((Vec::new(), Unsynced::default()));
         }
-        return Ok(Vec::new());
+        let (_, unsynced) = store.put_new_unsynced(table, others).await?;
+        return Ok((Vec::new(), unsynced));
     }
     let keys: Vec<(String, String)> = items.iter().map(key_of).collect::<Result<_, _>>()?;
     let ttls: Vec<Option<i64>> = items.iter().map(|i| i.get(TTL_ATTRIBUTE).and_then(Value::as_i64)).collect();
@@ -233,10 +239,10 @@ pub async fn put_new_counted_with(
     let writers = begin_all(store, table, &parts, now_ms(), true).await?;
     let counted = items.len();
     let all = if others.is_empty() { items } else { items.into_iter().chain(others).collect() };
-    let stored = match store.put_new_unsynced(table, all).await {
-        Ok(mut s) => {
+    let (stored, unsynced) = match store.put_new_unsynced(table, all).await {
+        Ok((mut s, unsynced)) => {
             s.truncate(counted);
-            s
+            (s, unsynced)
         }
         Err(e) => {
             // Best effort: should this fail too, the writers count as dead within a minute.
@@ -249,7 +255,7 @@ pub async fn put_new_counted_with(
         new.entry(pk).or_default().push((sk, ttl));
     }
     finish_all(store, writers, Some(&new)).await?;
-    Ok(stored)
+    Ok((stored, unsynced))
 }
 
 /// An entry about to be stored in a counted partition: its key and TTL (`expires_at`).
@@ -367,7 +373,7 @@ async fn recount(
         sk: d.sk.clone(),
         cond: Cond::None,
     }));
-    match store.transact_unsynced(ops).await {
+    match store.transact_unsynced(ops).await.map(drop) {
         Ok(()) | Err(StoreError::ConditionFailed) => {}
         Err(e) => return Err(e),
     }

@@ -9,7 +9,7 @@
 //!    user's next ingest or the next sweep (AWS: the stream-fed processor function).
 //!
 //! On the embedded store the mark and the locations are committed without a file sync, and the
-//! answer waits until they are durable ([`crate::store::Store::flush`]): the pass's synced commit
+//! answer waits until they are durable ([`crate::store::Unsynced`]): the pass's synced commit
 //! makes them so (redb makes every earlier commit durable with a synced one), so a request syncs
 //! once. A crash before that loses only fixes no client was told were stored; the derived state
 //! never names a lost fix, since it commits after them.
@@ -82,9 +82,8 @@ pub async fn ingest(
     }
     let prepared = locations::prepare(p, user_id, accepted);
     let pending = marks::mark_batch(store, p, user_id, &prepared).await?;
-    let stored = locations::store_unsynced(store, p, user_id, prepared).await?;
-    marks::batch_stored(store, pending, &stored).await?;
-    let written = store.written();
+    let (stored, fixes) = locations::store_unsynced(store, p, user_id, prepared).await?;
+    let mark = marks::batch_stored(store, pending, &stored).await?;
     let (processed, queued) = match processor::process_user(store, p, user_id).await {
         Ok(r) => (true, r.queued),
         Err(e) => {
@@ -92,8 +91,8 @@ pub async fn ingest(
             (false, false)
         }
     };
-    // Durable before the answer says stored: the pass's synced commit covered the fixes, or
-    // this syncs them.
-    store.flush(written).await?;
+    // Durable before the answer says stored: the pass's synced commit covered the fixes and the
+    // mark, or this syncs them.
+    fixes.and(mark).durable().await?;
     Ok(Outcome { received, stored: stored.len(), rejected, processed, queued })
 }

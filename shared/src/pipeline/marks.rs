@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use crate::domain::locations::Location;
 use crate::error::ApiError;
 use crate::project::Project;
-use crate::store::{Cond, Store, StoreError, Table, to_item};
+use crate::store::{Cond, Store, StoreError, Table, Unsynced, to_item};
 use crate::time::Timestamp;
 
 /// Shards of the batch marks.
@@ -82,8 +82,13 @@ pub async fn mark_batch(
 /// Record that the whole batch is in the log (after storing it; `new` are its fixes that were
 /// not there before), so passes may go past it. A re-sent batch late fixes of which were all
 /// stored and processed before would otherwise make the pass recompute ended trips for nothing.
-pub async fn batch_stored(store: &dyn Store, pending: Option<PendingBatch>, new: &[Location]) -> Result<(), ApiError> {
-    let Some(PendingBatch { pk, sk, mut mark, fresh }) = pending else { return Ok(()) };
+/// Returns the mark's pending sync, which ingest waits for (with its fixes') before it answers.
+pub async fn batch_stored(
+    store: &dyn Store,
+    pending: Option<PendingBatch>,
+    new: &[Location],
+) -> Result<Unsynced, ApiError> {
+    let Some(PendingBatch { pk, sk, mut mark, fresh }) = pending else { return Ok(Unsynced::default()) };
     if fresh {
         let (Some(since), Some(until)) =
             (new.iter().map(|l| l.recorded_at).min(), new.iter().map(|l| l.recorded_at).max())
@@ -91,7 +96,7 @@ pub async fn batch_stored(store: &dyn Store, pending: Option<PendingBatch>, new:
             // Nothing new, and no earlier attempt left work: the pass has nothing to redo.
             let cond = Cond::Equals("nonce", mark.nonce.clone().into());
             return match store.delete(Table::Main, &pk, &sk, cond).await {
-                Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
+                Ok(()) | Err(StoreError::ConditionFailed) => Ok(Unsynced::default()),
                 Err(e) => Err(e.into()),
             };
         };
@@ -99,12 +104,11 @@ pub async fn batch_stored(store: &dyn Store, pending: Option<PendingBatch>, new:
     }
     mark.stored = true;
     mark.nonce = crate::ids::random_hex(8);
-    // Unsynced (embedded store): the pass that follows commits synced and makes it durable. Lost
-    // in a crash before that, the mark says `stored: false` again: no answer was sent, so the
-    // client re-sends the batch, which stores nothing twice and marks it again; at worst (the
-    // pass failed, then a crash) the user's derived work waits ABANDONED_SECONDS.
-    store.put_unsynced(Table::Main, to_item(&pk, &sk, &mark)?, Cond::None).await?;
-    Ok(())
+    // Unsynced (embedded store): the pass that follows usually commits synced and makes it
+    // durable, else ingest syncs it before it answers. Lost in a crash before that, the mark
+    // says `stored: false` again: no answer was sent, so the client re-sends the batch, which
+    // stores nothing twice and marks it again.
+    Ok(store.put_unsynced(Table::Main, to_item(&pk, &sk, &mark)?, Cond::None).await?)
 }
 
 /// A mark as written at `marked_at` (tests use a past time to stand for an abandoned request).
@@ -138,12 +142,13 @@ pub async fn write_mark(
     };
     let (pk, sk) = (marks_pk(shard_of(&p.project_id, user_id)), format!("{}#{user_id}#{key}", p.project_id));
     let item = to_item(&pk, &sk, &mark)?;
-    // Unsynced (embedded store): the batch's fixes follow in a synced commit, which makes the
-    // mark durable with them; a mark lost in a crash before that marked fixes that were lost too.
+    // Unsynced (embedded store): the batch's fixes follow, and ingest makes them durable before
+    // it answers, this mark with them (a sync covers every earlier commit); a mark lost in a
+    // crash before that marked fixes that were lost too.
     let fresh = match store.put_unsynced(Table::Main, item.clone(), Cond::NotExists).await {
-        Ok(()) => true,
+        Ok(_covered_later) => true,
         Err(StoreError::ConditionFailed) => {
-            store.put_unsynced(Table::Main, item, Cond::None).await?;
+            let _covered_later = store.put_unsynced(Table::Main, item, Cond::None).await?;
             false
         }
         Err(e) => return Err(e.into()),

@@ -193,21 +193,50 @@ pub type EachChunk<'a> = dyn FnMut(Vec<Vec<u8>>) -> Result<(), StoreError> + Sen
 /// What [`Store::visit_ranges`] hands each stored document to, where it lies in the store.
 pub type Visitor<'a> = dyn FnMut(&[u8]) -> Result<(), StoreError> + Send + 'a;
 
+/// What an unsynced write ([`Store::put_unsynced`] and kin) leaves to do before it may be called
+/// stored: nothing on DynamoDB, whose writes are durable when they return; on the embedded store,
+/// a sync of its file through the write's position, unless a synced commit since has covered it
+/// (other requests' unsynced writes after it do not count). Dropping one leaves the write to a
+/// later sync: right only for writes a crash may undo.
+#[must_use = "an unsynced write is durable only once `durable()` has returned"]
+#[derive(Default)]
+pub struct Unsynced(Option<embedded::Pending>);
+
+impl Unsynced {
+    /// Both writes' syncs as one: a sync makes every commit before it durable, so the later
+    /// position covers the earlier.
+    pub fn and(self, other: Unsynced) -> Unsynced {
+        match (self.0, other.0) {
+            (Some(a), Some(b)) => Unsynced(Some(if a.through >= b.through { a } else { b })),
+            (a, b) => Unsynced(a.or(b)),
+        }
+    }
+
+    /// Wait until the write is durable.
+    pub async fn durable(self) -> Result<(), StoreError> {
+        match self.0 {
+            Some(pending) => pending.durable().await,
+            None => Ok(()),
+        }
+    }
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError>;
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError>;
-    /// A put that a crash may undo unless a later write commits after it, for bookkeeping that
-    /// stays right either way (the history's page counts: see `domain::history_pages`). The
-    /// embedded store commits it without syncing its file, the sync that bounds its ingest rate;
-    /// DynamoDB has one kind of put.
-    async fn put_unsynced(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
-        self.put(table, item, cond).await
+    /// A put that a crash may undo until the [`Unsynced`] it returns is made durable, or a later
+    /// synced write commits: for bookkeeping that stays right either way (the history's page
+    /// counts: see `domain::history_pages`), or for a write the caller makes durable before it
+    /// answers (ingest's batch mark). The embedded store commits it without syncing its file,
+    /// the sync that bounds its ingest rate; DynamoDB has one kind of put.
+    async fn put_unsynced(&self, table: Table, item: Item, cond: Cond) -> Result<Unsynced, StoreError> {
+        self.put(table, item, cond).await.map(|()| Unsynced::default())
     }
     /// [`Store::transact`] that a crash may undo, under [`Store::put_unsynced`]'s rule: lists'
     /// page counts registered or finished at once (`history_pages`).
-    async fn transact_unsynced(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
-        self.transact(ops).await
+    async fn transact_unsynced(&self, ops: Vec<WriteOp>) -> Result<Unsynced, StoreError> {
+        self.transact(ops).await.map(|()| Unsynced::default())
     }
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError>;
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError>;
@@ -271,23 +300,10 @@ pub trait Store: Send + Sync + 'static {
     /// Put each item unless its key already holds one; returns, per item, whether it was stored.
     /// Not atomic across items; each item is.
     async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError>;
-    /// [`Store::put_new`] that a crash may undo until [`Store::flush`] or a later synced write
-    /// returns (see [`Store::put_unsynced`]): the fixes of an ingest, whose processing pass
-    /// commits synced right after and makes them durable with it. DynamoDB has one kind of put.
-    async fn put_new_unsynced(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {
-        self.put_new(table, items).await
-    }
-    /// A position after every write that has returned, for [`Store::flush`] (DynamoDB: 0).
-    fn written(&self) -> u64 {
-        0
-    }
-    /// Make every write before `through` (a [`Store::written`]) durable. The embedded store syncs
-    /// its file unless a synced commit since already covered them (then this costs nothing: other
-    /// requests' unsynced writes since do not count); DynamoDB's writes are durable when they
-    /// return.
-    async fn flush(&self, through: u64) -> Result<(), StoreError> {
-        let _ = through;
-        Ok(())
+    /// [`Store::put_new`] under [`Store::put_unsynced`]'s rule: the fixes of an ingest, made
+    /// durable (usually by its processing pass's synced commit already) before it answers.
+    async fn put_new_unsynced(&self, table: Table, items: Vec<Item>) -> Result<(Vec<bool>, Unsynced), StoreError> {
+        Ok((self.put_new(table, items).await?, Unsynced::default()))
     }
     /// Delete the items at these keys, unconditionally; keys already gone are fine. Not atomic:
     /// for bulk removal (retention, erasure) where each item goes on its own. On DynamoDB a

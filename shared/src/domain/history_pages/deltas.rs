@@ -159,7 +159,7 @@ pub(super) async fn register(
             ops.push(WriteOp::Put { table, item, cond: Cond::None });
         }
         for chunk in ops.chunks(crate::store::MAX_TRANSACT_OPS) {
-            store.transact_unsynced(chunk.to_vec()).await?;
+            store.transact_unsynced(chunk.to_vec()).await.map(drop)?;
         }
         return Ok(());
     }
@@ -170,7 +170,7 @@ pub(super) async fn register(
                 let held = g.base.as_ref().map(|_| bucket_sk(b)).or_else(|| g.deltas.first().map(|d| d.sk.clone()));
                 let Some(held) = held else { break };
                 let check = WriteOp::Check { table, pk: w.pk.clone(), sk: held, cond: Cond::Exists };
-                match store.transact_unsynced(vec![check, pending(w, b)?]).await {
+                match store.transact_unsynced(vec![check, pending(w, b)?]).await.map(drop) {
                     Ok(()) => break,
                     // A fold removed the delta checked: read again.
                     Err(StoreError::ConditionFailed) => continue,
@@ -212,11 +212,11 @@ pub(super) async fn finish(
         }
     }
     for chunk in ops.chunks(crate::store::MAX_TRANSACT_OPS) {
-        match store.transact_unsynced(chunk.to_vec()).await {
+        match store.transact_unsynced(chunk.to_vec()).await.map(drop) {
             Ok(()) => {}
             Err(StoreError::ConditionFailed) => {
                 for op in chunk {
-                    match store.transact_unsynced(vec![op.clone()]).await {
+                    match store.transact_unsynced(vec![op.clone()]).await.map(drop) {
                         Ok(()) | Err(StoreError::ConditionFailed) => {}
                         Err(e) => return Err(e),
                     }
@@ -255,7 +255,7 @@ pub(super) async fn fold(store: &dyn Store, table: Table, pk: &str, g: &Group) -
     base.nonce = crate::ids::random_hex(8);
     let mut ops = vec![WriteOp::Put { table, item: to_item(pk, &bucket_sk(&g.bucket), &base)?, cond: g.base_cond() }];
     ops.extend(folded.iter().map(|d| WriteOp::Delete { table, pk: pk.to_owned(), sk: d.sk.clone(), cond: Cond::None }));
-    match store.transact_unsynced(ops).await {
+    match store.transact_unsynced(ops).await.map(drop) {
         Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
         Err(e) => Err(e),
     }

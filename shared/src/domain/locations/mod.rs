@@ -21,7 +21,7 @@ use crate::geometry::{LngLat, encode_polyline, encode_time_aware_polyline};
 use crate::ids::{id_at, id_range};
 use crate::paging::{Order, PageInfo, PageNumber};
 use crate::project::Project;
-use crate::store::{Doc, Query, SkRange, Store, Table, from_item, to_item};
+use crate::store::{Doc, Query, SkRange, Store, Table, Unsynced, from_item, to_item};
 use crate::time::{DateRange, Timestamp};
 
 /// Fixes recorded more than this after the server's clock are refused at ingest (seconds).
@@ -242,21 +242,21 @@ pub async fn store_prepared(
     user_id: &str,
     locs: Vec<Location>,
 ) -> Result<Vec<Location>, ApiError> {
-    let stored = store_unsynced(store, p, user_id, locs).await?;
-    store.flush(store.written()).await?;
+    let (stored, unsynced) = store_unsynced(store, p, user_id, locs).await?;
+    unsynced.durable().await?;
     Ok(stored)
 }
 
-/// [`store_prepared`], not yet durable on return (embedded store): the caller flushes
-/// ([`Store::flush`] through a [`Store::written`] taken after this) before it tells anyone the
-/// fixes are stored. Ingest does, after the processing pass, whose synced commit usually covers
-/// them already: one file sync a request instead of two.
+/// [`store_prepared`], not yet durable on return (embedded store): the caller waits for the
+/// returned [`Unsynced`] before it tells anyone the fixes are stored. Ingest does, after the
+/// processing pass, whose synced commit usually covers them already: one file sync a request
+/// instead of two.
 pub async fn store_unsynced(
     store: &dyn Store,
     p: &Project,
     user_id: &str,
     locs: Vec<Location>,
-) -> Result<Vec<Location>, ApiError> {
+) -> Result<(Vec<Location>, Unsynced), ApiError> {
     let pk = locations_pk(&p.project_id, user_id);
     // With retention, each item carries its expiry for DynamoDB's TTL (`pipeline::retention`).
     let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
@@ -265,8 +265,8 @@ pub async fn store_unsynced(
         crate::expiry::stamp(item, l.recorded_at, days);
     }
     // Counted for paging (`history_pages`).
-    let stored = history_pages::put_new_counted(store, Table::Locations, items).await?;
-    Ok(locs.into_iter().zip(stored).filter_map(|(l, s)| s.then_some(l)).collect())
+    let (stored, unsynced) = history_pages::put_new_counted(store, Table::Locations, items).await?;
+    Ok((locs.into_iter().zip(stored).filter_map(|(l, s)| s.then_some(l)).collect(), unsynced))
 }
 
 /// The key range of the fixes recorded inside `range` (all of them without one); never the

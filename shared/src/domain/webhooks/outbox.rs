@@ -277,7 +277,8 @@ pub async fn write(
         store.put_new(Table::Main, facts).await?;
     }
     if !log.is_empty() {
-        history_pages::put_new_counted(store, Table::Main, log).await?;
+        // Made durable by the synced transaction below (or, without marks, by the pass's).
+        let _synced_below = history_pages::put_new_counted(store, Table::Main, log).await?;
     }
     if !marks.is_empty() {
         store.transact(marks).await?;

@@ -25,7 +25,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use writer::{Db, Failed};
 
 use super::{
-    Cond, Doc, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, Visitor, WriteOp, cond_holds,
+    Cond, Doc, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, Unsynced, Visitor, WriteOp, cond_holds,
     doc_str, epoch_now, is_expired, key_of,
 };
 
@@ -54,6 +54,18 @@ fn key(pk: &str, sk: &str) -> String {
     [pk, SEP, sk].concat()
 }
 
+/// The embedded store's part of an [`Unsynced`]: a position of its writer to sync through.
+pub(super) struct Pending {
+    db: Arc<Db>,
+    pub(super) through: u64,
+}
+
+impl Pending {
+    pub(super) async fn durable(self) -> Result<(), StoreError> {
+        self.db.flush(self.through).await
+    }
+}
+
 #[derive(Clone)]
 pub struct EmbeddedStore {
     db: Arc<Db>,
@@ -78,6 +90,12 @@ impl EmbeddedStore {
     pub fn memory() -> Result<Self, StoreError> {
         let db = Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).map_err(backend)?;
         Self::init(db)
+    }
+
+    /// What an unsynced write that just returned leaves to sync: every group committed so far
+    /// (covering others' writes too costs nothing: one sync covers them all).
+    fn pending(&self) -> Unsynced {
+        Unsynced(Some(Pending { db: self.db.clone(), through: self.db.written() }))
     }
 
     fn init(db: Database) -> Result<Self, StoreError> {
@@ -411,12 +429,14 @@ impl Store for EmbeddedStore {
         self.write_all(vec![WriteOp::Put { table, item, cond }], true).await
     }
 
-    async fn put_unsynced(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
-        self.write_all(vec![WriteOp::Put { table, item, cond }], false).await
+    async fn put_unsynced(&self, table: Table, item: Item, cond: Cond) -> Result<Unsynced, StoreError> {
+        self.write_all(vec![WriteOp::Put { table, item, cond }], false).await?;
+        Ok(self.pending())
     }
 
-    async fn transact_unsynced(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
-        self.write_all(ops, false).await
+    async fn transact_unsynced(&self, ops: Vec<WriteOp>) -> Result<Unsynced, StoreError> {
+        self.write_all(ops, false).await?;
+        Ok(self.pending())
     }
 
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError> {
@@ -539,16 +559,9 @@ impl Store for EmbeddedStore {
         self.put_new_as(table, items, true).await
     }
 
-    async fn put_new_unsynced(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {
-        self.put_new_as(table, items, false).await
-    }
-
-    fn written(&self) -> u64 {
-        self.db.written()
-    }
-
-    async fn flush(&self, through: u64) -> Result<(), StoreError> {
-        self.db.flush(through).await
+    async fn put_new_unsynced(&self, table: Table, items: Vec<Item>) -> Result<(Vec<bool>, Unsynced), StoreError> {
+        let stored = self.put_new_as(table, items, false).await?;
+        Ok((stored, self.pending()))
     }
 
     async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {

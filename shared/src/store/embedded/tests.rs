@@ -69,29 +69,30 @@ async fn values_leave_the_partition_key_out_and_every_read_puts_it_back() {
 }
 
 #[tokio::test]
-async fn a_flush_syncs_only_what_no_synced_commit_covered() {
+async fn an_unsynced_write_syncs_only_what_no_synced_commit_covered() {
     let store = EmbeddedStore::memory().unwrap();
     let item = |sk: &str| Item::from_iter([("pk".into(), "p".into()), ("sk".into(), sk.into())]);
     let synced = || store.db.synced();
-    // Unsynced fixes: not yet covered; a flush through them syncs.
-    assert_eq!(store.put_new_unsynced(Table::Main, vec![item("a"), item("b")]).await.unwrap(), [true, true]);
-    let mine = store.written();
+    // Unsynced fixes: not yet covered; making them durable syncs.
+    let (stored, fixes) = store.put_new_unsynced(Table::Main, vec![item("a"), item("b")]).await.unwrap();
+    assert_eq!(stored, [true, true]);
+    let mine = store.db.written();
     assert!(synced() < mine);
-    store.flush(mine).await.unwrap();
+    fixes.durable().await.unwrap();
     assert!(synced() >= mine);
     // Fixes, then a synced write (the pass's commit), then someone else's unsynced write: the
-    // synced write covered the fixes, so the flush through them syncs nothing more.
-    store.put_new_unsynced(Table::Main, vec![item("c")]).await.unwrap();
-    let mine = store.written();
+    // synced write covered the fixes, so making them durable syncs nothing more.
+    let (_, fixes) = store.put_new_unsynced(Table::Main, vec![item("c")]).await.unwrap();
     store.put(Table::Main, item("w"), Cond::None).await.unwrap();
     let after_pass = synced();
-    store.put_unsynced(Table::Main, item("other"), Cond::None).await.unwrap();
-    store.flush(mine).await.unwrap();
-    assert_eq!(synced(), after_pass, "a covered flush synced again");
-    assert!(store.written() > synced(), "the other write stays unsynced until someone flushes it");
-    // Through everything: the other write too.
-    store.flush(store.written()).await.unwrap();
-    assert_eq!(synced(), store.written());
+    let other = store.put_unsynced(Table::Main, item("other"), Cond::None).await.unwrap();
+    fixes.durable().await.unwrap();
+    assert_eq!(synced(), after_pass, "a covered write synced again");
+    assert!(store.db.written() > synced(), "the other write stays unsynced until someone syncs it");
+    // Of two, the later covers both: the other write too.
+    let (_, mark) = store.put_new_unsynced(Table::Main, vec![item("d")]).await.unwrap();
+    other.and(mark).durable().await.unwrap();
+    assert_eq!(synced(), store.db.written());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -167,7 +168,7 @@ async fn group_commit_answers_writes_durable_and_conditions_read_only_what_they_
     {
         let store = EmbeddedStore::open(&path).unwrap();
         // An unsynced write, then concurrent durable ones: every one answered is covered.
-        store.put_unsynced(Table::Main, item("u", "a"), Cond::None).await.unwrap();
+        drop(store.put_unsynced(Table::Main, item("u", "a"), Cond::None).await.unwrap());
         let writes = (0..16).map(|i| {
             let s = store.clone();
             tokio::spawn(async move { s.put(Table::Main, item(&format!("d{i:02}"), "a"), Cond::NotExists).await })
