@@ -101,6 +101,7 @@ fn eta_methods_compared() {
     // traces); the method with the least median on one half is reported on the other.
     let rides: Vec<&str> = {
         let mut r: Vec<&str> = real.iter().map(|c| ride(&c.name)).collect();
+        r.sort_unstable();
         r.dedup();
         r
     };
