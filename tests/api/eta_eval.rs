@@ -24,6 +24,8 @@ use shared::time::Timestamp;
 
 use crate::trace::{Rng, offset};
 
+mod analysis;
+
 const DRIVES: u64 = 150;
 const STRAIGHT_ROADS: u64 = 40;
 const FIX_EVERY_S: i64 = 5;

@@ -21,6 +21,11 @@
 //!   the device has sent nothing for [`route::GAP_SECONDS`] (phones report rarely while still),
 //!   now plus the travel time, so the estimate slides later as a halt lasts.
 //!
+//! This rule is [`Method::CHOSEN`]; the alternatives measured against it (other speed windows, a
+//! blend with the whole trip's speed, long halts capped, the detour at the scale of the way left)
+//! did no better on real traces than one trace's swing, and a rule picked on half of them did
+//! worse on the other half (docs/tracking-page.md, "ETA").
+//!
 //! Unknown (None) before the start, after the end, while paused, without a target, when lost and
 //! without enough movement. When every target is reached (trip not yet ended) the last one is
 //! reported as arrived: `arrival_at` its arrival, `distance_remaining` 0.
@@ -51,6 +56,46 @@ pub const SPEED_WINDOW_SECONDS: i64 = 1800;
 pub const MIN_MOVING_SECONDS: i64 = 60;
 /// Bounds of the speed used (m/s): a slow walk to a fast motorway drive.
 pub const SPEED_BOUNDS: (f64, f64) = (0.5, 40.0);
+
+/// How the estimate learns its detour and speed. [`Method::CHOSEN`] is the one in use (the
+/// constants above); the others exist so the evaluation (`tests/api/eta_eval/analysis.rs`) measures the
+/// alternatives through the same code, on the same trips (docs/tracking-page.md, "ETA").
+#[derive(Debug, Clone, Copy)]
+pub struct Method {
+    /// Fixes read back from now (seconds).
+    pub lookback_s: i64,
+    /// Windows of active time (seconds) the speed is measured over; several are averaged (a
+    /// blend of a recent and a long speed).
+    pub speed_windows_s: &'static [i64],
+    /// A halt (a stop the route found, or a silence over [`route::GAP_SECONDS`]) counts at most
+    /// this long in the speed (None: whole).
+    pub halt_cap_s: Option<i64>,
+    pub detour: DetourRule,
+}
+
+/// Where the detour comes from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DetourRule {
+    /// The path read over the straight line from its first to its latest fix, blended with
+    /// [`DETOUR_PRIOR`] while that line is short.
+    Trip,
+    /// The median path over chord of the pieces of the path read whose chord is as long as the
+    /// straight line left (at least `min_m`): a trip's circuity at the scale of the way left, not
+    /// of its loops; [`DetourRule::Trip`] while no piece is that long.
+    AtScale { min_m: f64 },
+    /// [`DETOUR_PRIOR`] alone.
+    Prior,
+}
+
+impl Method {
+    /// The method in use.
+    pub const CHOSEN: Method = Method {
+        lookback_s: SPEED_LOOKBACK_SECONDS,
+        speed_windows_s: &[SPEED_WINDOW_SECONDS],
+        halt_cap_s: None,
+        detour: DetourRule::Trip,
+    };
+}
 
 /// An estimate of arrival at one target.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,6 +147,11 @@ pub fn applies(trip: &Trip) -> bool {
 /// The estimate for `trip` at `now` from its locations (oldest first; only those of the last
 /// [`SPEED_LOOKBACK_SECONDS`] before `now` are used).
 pub fn estimate(trip: &Trip, locations: &[Location], now: Timestamp) -> Option<Eta> {
+    estimate_with(trip, locations, now, &Method::CHOSEN)
+}
+
+/// [`estimate`] by `method` (reading its `lookback_s` of `locations`).
+pub fn estimate_with(trip: &Trip, locations: &[Location], now: Timestamp, method: &Method) -> Option<Eta> {
     if !applies(trip) {
         return None;
     }
@@ -118,7 +168,7 @@ pub fn estimate(trip: &Trip, locations: &[Location], now: Timestamp) -> Option<E
             detour: 1.0,
         });
     };
-    let since = now.0 - chrono::Duration::seconds(SPEED_LOOKBACK_SECONDS);
+    let since = now.0 - chrono::Duration::seconds(method.lookback_s);
     let from = locations.partition_point(|l| l.recorded_at.0 < since);
     let to = locations.partition_point(|l| l.recorded_at <= now);
     let recent = &locations[from..to.max(from)];
@@ -129,9 +179,17 @@ pub fn estimate(trip: &Trip, locations: &[Location], now: Timestamp) -> Option<E
     if age > LOST_AFTER_SECONDS {
         return None;
     }
-    let speed = recent_speed(&r, &pauses)?;
-    let detour = detour(&r);
+    let mut speed = 0.0;
+    for &window in method.speed_windows_s {
+        speed += recent_speed(&r, &pauses, window, method.halt_cap_s)?;
+    }
+    let speed = speed / method.speed_windows_s.len() as f64;
     let distance = (latest.location.coordinates.distance_m(next.coordinates) - f64::from(next.radius_m)).max(0.0);
+    let detour = match method.detour {
+        DetourRule::Trip => detour(&r),
+        DetourRule::AtScale { min_m } => detour_at_scale(&r, distance.max(min_m)).unwrap_or_else(|| detour(&r)),
+        DetourRule::Prior => DETOUR_PRIOR,
+    };
     let travel = chrono::Duration::milliseconds((distance * detour / speed * 1000.0).round() as i64);
     let still = latest.activity == Activity::Stop || age > route::GAP_SECONDS;
     let from = if still { now } else { latest.location.recorded_at };
@@ -162,15 +220,54 @@ fn detour(r: &route::Route) -> f64 {
     weight * learned + (1.0 - weight) * DETOUR_PRIOR
 }
 
-/// Meters per second over the last [`SPEED_WINDOW_SECONDS`] of active time (halts included,
-/// pauses not), bounded; None with less than [`MIN_MOVING_SECONDS`] of movement in it.
-fn recent_speed(r: &route::Route, pauses: &[(Timestamp, Timestamp)]) -> Option<f64> {
+/// The median path over chord of the pieces of the route whose chord first reaches `scale`
+/// meters (one piece from each point, the next starting where the last one ended at the
+/// earliest), bounded; None when no piece is that long.
+fn detour_at_scale(r: &route::Route, scale: f64) -> Option<f64> {
+    let p = &r.points;
+    let mut along = Vec::with_capacity(p.len());
+    let mut sum = 0.0;
+    for q in p {
+        sum += q.distance;
+        along.push(sum);
+    }
+    let mut ratios = Vec::new();
+    let mut b = 0;
+    for a in 0..p.len() {
+        b = b.max(a + 1);
+        while b < p.len() && p[a].location.coordinates.distance_m(p[b].location.coordinates) < scale {
+            b += 1;
+        }
+        if b == p.len() {
+            break;
+        }
+        let chord = p[a].location.coordinates.distance_m(p[b].location.coordinates);
+        ratios.push((along[b] - along[a]) / chord);
+    }
+    if ratios.is_empty() {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    Some(ratios[ratios.len() / 2].clamp(DETOUR_BOUNDS.0, DETOUR_BOUNDS.1))
+}
+
+/// Meters per second over the last `window` seconds of active time (halts included, each at
+/// most `halt_cap` seconds when given; pauses not), bounded; None with less than
+/// [`MIN_MOVING_SECONDS`] of movement in it.
+fn recent_speed(
+    r: &route::Route,
+    pauses: &[(Timestamp, Timestamp)],
+    window: i64,
+    halt_cap: Option<i64>,
+) -> Option<f64> {
     let latest = r.points.last()?.location.recorded_at;
     let (mut meters, mut moving, mut start) = (0.0, 0.0, latest);
+    let (mut halt, mut cut) = (0.0, 0.0);
     let gap = route::GAP_SECONDS as f64;
+    let cap = halt_cap.map_or(f64::INFINITY, |c| c as f64);
     for pair in r.points.windows(2).rev() {
         let (a, b) = (&pair[0], &pair[1]);
-        if route::active_seconds(a.location.recorded_at, latest, pauses) > SPEED_WINDOW_SECONDS {
+        if route::active_seconds(a.location.recorded_at, latest, pauses) > window {
             break;
         }
         start = a.location.recorded_at;
@@ -178,9 +275,14 @@ fn recent_speed(r: &route::Route, pauses: &[(Timestamp, Timestamp)]) -> Option<f
         let dt = (b.location.recorded_at.0 - a.location.recorded_at.0).num_milliseconds() as f64 / 1000.0;
         if a.activity == Activity::Moving && b.activity == Activity::Moving && b.distance > 0.0 && dt <= gap {
             moving += dt;
+            cut += (halt - cap).max(0.0);
+            halt = 0.0;
+        } else {
+            halt += route::active_seconds(a.location.recorded_at, b.location.recorded_at, pauses) as f64;
         }
     }
-    let seconds = route::active_seconds(start, latest, pauses) as f64;
+    cut += (halt - cap).max(0.0);
+    let seconds = route::active_seconds(start, latest, pauses) as f64 - cut;
     if moving < MIN_MOVING_SECONDS as f64 || seconds <= 0.0 {
         return None;
     }
