@@ -447,7 +447,12 @@ both!(a_batch_that_raced_the_erasure_is_deleted_by_its_processing_pass, |app| as
     let prepared = shared::domain::locations::prepare(&p, &u, late);
     let pending = shared::pipeline::marks::mark_batch(store, &p, &u, &prepared).await.expect("mark");
     let stored = shared::domain::locations::store_prepared(store, &p, &u, prepared).await.expect("stored");
-    shared::pipeline::marks::batch_stored(store, pending, &stored).await.expect("stored mark").durable().await.expect("synced");
+    shared::pipeline::marks::batch_stored(store, pending, &stored)
+        .await
+        .expect("stored mark")
+        .durable()
+        .await
+        .expect("synced");
     assert!(!items_naming(&app, &u).await.is_empty());
     shared::pipeline::processor::process_user(store, &p, &u).await.expect("pass");
     let left = items_naming(&app, &u).await;

@@ -551,11 +551,11 @@ both!(event_lists_page_by_their_own_counts, |app| async move {
         (String::new(), stored(events_pk(&pid)).await),
     ];
     assert!(lists[0].1.len() >= 40 && lists[2].1.len() >= 2 * lists[0].1.len() - 2, "{:?}", lists[2].1.len());
-    // Each list keeps its counts beside it (a root and a bucket per 4.7 h), so page N does not
+    // Each list keeps its counts beside it (a bucket per 4.7 h and its writers' counts), so page N does not
     // read the N − 1 pages before it; the id range above leaves them out.
     for pk in [user_events_pk(&pid, &u1), fence_events_pk(&pid, &a), events_pk(&pid)] {
         let counts = s.query(Table::Main, &Query::new(&pk, SkRange::Prefix("~".into()))).await.unwrap().items;
-        assert!(counts.len() >= 3, "{pk}: {counts:?}");
+        assert!(!counts.is_empty(), "{pk}: {counts:?}");
     }
     let check = |query: String, range: String, expected: Vec<String>| {
         let app = &app;

@@ -1,12 +1,8 @@
 //! Key management: several keys per project, listed without the key, created (shown once) and
-//! revoked at once; the last secret key stays; keys issued before key management are listed from
-//! their first use; another project's key sees and changes none of it.
+//! revoked at once; the last secret key stays; another project's key sees and changes none of it.
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-use shared::domain::keys::{KEY_SK, hash_secret, key_pk};
-use shared::project::KeyKind;
-use shared::store::{Cond, Table, to_item};
 
 use crate::both;
 use crate::helpers::{Key, TestApp, assert_error};
@@ -117,26 +113,4 @@ both!(another_projects_key_sees_and_changes_none_of_them, |app| async move {
     assert_eq!(listed(&app, Key::Secret).await.len(), 3);
     let (status, _) = app.call("GET", "/v1/api/user/", Key::Secret, None).await;
     assert_eq!(status, StatusCode::OK);
-});
-
-both!(keys_from_before_key_management_work_and_are_listed_from_first_use, |app| async move {
-    // A key item as written before key management: the project, account and kind only.
-    let legacy = "wm_sk_legacy_key_made_long_ago_0001";
-    let p =
-        json!({"project_id": app.project.project_id, "account_id": app.project.account_id, "kind": KeyKind::Secret});
-    let item = to_item(&key_pk(&hash_secret(legacy)), KEY_SK, &p).unwrap();
-    app.state.store.put(Table::Main, item, Cond::NotExists).await.unwrap();
-    assert_eq!(listed(&app, Key::Secret).await.len(), 3, "not listed before it is used");
-    let (status, _) = app.call("GET", "/v1/api/user/", Key::Raw(legacy), None).await;
-    assert_eq!(status, StatusCode::OK, "it keeps working");
-    let keys = listed(&app, Key::Secret).await;
-    assert_eq!(keys.len(), 4, "{keys:?}");
-    let entry = keys.iter().find(|k| k["hint"] == "wm_sk_…0001").expect("listed with its hint");
-    assert_eq!(entry["created_at"], Value::Null, "unknown for an old key");
-    // And it can be revoked like any other.
-    let (status, _) =
-        app.call("DELETE", &format!("{BASE}?key_id={}", entry["key_id"].as_str().unwrap()), Key::Secret, None).await;
-    assert_eq!(status, StatusCode::OK);
-    let (status, _) = app.call("GET", "/v1/api/user/", Key::Raw(legacy), None).await;
-    assert_eq!(status, StatusCode::UNAUTHORIZED);
 });

@@ -1,8 +1,8 @@
 //! `page_number` paging of the lists keyed by id (`domain::list_pages`): every page of a
 //! project's users (oldest first) and geofences (newest first), whole and in date ranges, and the
 //! paging fields, equal to the naive answer (read the range, skip) through interleaved and
-//! concurrent creates and deletes, ids spread over months, pages past the end, and a list stored
-//! before the counts existed; plus the measurement of page cost against page number (`--ignored`).
+//! concurrent creates and deletes, ids spread over months and pages past the end; plus the
+//! measurement of page cost against page number (`--ignored`).
 
 use std::time::Instant;
 
@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 use shared::domain::geofences::{self, ListFilter};
-use shared::domain::list_pages::{self, counts_pk};
+use shared::domain::list_pages;
 use shared::domain::users;
 use shared::ids::{id_at, id_range};
 use shared::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
@@ -113,7 +113,7 @@ async fn assert_pages_exact(app: &TestApp, list: List, range: Option<DateRange>)
 }
 
 /// Copies of `template` (an item of the list) with ids at these times, counted as creates are.
-async fn insert_at(app: &TestApp, template: &Item, times: &[DateTime<Utc>], counted: bool) -> Vec<String> {
+async fn insert_at(app: &TestApp, template: &Item, times: &[DateTime<Utc>]) -> Vec<String> {
     let s = app.state.store.as_ref();
     let mut ids = Vec::new();
     for (i, t) in times.iter().enumerate() {
@@ -121,11 +121,7 @@ async fn insert_at(app: &TestApp, template: &Item, times: &[DateTime<Utc>], coun
         let mut item = template.clone();
         item.insert("sk".into(), id.clone().into());
         item.insert("id".into(), id.clone().into());
-        if counted {
-            list_pages::insert(s, Table::Main, item).await.expect("inserted");
-        } else {
-            s.put(Table::Main, item, Cond::NotExists).await.expect("stored");
-        }
+        list_pages::insert(s, Table::Main, item).await.expect("inserted");
         ids.push(id);
     }
     ids
@@ -200,7 +196,7 @@ fn ranges() -> Vec<DateRange> {
 async fn interleaved(app: TestApp, list: List) {
     let tpl = template(&app, list).await;
     assert_pages_exact(&app, list, None).await;
-    let mut ids = insert_at(&app, &tpl, &spread(120), true).await;
+    let mut ids = insert_at(&app, &tpl, &spread(120)).await;
     for _ in 0..25 {
         ids.push(create(&app, list).await);
     }
@@ -242,29 +238,6 @@ both!(trip_pages_are_exact_through_creates_and_deletes, |app| async move {
 
 both!(moving_geofence_pages_are_exact_through_creates_and_deletes, |app| async move {
     interleaved(app, List::Moving).await;
-});
-
-both!(pages_are_exact_for_lists_stored_before_the_counts, |app| async move {
-    for list in [List::Users, List::Fences, List::Trips, List::Moving] {
-        let tpl = template(&app, list).await;
-        let ids = insert_at(&app, &tpl, &spread(60), true).await;
-        // As if stored by a version without counts: the counts gone, items added uncounted, and
-        // a counted delete of one of those (its counters go below zero) before any list.
-        let s = app.state.store.as_ref();
-        let cpk = counts_pk(&list.pk(&project(&app)));
-        let counters = s.query(Table::Main, &Query::new(&cpk, SkRange::All)).await.unwrap().items;
-        let key = |i: &Item| (i["pk"].as_str().unwrap().to_owned(), i["sk"].as_str().unwrap().to_owned());
-        s.delete_many(Table::Main, counters.iter().map(key).collect()).await.unwrap();
-        let old = insert_at(&app, &tpl, &spread(30), false).await;
-        delete(&app, list, &old[3]).await;
-        delete(&app, list, &ids[5]).await;
-        create(&app, list).await;
-        assert_pages_exact(&app, list, None).await;
-        create(&app, list).await;
-        delete(&app, list, &ids[9]).await;
-        assert_pages_exact(&app, list, None).await;
-        assert_pages_exact(&app, list, Some(ranges()[1])).await;
-    }
 });
 
 both!(the_lists_through_the_api_match_the_domain_pages, |app| async move {

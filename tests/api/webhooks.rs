@@ -36,10 +36,15 @@ async fn settled(app: &TestApp, wh: &str, n: usize) {
 /// tables, and two workers on one message attempt it twice (at least once is the contract),
 /// which the counts of attempts and the Retry-After gap asserted here do not allow for.
 pub(crate) fn worker(app: &TestApp) -> tokio::task::JoinHandle<()> {
+    worker_disabling_after(app, Duration::from_secs(4))
+}
+
+/// [`worker`] that disables an endpoint failing for `disable_after`.
+fn worker_disabling_after(app: &TestApp, disable_after: Duration) -> tokio::task::JoinHandle<()> {
     let cfg = DeliveryConfig {
         schedule: vec![Duration::from_millis(200); 4],
         timeout: Duration::from_secs(1),
-        disable_after: Duration::from_secs(4),
+        disable_after,
         allow_private: true,
     };
     let w = Worker::new(app.state.store.clone(), cfg).expect("worker");
@@ -246,7 +251,9 @@ both_alone!(retry_after_timeouts_failure_and_disabling, |app| async move {
     let app = app.with_private_webhooks();
     let rx = Receiver::start(Mode::RateLimitFirst).await;
     let (wh, _) = subscribe(&app, &rx, json!(["geofence.entry"])).await;
-    let _w = worker(&app);
+    // Not disabled while the slow message's five attempts last (on a loaded machine they can
+    // take longer than a short period, and a disabled endpoint's messages wait for it).
+    let w = worker_disabling_after(&app, Duration::from_secs(600));
     let (_, test) = app.post(&format!("{BASE}test/"), &json!({"webhook_id": wh})).await;
     let test_id = test["data"]["event_id"].as_str().expect("event id").to_owned();
     rx.wait_for(WAIT, "the test event after a 429", |got| got.iter().any(|g| g.answered == 200)).await;
@@ -258,7 +265,7 @@ both_alone!(retry_after_timeouts_failure_and_disabling, |app| async move {
     assert!(gap >= Duration::from_millis(900), "Retry-After: 1 is honoured (waited {gap:?}, the schedule says 200 ms)");
 
     // A receiver that never answers in time: every attempt times out, the message is marked
-    // failed and kept, and the endpoint is disabled with a reason.
+    // failed and kept; failing for longer than the period, the endpoint is disabled with a reason.
     rx.set_mode(Mode::Slow(Duration::from_millis(1500)));
     let (_, test) = app.post(&format!("{BASE}test/"), &json!({"webhook_id": wh})).await;
     let slow_id = test["data"]["event_id"].as_str().unwrap().to_owned();
@@ -276,7 +283,21 @@ both_alone!(retry_after_timeouts_failure_and_disabling, |app| async move {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let (_, ep) = app.get(&format!("{BASE}?webhook_id={wh}")).await;
-    assert_eq!(ep["data"]["enabled"], false, "{ep}");
+    assert_eq!(ep["data"]["enabled"], true, "failing for less than the period: {ep}");
+    // Failing since the slow message's first attempt, more than a second ago: a worker with a
+    // period of one second disables the endpoint at its next failure.
+    w.abort();
+    let _w = worker_disabling_after(&app, Duration::from_secs(1));
+    app.post(&format!("{BASE}test/"), &json!({"webhook_id": wh})).await;
+    let start = std::time::Instant::now();
+    let ep = loop {
+        let (_, ep) = app.get(&format!("{BASE}?webhook_id={wh}")).await;
+        if ep["data"]["enabled"] == false {
+            break ep;
+        }
+        assert!(start.elapsed() < WAIT, "never disabled: {ep}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     assert!(ep["data"]["disabled_reason"].as_str().unwrap_or_default().contains("failed"), "{ep}");
 });
 

@@ -195,7 +195,12 @@ async fn processor_finishes_a_stored_batch_from_its_stream_event_within_its_poli
     let pending =
         shared::pipeline::marks::mark_batch(store.as_ref(), &p, &fx.user_id, &prepared).await.expect("batch mark");
     let stored = locations::store_prepared(store.as_ref(), &p, &fx.user_id, prepared).await.expect("store");
-    shared::pipeline::marks::batch_stored(store.as_ref(), pending, &stored).await.expect("batch stored").durable().await.expect("synced");
+    shared::pipeline::marks::batch_stored(store.as_ref(), pending, &stored)
+        .await
+        .expect("batch stored")
+        .durable()
+        .await
+        .expect("synced");
     assert_eq!(stored.len(), 3);
     let events = fx.ok("geofences-events-list", V1(200)).await;
     assert_eq!(events["data"]["events"], json!([]), "nothing is derived yet: {events}");

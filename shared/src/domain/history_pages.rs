@@ -12,9 +12,8 @@
 //!
 //! - a *bucket* item per 16^6 ms (≈ 4.7 h) of `recorded_at` that has held fixes, sort key `~` and
 //!   the ids' first 6 hex digits, with the number of fixes in each of its 256 *cells* (16^8 ms ≈
-//!   65 s: the ids' next 2 digits);
-//! - a *root* item (`~`) saying every bucket with fixes has its item. A history stored before
-//!   the counts existed has none: the first list builds them, once.
+//!   65 s: the ids' next 2 digits). Every writer counts from a partition's first entry, so a
+//!   bucket with fixes has its item.
 //!
 //! Page N reads the range's bucket items (one per 4.7 h of history, each small), adds up cell
 //! counts to find the cell that holds entry `offset`, and reads from that cell's first key: at
@@ -49,12 +48,13 @@ use serde_json::Value;
 use cells::{Cells, cell_end};
 
 use crate::expiry::TTL_ATTRIBUTE;
-use crate::store::{Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, Unsynced, WriteOp, from_json, key_of, to_item};
+use crate::store::{
+    Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, Unsynced, WriteOp, from_json, key_of, to_item,
+};
 
 /// Hex digits of an id that name its bucket, and its cell.
 const BUCKET_HEX: usize = 6;
 const CELL_HEX: usize = 8;
-const ROOT_SK: &str = "~";
 /// Attempts at a conditional update of a bucket before giving up (contention).
 const TRIES: usize = 20;
 /// A writer pending longer than this died (ms): no request lives that long (the pipeline's
@@ -75,19 +75,9 @@ struct Bucket {
     /// Per cell, the earliest TTL (`expires_at`, epoch seconds) of its fixes, when any has one.
     #[serde(default)]
     exp: BTreeMap<String, i64>,
-    /// Whether `n` is exact but for the inserts of `pending` writers.
+    /// Whether `n` is exact (a deleter's recount may leave it unknown).
     valid: bool,
-    /// Writers storing fixes in this bucket, in the shared form buckets had before deltas
-    /// (`deltas`): writer id → when it registered (epoch ms). Read, never written.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pending: BTreeMap<String, i64>,
     nonce: String,
-}
-
-#[derive(Serialize)]
-struct Root {
-    /// Epoch ms when the partition's counts became complete.
-    since: i64,
 }
 
 fn bucket_sk(bucket: &str) -> String {
@@ -122,10 +112,9 @@ pub struct Writer {
     buckets: BTreeSet<String>,
     /// When it registered (epoch ms).
     at: i64,
-    /// Whether its partition is counted (else its deltas say unknown: the first read counts it).
+    /// Whether it knows what it adds (a deleter does not: its deltas say unknown, and the bucket
+    /// is recounted).
     counted: bool,
-    /// Whether its registration writes the partition's root (a new partition).
-    new_root: bool,
 }
 
 /// Register as a writer in the buckets of `ids` (fixes about to be stored in partition `pk`).
@@ -146,9 +135,8 @@ pub async fn begin_at(
 }
 
 /// [`begin_at`] in several partitions (`(pk, ids)` each), registered in one write. A deleter
-/// (`adds` false) registers only in buckets that exist, and makes no root: a bucket with
-/// entries exists unless its partition was never counted (its first read counts it), and an
-/// erased user's partition must not get items back.
+/// (`adds` false) registers only in buckets that exist: a bucket with entries has its item, and
+/// an erased user's partition must not get items back.
 async fn begin_all(
     store: &dyn Store,
     table: Table,
@@ -157,28 +145,12 @@ async fn begin_all(
     adds: bool,
 ) -> Result<Vec<Writer>, StoreError> {
     let id = crate::ids::random_hex(8);
-    // Each writer, and whether its partition is counted from the start (the partitions' roots
-    // read together: on DynamoDB, requests in flight at once).
-    let counted = parts.iter().map(|(pk, _)| async move {
-        if !adds {
-            return Ok((false, false));
-        }
-        if store.get_doc(table, pk, ROOT_SK).await?.is_some() {
-            return Ok::<_, StoreError>((true, false));
-        }
-        // A new history is counted from its first entry (its root goes with the registration,
-        // unsynced, in one write); an older one is left for the first read.
-        let empty = store.query(table, &Query::new(*pk, fixes()).limit(1)).await?.items.is_empty();
-        Ok((empty, empty))
-    });
-    let counted = futures::future::try_join_all(counted).await?;
     let writers: Vec<Writer> = parts
         .iter()
-        .zip(counted)
-        .map(|((pk, ids), (counted, new_root))| {
+        .map(|(pk, ids)| {
             let buckets: BTreeSet<String> =
                 ids.iter().map(|i| split(i).0).filter(|b| !b.is_empty()).map(str::to_owned).collect();
-            Writer { table, pk: (*pk).to_owned(), id: id.clone(), buckets, at: at_ms, counted, new_root }
+            Writer { table, pk: (*pk).to_owned(), id: id.clone(), buckets, at: at_ms, counted: adds }
         })
         .collect();
     deltas::register(store, table, &writers, adds).await?;
@@ -380,30 +352,6 @@ async fn recount(
     Ok(b.n)
 }
 
-/// Count a history stored before the counts existed: bucket by bucket, once.
-async fn build(store: &dyn Store, table: Table, pk: &str) -> Result<(), StoreError> {
-    let (mut after, mut found) = (None, false);
-    loop {
-        let q = Query::new(pk, fixes()).after(after).limit(1);
-        let Some(first) = store.query(table, &q).await?.items.into_iter().next() else { break };
-        let (_, sk) = key_of(&first)?;
-        found = true;
-        let bucket = split(&sk).0.to_owned();
-        let seen = deltas::read_group(store, table, pk, &bucket).await?;
-        recount(store, table, pk, &seen, now_ms()).await?;
-        after = Some(format!("{bucket}{}", "f".repeat(18)));
-    }
-    // An empty partition is left without counts: a read must not make an item in a partition
-    // nothing wrote to (an erased user's event list); its first writer counts it from the start.
-    if !found {
-        return Ok(());
-    }
-    match store.put(table, to_item(pk, ROOT_SK, &Root { since: now_ms() })?, Cond::NotExists).await {
-        Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
 /// How many fixes of partition `pk` have keys in `lo..=hi` (hex ids): what counting the range
 /// gives, at the cost of its bucket items.
 pub async fn count(store: &dyn Store, table: Table, pk: &str, lo: &str, hi: &str) -> Result<usize, StoreError> {
@@ -419,9 +367,6 @@ async fn cells(
     lo: &str,
     hi: &str,
 ) -> Result<Vec<(String, String, usize)>, StoreError> {
-    if store.get_doc(table, pk, ROOT_SK).await?.is_none() {
-        build(store, table, pk).await?;
-    }
     let now = now_ms();
     let (first_cell, last_cell) = (split(lo), split(hi));
     // Whether the range's ends cut their cells (else those cells' counts hold as they are).

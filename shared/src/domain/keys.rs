@@ -1,9 +1,8 @@
 //! A project's keys: several of each kind, listed without the key itself, created (shown once)
 //! and revoked. A key is stored as its hash (`KEY#<sha256>`, what every request reads to
-//! authenticate) and listed in the project's key index (`<project>#KEYS`, `K#<key_id>`). The
-//! `key_id` is derived from the hash, so a key issued before the index existed gets the same id
-//! whoever lists it first (it is listed from its first use on). A revoked key's item becomes a
-//! tombstone: it never authenticates again, and the same key cannot be registered again.
+//! authenticate) and listed in the project's key index (`<project>#KEYS`, `K#<key_id>`, derived
+//! from the hash). A revoked key's item becomes a tombstone: it never authenticates again, and
+//! the same key cannot be registered again.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -40,8 +39,7 @@ pub const MAX_LABEL_CHARS: usize = 200;
 /// Most keys a project holds.
 pub const MAX_KEYS: usize = 100;
 
-/// What `KEY#<hash>` holds: the project a key acts for and what the index needs. Items written
-/// before key management hold only `project_id`, `account_id` and `kind`.
+/// What `KEY#<hash>` holds: the project a key acts for and what the index needs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KeyRecord {
     pub project_id: String,
@@ -69,8 +67,7 @@ pub struct KeyEntry {
     pub key_id: String,
     pub kind: KeyKind,
     pub label: String,
-    /// Unknown for keys issued before key management.
-    pub created_at: Option<Timestamp>,
+    pub created_at: Timestamp,
     /// The key's prefix and last four characters, so people can tell keys apart.
     pub hint: String,
     hash: String,
@@ -111,7 +108,7 @@ impl KeyEntry {
         json!({
             "key_id": self.key_id, "kind": kind_name(self.kind), "label": self.label,
             "hint": self.hint,
-            "created_at": self.created_at.map(|t| t.format(None)),
+            "created_at": self.created_at.format(None),
             "last_used_at": last_used_at.map(|t| t.format(None)),
         })
     }
@@ -119,12 +116,7 @@ impl KeyEntry {
 
 /// The writes that register `secret` for the project: its key item (only where no item is,
 /// revoked ones included) and its index entry.
-pub fn register_ops(
-    p: &Project,
-    secret: &str,
-    label: &str,
-    now: Option<Timestamp>,
-) -> Result<Vec<WriteOp>, StoreError> {
+pub fn register_ops(p: &Project, secret: &str, label: &str, now: Timestamp) -> Result<Vec<WriteOp>, StoreError> {
     let hash = hash_secret(secret);
     let record = KeyRecord {
         project_id: p.project_id.clone(),
@@ -153,7 +145,7 @@ pub fn register_ops(
 }
 
 /// The project a key acts for, or None for an unknown or revoked key. Keeps `last_used_at`
-/// (hourly) and lists keys issued before the index existed.
+/// (hourly).
 pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Project>, ApiError> {
     let hash = hash_secret(secret);
     let pk = key_pk(&hash);
@@ -165,30 +157,10 @@ pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Proj
     let now_s = crate::store::epoch_now();
     // Whole seconds on both sides: past the granularity by one, so never sooner than it.
     let stale = record.last_used_at.is_none_or(|t| now_s - t.0.timestamp() > LAST_USED_GRANULARITY_SECONDS);
-    if stale || !record.listed {
-        let was_listed = record.listed;
-        if !record.listed {
-            let entry = KeyEntry {
-                key_id: key_id(&hash),
-                kind: record.kind,
-                label: String::new(),
-                created_at: None,
-                hint: hint(secret),
-                hash: hash.clone(),
-            };
-            let item = to_item(&index_pk(&record.project_id), &entry_sk(&entry.key_id), &entry)?;
-            if let Err(e) = store.put_new(Table::Main, vec![item]).await {
-                // Bookkeeping never fails a request: the next use lists it.
-                tracing::warn!(error = %e, "could not list a key issued before key management");
-                return Ok(Some(record.project()));
-            }
-            record.listed = true;
-        }
+    if stale {
         record.last_used_at = Some(Timestamp::now());
-        // Never over a revocation made meanwhile (a tombstone is not `listed`). A key not listed
-        // until now could not have been revoked: revoking needs its index entry.
-        let cond = if was_listed { Cond::Equals("listed", true.into()) } else { Cond::Exists };
-        match store.put(Table::Main, to_item(&pk, KEY_SK, &record)?, cond).await {
+        // Never over a revocation made meanwhile (a tombstone is not `listed`).
+        match store.put(Table::Main, to_item(&pk, KEY_SK, &record)?, Cond::Equals("listed", true.into())).await {
             Ok(()) | Err(StoreError::ConditionFailed) => {}
             Err(e) => tracing::warn!(error = %e, "could not note a key's last use"),
         }
@@ -248,16 +220,10 @@ pub async fn create(
     let p = Project { project_id: project_id.to_owned(), account_id: account_id.to_owned(), kind };
     let secret = generate_key(kind);
     let now = Timestamp::now();
-    store.transact(register_ops(&p, &secret, label, Some(now))?).await?;
+    store.transact(register_ops(&p, &secret, label, now)?).await?;
     let hash = hash_secret(&secret);
-    let entry = KeyEntry {
-        key_id: key_id(&hash),
-        kind,
-        label: label.to_owned(),
-        created_at: Some(now),
-        hint: hint(&secret),
-        hash,
-    };
+    let entry =
+        KeyEntry { key_id: key_id(&hash), kind, label: label.to_owned(), created_at: now, hint: hint(&secret), hash };
     Ok((entry.json(None), secret))
 }
 

@@ -17,17 +17,12 @@
 //! (as many as were created in it) — about 6 small queries whatever N is; page 1 reads from the
 //! range's end directly. A date range adds the rank of each end, found the same way.
 //!
-//! A project made since starts with its lists marked counted ([`counted_from_start`]). Items
-//! stored before the counts existed are counted once, by the first list ([`build`]);
-//! writers count from their first write, and a build only adds what is missing, cell by cell,
-//! conditional on the leaf counter it read, so both can run at once.
+//! Every list is counted from its first insert, so a list without counters is empty.
 
-use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use crate::ids::{FIRST_ID, LAST_ID, all_ids};
 use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
@@ -35,12 +30,6 @@ use crate::store::{Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, Wr
 
 /// Prefix lengths (hex digits of the id) with a counter, root first.
 const LEVELS: [usize; 5] = [4, 6, 8, 10, 12];
-/// The marker that every item of the list is counted.
-const BUILT_SK: &str = "~";
-/// Items read at once while building.
-const BUILD_PAGE: usize = 1000;
-/// Attempts at counting one cell while writers change it.
-const TRIES: usize = 20;
 
 /// A counter as stored.
 #[derive(Deserialize)]
@@ -83,13 +72,6 @@ pub fn count_ops(table: Table, pk: &str, id: &str, delta: i64) -> Vec<WriteOp> {
         .filter_map(|&l| id.get(..l))
         .map(|prefix| WriteOp::Add { table, pk: cpk.clone(), sk: counter_sk(prefix), attr: "n", delta })
         .collect()
-}
-
-/// The put that marks the (empty) list at `pk` counted from the start: part of the transaction
-/// that makes its project, so a new project's first list builds nothing.
-pub fn counted_from_start(table: Table, pk: &str) -> WriteOp {
-    let marker = Item::from_iter([("pk".to_owned(), counts_pk(pk).into()), ("sk".to_owned(), BUILT_SK.into())]);
-    WriteOp::Put { table, item: marker, cond: Cond::None }
 }
 
 /// Put `item` (a new entry of the list at `pk`, sort key its id) only if its key is free, counted.
@@ -204,79 +186,6 @@ async fn locate(
     Ok(Some((parent, at, count)))
 }
 
-/// Count what the counters lack: items stored before they existed (once per list).
-async fn build(store: &dyn Store, table: Table, pk: &str) -> Result<(), StoreError> {
-    let cpk = counts_pk(pk);
-    let leaf = *LEVELS.last().unwrap_or(&12);
-    // Every cell that holds items or has a counter (a removal before the build counted one out).
-    let mut cells = BTreeSet::new();
-    let mut after = None;
-    loop {
-        let q = Query::new(pk, SkRange::All).after(after).limit(BUILD_PAGE);
-        let page = store.query(table, &q).await?;
-        for item in &page.items {
-            let (_, sk) = key_of(item)?;
-            cells.extend(sk.get(..leaf).map(str::to_owned));
-        }
-        match page.last_sk {
-            Some(last) => after = Some(last),
-            None => break,
-        }
-    }
-    let leaves = Query::new(&cpk, SkRange::Prefix(format!("{leaf:x}")));
-    for item in store.query(table, &leaves).await?.items {
-        let (_, sk) = key_of(&item)?;
-        cells.insert(sk[1..].to_owned());
-    }
-    for cell in cells {
-        count_cell(store, table, pk, &cell).await?;
-    }
-    let marker = Item::from_iter([("pk".to_owned(), cpk.as_str().into()), ("sk".to_owned(), BUILT_SK.into())]);
-    match store.put(table, marker, Cond::NotExists).await {
-        Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// Make one leaf cell's counter (and its ancestors) agree with the cell's items: the difference
-/// is added in a transaction conditional on the leaf counter as read before counting, so a
-/// writer that counted itself meanwhile makes it count again.
-async fn count_cell(store: &dyn Store, table: Table, pk: &str, cell: &str) -> Result<(), StoreError> {
-    let cpk = counts_pk(pk);
-    let sk = counter_sk(cell);
-    for _ in 0..TRIES {
-        let seen = store.get(table, &cpk, &sk).await?;
-        let had = seen.as_ref().and_then(|i| i.get("n")).and_then(Value::as_i64);
-        let range = SkRange::Between(
-            format!("{cell}{}", "0".repeat(24 - cell.len())),
-            format!("{cell}{}", "f".repeat(24 - cell.len())),
-        );
-        let n = store.count(table, pk, &range).await? as i64;
-        let delta = n - had.unwrap_or(0);
-        if delta == 0 {
-            return Ok(());
-        }
-        let mut leaf = Item::from_iter([("pk".to_owned(), cpk.as_str().into()), ("sk".to_owned(), sk.as_str().into())]);
-        leaf.insert("n".into(), n.into());
-        let cond = match had {
-            Some(h) => Cond::Equals("n", h.into()),
-            None => Cond::NotExists,
-        };
-        let mut ops = vec![WriteOp::Put { table, item: leaf, cond }];
-        ops.extend(
-            count_ops(table, pk, &format!("{cell}{}", "0".repeat(24 - cell.len())), delta)
-                .into_iter()
-                .filter(|op| !matches!(op, WriteOp::Add { sk: s, .. } if *s == sk)),
-        );
-        match store.transact(ops).await {
-            Ok(()) => return Ok(()),
-            Err(StoreError::ConditionFailed) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(StoreError::ConditionFailed)
-}
-
 /// One page of a counted list as stored JSON documents, `keep` being the caller's filter if any:
 /// without one, by the counts ([`page`]); a filter cannot be counted ahead, so with one the range
 /// is read and filtered.
@@ -308,11 +217,7 @@ pub async fn page(
 ) -> Result<(Vec<Doc>, PageInfo), StoreError> {
     let cpk = counts_pk(pk);
     if range.is_none() && page.offset() == 0 {
-        if let Some(first) = first_page(store, table, pk, &cpk, page, order).await? {
-            return Ok(first);
-        }
-    } else if store.get_doc(table, &cpk, BUILT_SK).await?.is_none() {
-        build(store, table, pk).await?;
+        return first_page(store, table, pk, &cpk, page, order).await;
     }
     let (lo, hi) = range.unwrap_or_else(all_ids);
     // Positions [a, b) of the whole list hold the range.
@@ -358,9 +263,8 @@ pub async fn page(
     Ok((docs.into_iter().skip(skip).collect(), info))
 }
 
-/// The first page of the whole list (the one most asked for): the built marker, the root
-/// counters (the total) and the page read at once, one round of reads where it took three. None
-/// when the list was not counted yet (now it is: the caller goes on as for any page).
+/// The first page of the whole list (the one most asked for): the root counters (the total) and
+/// the page read at once, one round of reads where it took two.
 async fn first_page(
     store: &dyn Store,
     table: Table,
@@ -368,20 +272,15 @@ async fn first_page(
     cpk: &str,
     page: PageNumber,
     order: Order,
-) -> Result<Option<(Vec<Doc>, PageInfo)>, StoreError> {
+) -> Result<(Vec<Doc>, PageInfo), StoreError> {
     let (lo, hi) = all_ids();
-    let built = Query::new(cpk, SkRange::Between(BUILT_SK.to_owned(), BUILT_SK.to_owned()));
-    let qs = [built, children_query(cpk, "", 0, None), from_an_end(pk, lo, hi, order).limit(PAGE_SIZE)];
-    let [marker, root, mut docs] = <[Vec<Doc>; 3]>::try_from(store.query_docs_many(table, &qs).await?)
-        .map_err(|_| StoreError::Backend("a batch of three queries did not give three answers".into()))?;
-    if marker.is_empty() {
-        build(store, table, pk).await?;
-        return Ok(None);
-    }
+    let qs = [children_query(cpk, "", 0, None), from_an_end(pk, lo, hi, order).limit(PAGE_SIZE)];
+    let [root, mut docs] = <[Vec<Doc>; 2]>::try_from(store.query_docs_many(table, &qs).await?)
+        .map_err(|_| StoreError::Backend("a batch of two queries did not give two answers".into()))?;
     let total = total_of(&counters(&root, 0)?);
     // As many as the counts hold (the page read and the counts can differ by a write between).
     docs.truncate(total);
-    Ok(Some((docs, PageInfo::new(page, total))))
+    Ok((docs, PageInfo::new(page, total)))
 }
 
 /// The ids `lo..=hi` of the list at `pk` read from the end `order` starts at.

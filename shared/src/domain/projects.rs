@@ -82,7 +82,7 @@ pub async fn create(store: &dyn Store, name: &str, keys: &ChosenKeys) -> Result<
         created_at: Timestamp::now(),
     };
     let as_kind = |kind| Project { project_id: issued.project_id.clone(), account_id: issued.account_id.clone(), kind };
-    let now = Some(record.created_at);
+    let now = record.created_at;
     let mut ops = vec![WriteOp::Put {
         table: Table::Main,
         item: to_item(&project_pk(&record.id), "PROJECT", &record)?,
@@ -96,16 +96,6 @@ pub async fn create(store: &dyn Store, name: &str, keys: &ChosenKeys) -> Result<
         now,
     )?);
     ops.extend(keys::register_ops(&as_kind(KeyKind::Access), &issued.access_token, "issued with the project", now)?);
-    let lists = [
-        super::users::users_pk(&record.id),
-        super::geofences::fences_pk(&record.id),
-        super::geofences::moving::fences_pk(&record.id),
-        super::trips::trips_pk(&record.id, super::trips::Api::V1),
-    ];
-    for list in lists {
-        ops.push(super::list_pages::counted_from_start(Table::Main, &list));
-    }
-    ops.extend(super::trips::by_user::indexed_from_start(&record.id));
     match store.transact(ops).await {
         Ok(()) => Ok(issued),
         Err(StoreError::ConditionFailed) => Err(ApiError::conflict("a chosen key is already in use by a project")),
@@ -118,10 +108,7 @@ pub async fn create(store: &dyn Store, name: &str, keys: &ChosenKeys) -> Result<
 async fn register_key(store: &dyn Store, project: &Project, secret: &str) -> Result<bool, ApiError> {
     match keys::registered(store, project, secret).await? {
         Some(live) => Ok(live),
-        None => match store
-            .transact(keys::register_ops(project, secret, "default project", Some(Timestamp::now()))?)
-            .await
-        {
+        None => match store.transact(keys::register_ops(project, secret, "default project", Timestamp::now())?).await {
             Ok(()) => Ok(true),
             // Registered meanwhile (another process starting): as that one says.
             Err(StoreError::ConditionFailed) => Ok(keys::registered(store, project, secret).await?.unwrap_or(false)),

@@ -142,7 +142,8 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         // Unsynced: the transaction below commits synced and makes them durable with it; a pass
         // that stops before it leaves facts no watermark names, which it puts again (and counts
         // once). The counted ones and the rest in one store call.
-        let _synced_below = crate::domain::history_pages::put_new_counted_with(store, Table::Main, counted, facts).await?;
+        let _synced_below =
+            crate::domain::history_pages::put_new_counted_with(store, Table::Main, counted, facts).await?;
         let newest = fixes.last();
         let next = Watermark {
             last_id: newest.map(|l| l.id.clone()).or(start.last_id),

@@ -5,9 +5,9 @@ use super::*;
 /// Fixes per cell of a bucket, by the cell's two hex digits (the ids' after the bucket's). Stored
 /// as an array up to the last cell that holds any (`[0,3,1]`): a bucket of 256 cells decoded
 /// into a map of two-digit string keys and written back twice an ingest was about 8 % of an
-/// ingest's CPU with geofence events. Buckets stored before as such maps (`{"01":3,"02":1}`) are
-/// read too.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// ingest's CPU with geofence events.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
 pub(super) struct Cells(pub(super) Vec<u64>);
 
 impl Cells {
@@ -69,38 +69,4 @@ pub(super) fn cell_end(bucket: &str, cell: &str, fill: char) -> String {
 pub(super) fn cell_index(cell: &str) -> Option<usize> {
     let hex = cell.len() == CELL_HEX - BUCKET_HEX && crate::ids::is_hex(cell);
     if hex { usize::from_str_radix(cell, 16).ok() } else { None }
-}
-
-impl Serialize for Cells {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Cells {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Cells;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("cell counts: an array, or a map of two hex digits to counts")
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Cells, A::Error> {
-                let mut n = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(256));
-                while let Some(k) = seq.next_element()? {
-                    n.push(k);
-                }
-                Ok(Cells(n))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Cells, A::Error> {
-                let mut cells = Cells::default();
-                while let Some((cell, k)) = map.next_entry::<String, u64>()? {
-                    let i = cell_index(&cell).ok_or_else(|| serde::de::Error::custom(format!("cell {cell:?}")))?;
-                    *cells.at(i) = k;
-                }
-                Ok(cells)
-            }
-        }
-        d.deserialize_any(V)
-    }
 }

@@ -68,7 +68,7 @@ impl Group {
     /// a deleter, an invalid base): the bucket is then counted from its entries.
     pub(super) fn exact(&self) -> Option<(Cells, BTreeMap<String, i64>)> {
         let (mut n, mut exp) = match &self.base {
-            Some(b) if !b.valid || !b.pending.is_empty() => return None,
+            Some(b) if !b.valid => return None,
             Some(b) => (b.n.clone(), b.exp.clone()),
             None => Default::default(),
         };
@@ -82,10 +82,9 @@ impl Group {
         Some((n, exp))
     }
 
-    /// Whether a writer (or a writer of the old shared-bucket form) is storing.
+    /// Whether a writer is storing.
     pub(super) fn live(&self, now_ms: i64) -> bool {
         self.deltas.iter().any(|d| d.live(now_ms))
-            || self.base.as_ref().is_some_and(|b| b.pending.values().any(|at| now_ms - *at < DEAD_AFTER_MS))
     }
 
     /// What a recount's write-back must find unchanged: the base's nonce and each delta's state.
@@ -151,13 +150,8 @@ pub(super) async fn register(
         })
     };
     if adds {
-        let mut ops: Vec<WriteOp> =
+        let ops: Vec<WriteOp> =
             writers.iter().flat_map(|w| w.buckets.iter().map(move |b| pending(w, b))).collect::<Result<_, _>>()?;
-        // Roots of new partitions (a root written twice says the same: counted from the start).
-        for w in writers.iter().filter(|w| w.new_root) {
-            let item = to_item(&w.pk, ROOT_SK, &Root { since: w.at })?;
-            ops.push(WriteOp::Put { table, item, cond: Cond::None });
-        }
         for chunk in ops.chunks(crate::store::MAX_TRANSACT_OPS) {
             store.transact_unsynced(chunk.to_vec()).await.map(drop)?;
         }
@@ -239,7 +233,7 @@ pub(super) async fn finish(
 /// Move a bucket's finished deltas into its base, best effort (a fold that loses a race to
 /// another write of the base does nothing).
 pub(super) async fn fold(store: &dyn Store, table: Table, pk: &str, g: &Group) -> Result<(), StoreError> {
-    if g.base.as_ref().is_some_and(|b| !b.valid || !b.pending.is_empty()) {
+    if g.base.as_ref().is_some_and(|b| !b.valid) {
         return Ok(());
     }
     let folded: Vec<&Delta> =

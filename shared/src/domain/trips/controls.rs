@@ -124,7 +124,7 @@ pub(super) async fn modify_once(
     let mut ops = change(&mut trip)?;
     if trip.user_id != snapshot.user_id {
         let (from, to) = (snapshot.user_id.as_deref(), trip.user_id.as_deref());
-        ops.extend(by_user::move_ops(store, &p.project_id, api, &trip.id, from, to).await?);
+        ops.extend(by_user::move_ops(&p.project_id, api, &trip.id, from, to));
     }
     trip.version += 1;
     trip.updated_at = Timestamp::now();

@@ -84,10 +84,9 @@ pub async fn list_v1(
     page: PageNumber,
 ) -> Result<(Vec<StoredTrip>, PageInfo), ApiError> {
     let ids = f.range.map(|r| id_range(&r));
-    if let (Some(user), None, None) = (&f.user_id, &f.metadata, f.trip_type)
-        && let Some((docs, info)) = super::by_user::page(store, p, user, ids.clone(), page).await?
-    {
+    if let (Some(user), None, None) = (&f.user_id, &f.metadata, f.trip_type) {
         // A page of the user's own list.
+        let (docs, info) = super::by_user::page(store, p, user, ids, page).await?;
         return Ok((with_events(store, p, docs).await?, info));
     }
     let keep = |t: &Trip| {
@@ -126,11 +125,8 @@ pub async fn list_v2(
     limit: usize,
 ) -> Result<(Vec<Trip>, bool), ApiError> {
     let newer_first = ending_before.is_none();
-    // A user's trips come from their own list, once the project's are all entered in such lists.
-    let mine = match user_id {
-        Some(u) if super::by_user::indexed(store, &p.project_id, Api::V2).await? => Some(u),
-        _ => None,
-    };
+    // A user's trips come from their own list.
+    let mine = user_id;
     let pk = match mine {
         Some(u) => super::by_user::list_pk(&p.project_id, Api::V2, u),
         None => trips_pk(&p.project_id, Api::V2),

@@ -669,7 +669,7 @@ pub async fn delete(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> 
         if api == Api::V1 {
             ops.extend(list_pages::count_ops(Table::Main, &trips_pk(&p.project_id, api), &trip.id, -1));
         }
-        ops.extend(by_user::move_ops(store, &p.project_id, api, &trip.id, trip.user_id.as_deref(), None).await?);
+        ops.extend(by_user::move_ops(&p.project_id, api, &trip.id, trip.user_id.as_deref(), None));
         match store.transact(ops).await {
             Ok(()) => return Ok(trip),
             Err(StoreError::ConditionFailed) => continue,

@@ -25,8 +25,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use writer::{Db, Failed};
 
 use super::{
-    Cond, Doc, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, Unsynced, Visitor, WriteOp, cond_holds,
-    doc_str, epoch_now, is_expired, key_of,
+    Cond, Doc, EachChunk, Item, Page, Query, SkRange, Store, StoreError, TABLES, Table, Unsynced, Visitor, WriteOp,
+    cond_holds, doc_str, epoch_now, is_expired, key_of,
 };
 
 type RedbTable = TableDefinition<'static, &'static str, &'static [u8]>;
@@ -190,8 +190,7 @@ impl EmbeddedStore {
 /// value leaves out, see [`encode`]) put back.
 fn decode(bytes: &[u8], pk: &str) -> Result<Item, StoreError> {
     let mut item: Item = serde_json::from_str(doc_str(bytes)?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    // Values written before `pk` was left out still hold it.
-    item.entry("pk").or_insert_with(|| pk.into());
+    item.insert("pk".into(), pk.into());
     Ok(item)
 }
 
