@@ -21,7 +21,10 @@
 //! several writes, so a pass could otherwise see some of its fixes, move the watermark past them
 //! and leave the rest late (their geofence events lost); a pass therefore stops before the oldest
 //! fix of a batch still being stored. A batch whose request died while storing blocks its user
-//! for at most [`ABANDONED_SECONDS`] (the client's re-send usually comes first and completes it).
+//! for at most [`ABANDONED_SECONDS`] (the client's re-send usually comes first and completes it),
+//! unless the process is the store's only writer and the request died before it started
+//! (`waymark serve` after a crash): then a batch wholly in the log is derived at once, by the
+//! sweep that starts with the process (see [`BatchMark::holds`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -87,13 +90,15 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
     for _ in 0..20 {
         let wm = read_watermark(store, p, user_id).await?;
         let now = Timestamp::now();
-        let (marks, blocking): (Vec<(Item, BatchMark)>, Vec<_>) = store
+        let (mut marks, mut blocking): (Vec<(Item, BatchMark)>, Vec<_>) = (Vec::new(), Vec::new());
+        for item in store
             .query(Table::Main, &Query::new(&mpk, SkRange::Prefix(format!("{}#{user_id}#", p.project_id))))
             .await?
             .items
-            .into_iter()
-            .filter_map(|m| from_item::<BatchMark>(m.clone()).ok().map(|b| (m, b)))
-            .partition(|(_, b)| !b.blocks(now));
+        {
+            let Ok(b) = from_item::<BatchMark>(item.clone()) else { continue };
+            if b.holds(store, now).await? { blocking.push((item, b)) } else { marks.push((item, b)) }
+        }
         // Past the watermark, not in the future (a fix stored before the clock rule existed waits
         // until its time comes rather than pinning the watermark), and before any batch still
         // being stored.

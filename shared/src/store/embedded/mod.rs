@@ -58,6 +58,8 @@ fn key(pk: &str, sk: &str) -> String {
 pub struct EmbeddedStore {
     db: Arc<Db>,
     cache: Arc<ReadCache>,
+    /// When the file was opened (and locked: redb refuses a second opener).
+    opened_at: crate::time::Timestamp,
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -86,7 +88,7 @@ impl EmbeddedStore {
             txn.open_table(redb_table(d.table)).map_err(backend)?;
         }
         txn.commit().map_err(backend)?;
-        Ok(Self { db: Arc::new(Db::new(db)), cache: Arc::default() })
+        Ok(Self { db: Arc::new(Db::new(db)), cache: Arc::default(), opened_at: crate::time::Timestamp::now() })
     }
 
     /// The documents at these keys of partition `pk` (None where there is none): each kept from
@@ -549,6 +551,10 @@ impl Store for EmbeddedStore {
 
     async fn flush(&self, through: u64) -> Result<(), StoreError> {
         self.db.flush(through).await
+    }
+
+    fn sole_writer_since(&self) -> Option<crate::time::Timestamp> {
+        Some(self.opened_at)
     }
 
     async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
