@@ -5,8 +5,8 @@
 //!
 //! Then the last kill leaves what a request cut off while storing leaves, for two users whose
 //! clients die with it: one batch wholly in the log and one in part, both marked `stored: false`.
-//! The restart must derive the whole one within [`DERIVED_WITHIN`] (the store is the server's
-//! alone, so no request is alive) and hold the partial one until its client re-sends it.
+//! The restart must derive the whole one within seconds ([`DERIVED_WITHIN`]: the store is the
+//! server's alone, so no request is alive) and hold the partial one until its client re-sends it.
 //!
 //! Duplicate deliveries are counted per 1,000 events and sorted out against the delivery log: an
 //! attempt the log does not record, followed by a kill before the next, is inherent (the receiver
@@ -37,8 +37,12 @@ const USERS: usize = 4;
 const BATCHES: usize = 15;
 const FENCES: usize = 3;
 const ORIGIN: (f64, f64) = (13.40, 52.52);
-/// How soon after a restart a batch left wholly stored must be derived.
+/// How soon after a restart a batch left wholly stored (151 fixes, 6 events) must be derived and
+/// listed: on the file store, and on DynamoDB Local, whose every write is a call to a JVM on the
+/// same cores (measured at load 8: file store at most 1.0 s, DynamoDB Local at most 3.4 s; the
+/// hold it replaces is 60 s).
 const DERIVED_WITHIN: Duration = Duration::from_secs(5);
+const DERIVED_WITHIN_DYNAMODB: Duration = Duration::from_secs(10);
 
 struct Server {
     child: Child,
@@ -547,9 +551,10 @@ fn kill_9_run(backend: &Backend) -> Figures {
     let early = events(port, &part).expect("events");
     assert!(early.is_empty(), "a batch stored in part was derived before its re-send: {early:?}");
     http(port, "POST", "/v1/api/location/", Some(&json!({"user_id": part, "locations": all_fixes(1)})));
+    let within = if matches!(backend, Backend::File(_)) { DERIVED_WITHIN } else { DERIVED_WITHIN_DYNAMODB };
     assert!(
-        derived_after <= DERIVED_WITHIN,
-        "a batch left wholly stored was derived {derived_after:?} after the restart (at most {DERIVED_WITHIN:?})"
+        derived_after <= within,
+        "a batch left wholly stored was derived {derived_after:?} after the restart (at most {within:?})"
     );
     users.extend([whole, part]);
     truth.extend([truth[0].clone(), truth[1].clone()]);
