@@ -112,6 +112,50 @@ both!(a_batch_still_being_stored_holds_passes_back_until_complete_or_abandoned, 
     assert!(!got.is_empty() && got.len() < expected.len(), "events of the stored half only: {got:?}");
 });
 
+/// What a request of a process that died left: its mark, written before the store was opened
+/// (by this process) and never completed, and the batch's fixes, all or every other one.
+async fn left_by_a_dead_process(app: &TestApp, user: &str, fixes: &[Value], whole: bool) {
+    let p = project(app);
+    let store = app.state.store.as_ref();
+    let prepared = locations::prepare(&p, user, parse(fixes));
+    let opened = store.sole_writer_since().unwrap_or_else(shared::time::Timestamp::now);
+    let at = shared::time::Timestamp(opened.0 - Duration::seconds(1));
+    marks::write_mark(store, &p, user, &prepared, false, at).await.unwrap();
+    let kept = if whole { prepared } else { prepared.into_iter().step_by(2).collect() };
+    locations::store_prepared(store, &p, user, kept).await.unwrap();
+}
+
+both!(a_batch_a_dead_process_left_whole_is_derived_at_once_where_the_store_is_ours, |app| async move {
+    circle_and_square(&app).await;
+    let fixes = crossing_trace(5);
+    let clean = tracked_user(&app).await;
+    send(&app, &clean, &fixes).await;
+    let expected = all_events(&app, &format!("user_id={clean}")).await;
+    let kinds = |e: &[Value]| e.iter().map(|e| (e["event_type"].clone(), e["recorded_at"].clone())).collect::<Vec<_>>();
+    let ours = app.state.store.sole_writer_since().is_some();
+
+    // Wholly stored: the embedded store is this process's alone (its file's lock), so the
+    // request died with the process before and the sweep derives the batch now. The suite's
+    // DynamoDB store is shared, as on Lambda: another instance may still be storing it.
+    let u = tracked_user(&app).await;
+    left_by_a_dead_process(&app, &u, &fixes, true).await;
+    processor::sweep(app.state.store.as_ref()).await.unwrap();
+    let got = all_events(&app, &format!("user_id={u}")).await;
+    if ours {
+        assert_eq!(kinds(&got), kinds(&expected));
+    } else {
+        assert!(got.is_empty(), "derived within the hold on a shared store: {got:?}");
+    }
+
+    // Stored in part: held on either, for the re-send, which brings every event in order.
+    let v = tracked_user(&app).await;
+    left_by_a_dead_process(&app, &v, &fixes, false).await;
+    processor::sweep(app.state.store.as_ref()).await.unwrap();
+    assert_eq!(all_events(&app, &format!("user_id={v}")).await.len(), 0);
+    send(&app, &v, &fixes).await;
+    assert_eq!(kinds(&all_events(&app, &format!("user_id={v}")).await), kinds(&expected));
+});
+
 both!(fixes_from_the_future_are_refused_and_change_nothing, |app| async move {
     let fence = enabled_fence(&app, with(circle(HOME, 200), json!({"description": "home"}))).await;
     let u = tracked_user(&app).await;

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use shared::domain::locations::{self, Location};
 use shared::domain::webhooks::{self, deliver};
 use shared::pipeline::erasure;
+use shared::store::Table;
 
 use crate::events::{Answer::V1, Fixture, Setup};
 use crate::support::{
@@ -192,15 +193,21 @@ async fn processor_finishes_a_stored_batch_from_its_stream_event_within_its_poli
     let body: Value = serde_json::from_str(ingest["body"].as_str().expect("body")).expect("body");
     let batch: Vec<Location> = serde_json::from_value(body["locations"].clone()).expect("locations");
     let prepared = locations::prepare(&p, &fx.user_id, batch);
-    let pending =
-        shared::pipeline::marks::mark_batch(store.as_ref(), &p, &fx.user_id, &prepared).await.expect("batch mark");
-    let stored = locations::store_prepared(store.as_ref(), &p, &fx.user_id, prepared).await.expect("store");
-    shared::pipeline::marks::batch_stored(store.as_ref(), pending, &stored)
-        .await
-        .expect("batch stored")
-        .durable()
-        .await
-        .expect("synced");
+    // By the request whose id API Gateway gave it (the HTTP edge's scope).
+    let request = "c6af9ac6-7b61-11e6-9a41-93e8deadbeef";
+    let stored = shared::request_id::scope(request.to_owned(), async {
+        let pending =
+            shared::pipeline::marks::mark_batch(store.as_ref(), &p, &fx.user_id, &prepared).await.expect("batch mark");
+        let stored = locations::store_prepared(store.as_ref(), &p, &fx.user_id, prepared).await.expect("store");
+        shared::pipeline::marks::batch_stored(store.as_ref(), pending, &stored)
+            .await
+            .expect("batch stored")
+            .durable()
+            .await
+            .expect("synced");
+        stored
+    })
+    .await;
     assert_eq!(stored.len(), 3);
     let events = fx.ok("geofences-events-list", V1(200)).await;
     assert_eq!(events["data"]["events"], json!([]), "nothing is derived yet: {events}");
@@ -222,6 +229,11 @@ async fn processor_finishes_a_stored_batch_from_its_stream_event_within_its_poli
     let d = &deliveries["data"]["deliveries"];
     assert_eq!((&d[0]["event_id"], &d[0]["event_type"]), (&list[0]["id"], &json!("geofence.entry")), "{deliveries}");
     assert_eq!(deliveries["data"]["webhook_id"], webhook.as_str());
+    // The message names the request that stored the batch, though the pass ran in another
+    // function: the sender logs it with every attempt.
+    let messages = store.scan_all(Table::Main).await.expect("scan");
+    let message = messages.iter().find(|i| i.get("id") == Some(&list[0]["id"]) && i.contains_key("body"));
+    assert_eq!(message.and_then(|m| m.get("request_id")), Some(&json!(request)), "{message:?}");
 
     // A redelivered batch (retries, bisection) adds nothing; the schedule finds no work left.
     fx.store.take();

@@ -101,8 +101,18 @@ impl StoreArgs {
     }
 
     async fn open(&self) -> Result<AppState, String> {
+        self.open_as(false).await
+    }
+
+    /// The store, for `waymark serve` when `server`: a local process owns its store, so it is
+    /// the only writer of DynamoDB tables too (as of a file's lock): what a request left half
+    /// done before it started was left by a process that is gone (`Store::sole_writer_since`).
+    /// Two servers on the same tables break that: a restart would take the other's batches
+    /// still being stored for abandoned ones.
+    async fn open_as(&self, server: bool) -> Result<AppState, String> {
         let state = if self.use_dynamodb() {
-            AppState::new(DynamoStore::from_env(TableNames::from_env(Env::process(), "waymark-")).await)
+            let store = DynamoStore::from_env(TableNames::from_env(Env::process(), "waymark-")).await;
+            AppState::new(if server { store.sole_writer() } else { store })
         } else if self.memory {
             AppState::new(EmbeddedStore::memory().map_err(|e| e.to_string())?)
         } else {
@@ -190,7 +200,7 @@ async fn keys_command(command: KeysCommand) -> Result<(), String> {
 
 async fn serve(port: u16, args: StoreArgs) -> Result<(), String> {
     let limits = crate::guard::Limits::from_env(Env::process())?;
-    let state = args.open().await?;
+    let state = args.open_as(true).await?;
     let dir = args.key_file_dir();
     if let Some(d) = &dir {
         std::fs::create_dir_all(d).map_err(|e| format!("creating {}: {e}", d.display()))?;

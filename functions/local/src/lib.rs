@@ -67,10 +67,18 @@ pub fn background(state: &AppState) -> Result<(), String> {
     let store = state.store.clone();
     let wake = state.wake.clone();
     tokio::spawn(async move {
+        // The first sweep, at once: work a crash left (the store is this process's alone, so
+        // batches marked before it started are derived now: `processor` says which).
+        let mut first = true;
         loop {
             match processor::sweep_queued(store.as_ref()).await {
                 Ok((n, queued)) if n > 0 => {
-                    tracing::info!(users = n, "sweep finished unprocessed locations");
+                    let msg = if first {
+                        "derived work left from before the start"
+                    } else {
+                        "sweep finished unprocessed locations"
+                    };
+                    tracing::info!(users = n, "{msg}");
                     if queued {
                         wake.notify_one();
                     }
@@ -78,6 +86,7 @@ pub fn background(state: &AppState) -> Result<(), String> {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e.msg, "sweep failed"),
             }
+            first = false;
             // Erasures a DELETE left unfinished (it answered 202).
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(processor::SWEEP_SECONDS);
             if let Err(e) = shared::pipeline::erasure::sweep(store.as_ref(), deadline).await {

@@ -5,10 +5,11 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::domain::locations::Location;
+use crate::domain::locations::{Location, locations_pk};
 use crate::error::ApiError;
+use crate::ids::id_at;
 use crate::project::Project;
-use crate::store::{Cond, Store, StoreError, Table, Unsynced, to_item};
+use crate::store::{Cond, SkRange, Store, StoreError, Table, Unsynced, to_item};
 use crate::time::Timestamp;
 
 /// Shards of the batch marks.
@@ -24,27 +25,48 @@ pub struct BatchMark {
     pub user_id: String,
     /// Oldest fix of the batch (of its fixes new to the log, once known).
     pub since: Timestamp,
-    /// Newest fix of the batch, likewise; absent on marks written before it existed.
-    #[serde(default)]
-    pub until: Option<Timestamp>,
+    /// Newest fix of the batch, likewise.
+    pub until: Timestamp,
     /// Changed on every write, so a pass removes only the marks it saw.
     pub nonce: String,
-    /// Whether the whole batch is in the log (marks written before this field existed were).
-    #[serde(default = "stored_default")]
+    /// Whether the whole batch is in the log.
     pub stored: bool,
     /// When the mark was written; a mark not `stored` after [`ABANDONED_SECONDS`] is abandoned.
-    #[serde(default)]
-    pub marked_at: Option<Timestamp>,
-}
-
-fn stored_default() -> bool {
-    true
+    pub marked_at: Timestamp,
+    /// How many distinct fixes the batch has, so a restart can tell a batch wholly in the log
+    /// from one its dead request left in part.
+    pub fixes: usize,
+    /// The request that stored the batch (`x-request-id`), for a pass that derives it outside
+    /// that request (the stream-fed processor on AWS, the sweep) to carry into what it causes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 impl BatchMark {
-    /// Whether a pass must stop before this batch's oldest fix: it is still being stored.
-    pub(crate) fn blocks(&self, now: Timestamp) -> bool {
-        !self.stored && self.marked_at.is_some_and(|t| (now.0 - t.0).num_seconds() < ABANDONED_SECONDS)
+    /// Whether a pass must stop before this batch's oldest fix: it may still be being stored.
+    fn blocks(&self, now: Timestamp) -> bool {
+        !self.stored && (now.0 - self.marked_at.0).num_seconds() < ABANDONED_SECONDS
+    }
+
+    /// [`Self::blocks`], except for a batch marked before this process became the only writer of
+    /// the store (`waymark serve` after a crash): its request died with the process before, so
+    /// no more of it comes but by the client's re-send. Wholly in the log, it is derived at once
+    /// rather than after the hold. Stored in part (DynamoDB writes a batch in several calls), it
+    /// still waits for the re-send or the hold: derived now, the re-sent rest would come late
+    /// and fire no geofence events. Whole means as many fixes in the batch's time range as it
+    /// has; another batch's fixes in that range could make a part look whole (phones send their
+    /// fixes in consecutive batches; then the batch is derived as stored, as after the hold).
+    pub(crate) async fn holds(&self, store: &dyn Store, now: Timestamp) -> Result<bool, StoreError> {
+        if !self.blocks(now) {
+            return Ok(false);
+        }
+        let Some(owner) = store.sole_writer_since() else { return Ok(true) };
+        if self.marked_at >= owner {
+            return Ok(true);
+        }
+        let range = SkRange::Between(id_at(self.since.0, 0), id_at(self.until.0, u64::MAX));
+        let pk = locations_pk(&self.project_id, &self.user_id);
+        Ok(store.count(Table::Locations, &pk, &range).await? < self.fixes)
     }
 }
 
@@ -100,7 +122,7 @@ pub async fn batch_stored(
                 Err(e) => Err(e.into()),
             };
         };
-        (mark.since, mark.until) = (since, Some(until));
+        (mark.since, mark.until) = (since, until);
     }
     mark.stored = true;
     mark.nonce = crate::ids::random_hex(8);
@@ -135,10 +157,12 @@ pub async fn write_mark(
         account_id: p.account_id.clone(),
         user_id: user_id.to_owned(),
         since,
-        until: Some(until),
+        until,
         nonce: crate::ids::random_hex(8),
         stored,
-        marked_at: Some(marked_at),
+        marked_at,
+        fixes: batch.len(),
+        request_id: crate::request_id::current(),
     };
     let (pk, sk) = (marks_pk(shard_of(&p.project_id, user_id)), format!("{}#{user_id}#{key}", p.project_id));
     let item = to_item(&pk, &sk, &mark)?;

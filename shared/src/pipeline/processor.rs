@@ -21,7 +21,10 @@
 //! several writes, so a pass could otherwise see some of its fixes, move the watermark past them
 //! and leave the rest late (their geofence events lost); a pass therefore stops before the oldest
 //! fix of a batch still being stored. A batch whose request died while storing blocks its user
-//! for at most [`ABANDONED_SECONDS`] (the client's re-send usually comes first and completes it).
+//! for at most [`ABANDONED_SECONDS`] (the client's re-send usually comes first and completes it),
+//! unless the process is the store's only writer and the request died before it started
+//! (`waymark serve` after a crash): then a batch wholly in the log is derived at once, by the
+//! sweep that starts with the process (see [`BatchMark::holds`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -37,6 +40,7 @@ use crate::store::{
     Cond, Item, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_jsons, to_item,
 };
 use crate::time::Timestamp;
+use tracing::Instrument;
 
 /// Most fixes one pass takes.
 pub const PASS_FIXES: usize = 500;
@@ -87,13 +91,15 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
     for _ in 0..20 {
         let wm = read_watermark(store, p, user_id).await?;
         let now = Timestamp::now();
-        let (marks, blocking): (Vec<(Item, BatchMark)>, Vec<_>) = store
+        let (mut marks, mut blocking): (Vec<(Item, BatchMark)>, Vec<_>) = (Vec::new(), Vec::new());
+        for item in store
             .query(Table::Main, &Query::new(&mpk, SkRange::Prefix(format!("{}#{user_id}#", p.project_id))))
             .await?
             .items
-            .into_iter()
-            .filter_map(|m| from_item::<BatchMark>(m.clone()).ok().map(|b| (m, b)))
-            .partition(|(_, b)| !b.blocks(now));
+        {
+            let Ok(b) = from_item::<BatchMark>(item.clone()) else { continue };
+            if b.holds(store, now).await? { blocking.push((item, b)) } else { marks.push((item, b)) }
+        }
         // Past the watermark, not in the future (a fix stored before the clock rule existed waits
         // until its time comes rather than pinning the watermark), and before any batch still
         // being stored.
@@ -128,10 +134,20 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         let late: Vec<(Timestamp, Timestamp)> = marks
             .iter()
             .filter(|(_, m)| start.last_at.is_some_and(|w| m.since < w))
-            .map(|(_, m)| (m.since, m.until.unwrap_or(Timestamp(chrono::DateTime::<chrono::Utc>::MAX_UTC))))
+            .map(|(_, m)| (m.since, m.until))
             .collect();
+        // Outside the request that stored the batch (the stream-fed processor, the sweep), what
+        // the pass causes records that request (the first batch's, when it derives several), so
+        // a batch is followed from its request to its deliveries in the logs there too.
+        let planned = plan(store, p, &user, &fixes, &late);
         let Plan { facts, counted, marks: work_marks, mut states, counted_in_states, messages } =
-            plan(store, p, &user, &fixes, &late).await?;
+            match marks.iter().find_map(|(_, m)| m.request_id.clone()) {
+                Some(id) if crate::request_id::current().is_none() => {
+                    let span = tracing::info_span!("pass", request_id = %id);
+                    crate::request_id::scope(id, planned.instrument(span)).await?
+                }
+                _ => planned.await?,
+            };
         // The states were read one by one after the watermark. Had another pass committed in
         // between, they would be newer than the watermark, and facts derived from the mix would
         // be wrong (an exit before its entry). A watermark unchanged after the reads proves the

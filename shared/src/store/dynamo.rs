@@ -51,6 +51,8 @@ pub struct DynamoStore {
     names: TableNames,
     /// Capacity units consumed by this store's calls so far (DynamoDB reports them per call).
     consumed: Arc<Mutex<f64>>,
+    /// Set by [`DynamoStore::sole_writer`].
+    sole_writer_since: Option<crate::time::Timestamp>,
 }
 
 fn backend<E: std::fmt::Debug>(e: E) -> StoreError {
@@ -167,6 +169,7 @@ impl DynamoStore {
             make_client: client_from_env,
             names,
             consumed: Arc::default(),
+            sole_writer_since: None,
         }
     }
 
@@ -190,13 +193,32 @@ impl DynamoStore {
     /// read then; the conditions it fails on are the SDK's as before (credentials were always
     /// resolved lazily), and they fail that call with the SDK's error.
     pub async fn from_env(names: TableNames) -> Self {
-        Self { client: Arc::new(OnceCell::new()), make_client: client_from_env, names, consumed: Arc::default() }
+        Self {
+            client: Arc::new(OnceCell::new()),
+            make_client: client_from_env,
+            names,
+            consumed: Arc::default(),
+            sole_writer_since: None,
+        }
+    }
+
+    /// This store as the only writer of its tables from now on (`waymark serve`: a local process
+    /// owns its store, tables no other process writes). Never on AWS, where Lambda functions
+    /// write the same tables side by side.
+    pub fn sole_writer(self) -> Self {
+        Self { sole_writer_since: Some(crate::time::Timestamp::now()), ..self }
     }
 
     /// A store for a Lambda function: the client (built on first use) takes its region,
     /// credentials and endpoint from the environment only (see `client_in_lambda`).
     pub fn in_lambda(names: TableNames) -> Self {
-        Self { client: Arc::new(OnceCell::new()), make_client: client_in_lambda, names, consumed: Arc::default() }
+        Self {
+            client: Arc::new(OnceCell::new()),
+            make_client: client_in_lambda,
+            names,
+            consumed: Arc::default(),
+            sole_writer_since: None,
+        }
     }
 
     fn name(&self, t: Table) -> &str {
@@ -317,6 +339,10 @@ fn unexpired(values: &mut Av) -> (String, HashMap<String, String>) {
 
 #[async_trait]
 impl Store for DynamoStore {
+    fn sole_writer_since(&self) -> Option<crate::time::Timestamp> {
+        self.sole_writer_since
+    }
+
     async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
         let out = self
             .client()

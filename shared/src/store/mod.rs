@@ -305,6 +305,14 @@ pub trait Store: Send + Sync + 'static {
     async fn put_new_unsynced(&self, table: Table, items: Vec<Item>) -> Result<(Vec<bool>, Unsynced), StoreError> {
         Ok((self.put_new(table, items).await?, Unsynced::default()))
     }
+    /// Since when this process is the only one writing the store, if it is: whatever an older
+    /// write left half done (a batch mark still `stored: false`) belongs to a request that died
+    /// with the process before, never to one still running. The embedded store holds its file's
+    /// lock from its opening on; DynamoDB tables are shared (Lambda functions run side by side)
+    /// unless the process says it owns them ([`DynamoStore::sole_writer`]: `waymark serve`).
+    fn sole_writer_since(&self) -> Option<crate::time::Timestamp> {
+        None
+    }
     /// Delete the items at these keys, unconditionally; keys already gone are fine. Not atomic:
     /// for bulk removal (retention, erasure) where each item goes on its own. On DynamoDB a
     /// BatchWriteItem (its own IAM action) of 25 keys at a time, at one write unit a delete.

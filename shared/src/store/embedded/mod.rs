@@ -70,6 +70,8 @@ impl Pending {
 pub struct EmbeddedStore {
     db: Arc<Db>,
     cache: Arc<ReadCache>,
+    /// When the file was opened (and locked: redb refuses a second opener).
+    opened_at: crate::time::Timestamp,
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -104,7 +106,7 @@ impl EmbeddedStore {
             txn.open_table(redb_table(d.table)).map_err(backend)?;
         }
         txn.commit().map_err(backend)?;
-        Ok(Self { db: Arc::new(Db::new(db)), cache: Arc::default() })
+        Ok(Self { db: Arc::new(Db::new(db)), cache: Arc::default(), opened_at: crate::time::Timestamp::now() })
     }
 
     /// The documents at these keys of partition `pk` (None where there is none): each kept from
@@ -561,6 +563,10 @@ impl Store for EmbeddedStore {
     async fn put_new_unsynced(&self, table: Table, items: Vec<Item>) -> Result<(Vec<bool>, Unsynced), StoreError> {
         let stored = self.put_new_as(table, items, false).await?;
         Ok((stored, self.pending()))
+    }
+
+    fn sole_writer_since(&self) -> Option<crate::time::Timestamp> {
+        Some(self.opened_at)
     }
 
     async fn delete_many(&self, table: Table, keys: Vec<(String, String)>) -> Result<(), StoreError> {
