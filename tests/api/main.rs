@@ -40,6 +40,7 @@ mod roam_paths;
 mod search;
 mod sharing;
 mod store;
+mod stream_tokens;
 mod streams;
 mod trace;
 mod trip_events;

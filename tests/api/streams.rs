@@ -67,7 +67,11 @@ impl Sse {
         query: &str,
         last_id: Option<&str>,
     ) -> (StatusCode, Result<reqwest::Response, Value>) {
-        let mut req = client().get(format!("{base}{PATH}?{query}")).header("Api-Key", key);
+        let mut req = client().get(format!("{base}{PATH}?{query}"));
+        // No key: a stream token in the query instead.
+        if !key.is_empty() {
+            req = req.header("Api-Key", key);
+        }
         if let Some(id) = last_id {
             req = req.header("Last-Event-ID", id);
         }

@@ -1,5 +1,6 @@
 //! Live streams in `waymark serve` (docs/streams.md): Server-Sent Events at
-//! `GET /v1/api/streams/sse/`. A stream first sends the stored messages after the client's resume
+//! `GET /v1/api/streams/sse/`, opened with the secret key or with a stream token minted at
+//! `/v1/api/streams/tokens/` (browsers). A stream first sends the stored messages after the client's resume
 //! id (`Last-Event-ID`, or `since` on the first connection), then live ones as the processor
 //! commits them (`shared::domain::streams::hub`), skipping any id it has just sent. A subscriber
 //! that falls [`hub::QUEUE`] messages behind gets a `closed` event with the reason and its last
@@ -8,24 +9,25 @@
 use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::routing::get;
+use axum::routing::{get, post};
 use futures::Stream;
-use serde_json::json;
+use serde::Deserialize;
+use serde_json::{Value, json};
 use shared::auth::SecretKey;
 use shared::domain::streams::hub::{self, Subscription};
-use shared::domain::streams::{Filter, Matcher, Scope, StreamMessage, resume};
+use shared::domain::streams::{Filter, Matcher, Scope, StreamMessage, resume, tokens};
 use shared::domain::trips::{self, Api};
 use shared::error::Kind;
 use shared::http::route;
 use shared::project::Project;
 use shared::store::Store;
-use shared::{ApiError, AppState, Params};
+use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 use tokio::sync::broadcast::error::RecvError;
 
 /// A comment on a quiet stream this often, so proxies and clients keep it open.
@@ -36,23 +38,80 @@ pub const RETRY: Duration = Duration::from_secs(2);
 /// stored and live at the switch from resuming to live).
 pub const DEDUP: usize = 256;
 
-pub const ROUTES: &[(&str, &str)] = &[("GET", "/v1/api/streams/sse/")];
+/// How often an open stream of a token checks that the token still holds (revoked or expired:
+/// the stream closes at its next message).
+pub const TOKEN_CHECK: Duration = Duration::from_secs(1);
+
+pub const ROUTES: &[(&str, &str)] =
+    &[("GET", "/v1/api/streams/sse/"), ("POST", "/v1/api/streams/tokens/"), ("DELETE", "/v1/api/streams/tokens/")];
 
 pub fn router() -> Router<AppState> {
-    route(Router::new(), "/v1/api/streams/sse/", get(sse))
+    let r = route(Router::new(), "/v1/api/streams/sse/", get(sse));
+    route(r, "/v1/api/streams/tokens/", post(mint).delete(revoke))
 }
 
-/// The query parameters of a stream: its filter and the resume id of a first connection.
-pub const PARAMS: &[&str] = &["user_id", "group_id", "trip_id", "events", "since"];
+/// The query parameters of a stream: its filter, the resume id of a first connection, and a
+/// stream token instead of the `Api-Key` header.
+pub const PARAMS: &[&str] = &["user_id", "group_id", "trip_id", "events", "since", "token"];
+const FILTER_PARAMS: [&str; 4] = ["user_id", "group_id", "trip_id", "events"];
 
-async fn sse(
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewToken {
+    user_id: Option<String>,
+    group_id: Option<String>,
+    trip_id: Option<String>,
+    events: Option<String>,
+    ttl_seconds: Option<Value>,
+}
+
+/// Mint a stream token for one filter, checked against the project as a stream checks it.
+async fn mint(
     SecretKey(p): SecretKey,
     State(s): State<AppState>,
-    headers: HeaderMap,
+    ApiJson(b): ApiJson<NewToken>,
+) -> Result<Envelope<Value>, ApiError> {
+    let filter = Filter::parse(b.user_id.as_deref(), b.group_id.as_deref(), b.trip_id.as_deref(), b.events.as_deref())?;
+    let ttl = tokens::parse_ttl(b.ttl_seconds.as_ref())?;
+    open_matcher(s.store.as_ref(), &p, &filter).await?;
+    let minted = tokens::mint(s.store.as_ref(), &p, filter, ttl).await?;
+    Ok(Envelope::created("Stream token created; it is shown only now", minted.json))
+}
+
+async fn revoke(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+    q.only(&["token_id"])?;
+    let id = q.required("token_id")?;
+    tokens::revoke(s.store.as_ref(), &p, id).await?;
+    Ok(Envelope::ok("Stream token revoked", json!({"token_id": id})))
+}
+
+async fn sse(
+    State(s): State<AppState>,
+    mut parts: Parts,
     q: Params,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     q.only(PARAMS)?;
-    let filter = Filter::parse(q.opt("user_id"), q.opt("group_id"), q.opt("trip_id"), q.opt("events"))?;
+    let asked = Filter::parse(q.opt("user_id"), q.opt("group_id"), q.opt("trip_id"), q.opt("events"))?;
+    let (p, filter, token) = match q.opt("token") {
+        None => (SecretKey::from_request_parts(&mut parts, &s).await?.0, asked, None),
+        Some(t) => {
+            if parts.headers.contains_key("api-key") {
+                return Err(ApiError::field("token", "give a stream token or the Api-Key header, not both"));
+            }
+            let Some((p, filter)) = tokens::authenticate(s.store.as_ref(), t).await? else {
+                return Err(ApiError::unauthorized("token: not a live stream token (unknown, expired or revoked)"));
+            };
+            // A token opens its own filter only; a URL may repeat it, not ask for another.
+            let named = FILTER_PARAMS.iter().find(|f| q.opt(f).is_some());
+            if let Some(f) = named
+                && asked != filter
+            {
+                return Err(ApiError::forbidden(format!("{f}: this stream token opens another subscription only")));
+            }
+            (p, filter, Some(t.to_owned()))
+        }
+    };
+    let headers = &parts.headers;
     // The browser's reconnection names the last id it saw; it wins over the URL's `since`.
     let (field, after) = match headers.get("last-event-id").map(|v| v.to_str().map(str::trim)) {
         Some(Ok(v)) if !v.is_empty() => ("Last-Event-ID", Some(v.to_owned())),
@@ -60,9 +119,9 @@ async fn sse(
         _ => ("since", q.opt("since").map(str::to_owned)),
     };
     let live = open(s.store.as_ref(), &p, &filter, field, after.as_deref()).await?;
-    let stream = futures::stream::unfold(Feed::new(s.store.clone(), p, live, after), |mut f| async move {
-        f.next().await.map(|e| (Ok(e), f))
-    });
+    let mut feed = Feed::new(s.store.clone(), p, live, after);
+    feed.token = token;
+    let stream = futures::stream::unfold(feed, |mut f| async move { f.next().await.map(|e| (Ok(e), f)) });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }
 
@@ -80,7 +139,17 @@ pub async fn open(
     field: &str,
     after: Option<&str>,
 ) -> Result<Live, ApiError> {
-    let matcher = match &filter.scope {
+    let matcher = open_matcher(store, p, filter).await?;
+    if let Some(a) = after {
+        resume::check(store, p, field, a).await?;
+    }
+    let sub = hub::hub().subscribe(&p.project_id, hub::MAX_PER_PROJECT)?;
+    Ok(Live { matcher, sub })
+}
+
+/// The filter resolved against the project: 404 when it names nothing of it.
+async fn open_matcher(store: &dyn Store, p: &Project, filter: &Filter) -> Result<Matcher, ApiError> {
+    Ok(match &filter.scope {
         Scope::Trip(t) => {
             let trip = match trips::get(store, p, Api::V1, t).await {
                 Err(e) if e.kind == Kind::NotFound => trips::get(store, p, Api::V2, t).await?,
@@ -89,12 +158,7 @@ pub async fn open(
             Matcher::trip(trip.id, trip.user_id, filter.types.clone())
         }
         _ => filter.resolve(store, p).await?,
-    };
-    if let Some(a) = after {
-        resume::check(store, p, field, a).await?;
-    }
-    let sub = hub::hub().subscribe(&p.project_id, hub::MAX_PER_PROJECT)?;
-    Ok(Live { matcher, sub })
+    })
 }
 
 /// A stream's messages: the stored ones after the resume id, then live ones.
@@ -109,6 +173,11 @@ pub struct Feed {
     last: Option<String>,
     started: bool,
     done: bool,
+    /// The id sent before the last one (where a stream closed before the last one resumes).
+    prev: Option<String>,
+    /// The stream token it was opened with (checked every [`TOKEN_CHECK`]), if any.
+    pub token: Option<String>,
+    token_checked: Instant,
 }
 
 /// What a feed yields, before a transport frames it.
@@ -136,6 +205,26 @@ impl Feed {
             sent: Recent::default(),
             started: false,
             done: false,
+            prev: None,
+            token: None,
+            token_checked: Instant::now(),
+        }
+    }
+
+    /// Whether the stream's token (if any) still holds, read at most every [`TOKEN_CHECK`].
+    async fn token_holds(&mut self) -> bool {
+        let Some(t) = &self.token else { return true };
+        if self.token_checked.elapsed() < TOKEN_CHECK {
+            return true;
+        }
+        self.token_checked = Instant::now();
+        match tokens::authenticate(self.store.as_ref(), t).await {
+            Ok(found) => found.is_some(),
+            // Unknown, not refused: the next message checks again.
+            Err(e) => {
+                tracing::warn!(error = %e.msg, "stream token check failed");
+                true
+            }
         }
     }
 
@@ -151,7 +240,7 @@ impl Feed {
         loop {
             if let Some(m) = self.page.pop_front() {
                 if let Some(m) = self.keep(m) {
-                    return Some(Item::Message(m));
+                    return Some(self.deliver(m).await);
                 }
                 continue;
             }
@@ -173,7 +262,7 @@ impl Feed {
             match self.live.sub.rx.recv().await {
                 Ok(m) => {
                     if let Some(m) = self.keep((*m).clone()) {
-                        return Some(Item::Message(m));
+                        return Some(self.deliver(m).await);
                     }
                 }
                 Err(RecvError::Lagged(n)) => {
@@ -194,8 +283,18 @@ impl Feed {
         if !self.live.matcher.matches(&m) || !self.sent.insert(&m.id) {
             return None;
         }
-        self.last = Some(m.id.clone());
+        self.prev = self.last.replace(m.id.clone());
         Some(m)
+    }
+
+    /// A message to send, unless the stream's token no longer holds (then the stream closes,
+    /// its last id the one before this message).
+    async fn deliver(&mut self, m: StreamMessage) -> Item {
+        if self.token_holds().await {
+            return Item::Message(m);
+        }
+        self.last = self.prev.take();
+        self.close("revoked", "the stream token was revoked or has expired; mint a new one".into())
     }
 
     fn close(&mut self, reason: &'static str, message: String) -> Item {

@@ -7,9 +7,11 @@
 //!   resolved against the store once ([`Filter::resolve`]) into a [`Matcher`];
 //! - [`hub`]: the live fan-out of one process, bounded per subscriber;
 //! - [`resume`]: the stored messages after a resume id, in id order, checked against retention;
+//! - [`tokens`]: short-lived tokens the secret key mints for browsers, one filter each.
 
 pub mod hub;
 pub mod resume;
+pub mod tokens;
 
 use std::collections::HashSet;
 use std::sync::Arc;
