@@ -200,6 +200,26 @@ both!(sparse_sampling_with_silent_nights_still_finds_home_and_work, |app| async 
     near(&a.work, OFFICE, "work");
 });
 
+both!(with_a_fix_every_ten_minutes_and_a_move_every_poi_is_where_the_person_spent_time, |app| async move {
+    // Seeds where, on two dates, the fix on the way 10 minutes before reaching the office and the
+    // first fix there, a stray one, landed within 80 m of each other (a stay of those two fixes,
+    // twice: a POI 632-646 m from every place of the life).
+    let moved_on = |d: NaiveDate, i: i64| commuter(d, if i >= 42 { NEW_HOME } else { HOME }, Some(OFFICE));
+    let places = [HOME, NEW_HOME, OFFICE, GYM, CAFE];
+    for seed in [17, 27] {
+        let truth =
+            Truth { home: Some(NEW_HOME), work: Some(OFFICE), pois: vec![GYM, CAFE], tolerated: vec![HOME, NEW_HOME] };
+        let fixes = live(monday(), 42 + 12, "Europe/Berlin", Sampling::Sparse(600, 600), seed, moved_on);
+        let a = judge(&app, &format!("sparse-move-{seed}"), &Life { fixes, truth }).await;
+        near(&a.home, NEW_HOME, "new home");
+        near(&a.work, OFFICE, "work");
+        for poi in &a.pois {
+            let d = places.iter().map(|p| geodesic(centre(poi), *p)).fold(f64::MAX, f64::min);
+            assert!(d < MATCH_M, "seed {seed}: a POI {d:.0} m from every place of the life: {poi}");
+        }
+    }
+});
+
 both!(arrival_and_departure_only_make_stays_home_and_work, |app| async move {
     let truth = Truth { home: Some(HOME), work: Some(OFFICE), pois: vec![GYM, CAFE], tolerated: vec![] };
     let life = Life {
