@@ -328,3 +328,50 @@ both!(a_place_keeps_its_shape_as_months_accumulate, |app| async move {
         );
     }
 });
+
+/// Work 10 h 20 min a week, right beside the weekend: Monday 00:00-05:10 and Friday 18:50-24:00
+/// local. An hour's error in local time moves an hour into Sunday or Saturday and leaves 9 h 20
+/// min, under the 10 h a working week needs: the work rule sees the offset exactly or not at all.
+fn edge_shifts(d: NaiveDate, home: Pos, work: Pos) -> DayPlan {
+    match d.weekday() {
+        Weekday::Mon => vec![(0.0, 5.0 + 10.0 / 60.0, work), (5.75, 24.0, home)],
+        Weekday::Fri => vec![(0.0, 18.25, home), (18.0 + 50.0 / 60.0, 24.0, work)],
+        Weekday::Sat => vec![(0.5, 24.0, home)],
+        Weekday::Sun => vec![(0.0, 23.5, home)],
+        _ => vec![(0.0, 24.0, home)],
+    }
+}
+
+/// An office 9-17 on weekdays.
+fn nine_to_five(d: NaiveDate, home: Pos, office: Pos) -> DayPlan {
+    if weekday(d) { vec![(0.0, 8.5, home), (9.0, 17.0, office), (17.5, 24.0, home)] } else { vec![(0.0, 24.0, home)] }
+}
+
+both!(work_is_found_in_three_weeks_across_both_changes_of_daylight_saving_time, |app| async move {
+    // Three weeks (the fewest work needs) with the change in the middle, in Berlin and New York,
+    // spring and autumn: an office 9-17 sampled every 5-15 minutes, and the edge shifts above.
+    const NY_HOME: Pos = (-73.9857, 40.7484);
+    const NY_OFFICE: Pos = (-74.0110, 40.7069);
+    let d = |y, m, d| NaiveDate::from_ymd_opt(y, m, d).expect("a date");
+    let cases = [
+        ("Europe/Berlin", d(2024, 3, 18), "+0200", HOME, OFFICE),
+        ("Europe/Berlin", d(2024, 10, 14), "+0100", HOME, OFFICE),
+        ("America/New_York", d(2024, 2, 26), "-0400", NY_HOME, NY_OFFICE),
+        ("America/New_York", d(2024, 10, 21), "-0500", NY_HOME, NY_OFFICE),
+    ];
+    for (k, (zone, start, offset, home, office)) in cases.into_iter().enumerate() {
+        let truth = Truth { home: Some(home), work: Some(office), pois: vec![], tolerated: vec![] };
+        let plans: [(&str, Sampling, i64, &dyn Fn(NaiveDate, i64) -> DayPlan); 2] = [
+            ("9-17", Sampling::Sparse(300, 900), 19, &|d, _| nine_to_five(d, home, office)),
+            ("edge-shifts", Sampling::Every(300), 19, &|d, _| edge_shifts(d, home, office)),
+        ];
+        for (name, sampling, days, plan) in plans {
+            let fixes = live(start, days, zone, sampling, 200 + k as u64, plan);
+            let case = format!("dst-{name}-{zone}-{start}");
+            let a = judge(&app, &case, &Life { fixes, truth: truth.clone() }).await;
+            near(&a.work, office, &case);
+            assert_eq!(a.work[0]["tz_offset"], offset, "{case}");
+            assert!(!has_poi(&a.pois, office), "{case}: the office is work, not a POI");
+        }
+    }
+});
