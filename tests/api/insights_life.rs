@@ -342,6 +342,9 @@ fn edge_shifts(d: NaiveDate, home: Pos, work: Pos) -> DayPlan {
     }
 }
 
+/// A day's plan from the day, home and work.
+type PlanOf = fn(NaiveDate, Pos, Pos) -> DayPlan;
+
 /// An office 9-17 on weekdays.
 fn nine_to_five(d: NaiveDate, home: Pos, office: Pos) -> DayPlan {
     if weekday(d) { vec![(0.0, 8.5, home), (9.0, 17.0, office), (17.5, 24.0, home)] } else { vec![(0.0, 24.0, home)] }
@@ -361,12 +364,11 @@ both!(work_is_found_in_three_weeks_across_both_changes_of_daylight_saving_time, 
     ];
     for (k, (zone, start, offset, home, office)) in cases.into_iter().enumerate() {
         let truth = Truth { home: Some(home), work: Some(office), pois: vec![], tolerated: vec![] };
-        let plans: [(&str, Sampling, i64, &dyn Fn(NaiveDate, i64) -> DayPlan); 2] = [
-            ("9-17", Sampling::Sparse(300, 900), 19, &|d, _| nine_to_five(d, home, office)),
-            ("edge-shifts", Sampling::Every(300), 19, &|d, _| edge_shifts(d, home, office)),
-        ];
-        for (name, sampling, days, plan) in plans {
-            let fixes = live(start, days, zone, sampling, 200 + k as u64, plan);
+        let plans: [(&str, Sampling, PlanOf); 2] =
+            [("9-17", Sampling::Sparse(300, 900), nine_to_five), ("edge-shifts", Sampling::Every(300), edge_shifts)];
+        for (name, sampling, plan) in plans {
+            // Monday of the first week to Friday of the third.
+            let fixes = live(start, 19, zone, sampling, 200 + k as u64, |d, _| plan(d, home, office));
             let case = format!("dst-{name}-{zone}-{start}");
             let a = judge(&app, &case, &Life { fixes, truth: truth.clone() }).await;
             near(&a.work, office, &case);
