@@ -200,6 +200,26 @@ both!(sparse_sampling_with_silent_nights_still_finds_home_and_work, |app| async 
     near(&a.work, OFFICE, "work");
 });
 
+both!(with_a_fix_every_ten_minutes_and_a_move_every_poi_is_where_the_person_spent_time, |app| async move {
+    // Seeds where, on two dates, the fix on the way 10 minutes before reaching the office and the
+    // first fix there, a stray one, landed within 80 m of each other (a stay of those two fixes,
+    // twice: a POI 632-646 m from every place of the life).
+    let moved_on = |d: NaiveDate, i: i64| commuter(d, if i >= 42 { NEW_HOME } else { HOME }, Some(OFFICE));
+    let places = [HOME, NEW_HOME, OFFICE, GYM, CAFE];
+    for seed in [17, 27] {
+        let truth =
+            Truth { home: Some(NEW_HOME), work: Some(OFFICE), pois: vec![GYM, CAFE], tolerated: vec![HOME, NEW_HOME] };
+        let fixes = live(monday(), 42 + 12, "Europe/Berlin", Sampling::Sparse(600, 600), seed, moved_on);
+        let a = judge(&app, &format!("sparse-move-{seed}"), &Life { fixes, truth }).await;
+        near(&a.home, NEW_HOME, "new home");
+        near(&a.work, OFFICE, "work");
+        for poi in &a.pois {
+            let d = places.iter().map(|p| geodesic(centre(poi), *p)).fold(f64::MAX, f64::min);
+            assert!(d < MATCH_M, "seed {seed}: a POI {d:.0} m from every place of the life: {poi}");
+        }
+    }
+});
+
 both!(arrival_and_departure_only_make_stays_home_and_work, |app| async move {
     let truth = Truth { home: Some(HOME), work: Some(OFFICE), pois: vec![GYM, CAFE], tolerated: vec![] };
     let life = Life {
@@ -306,5 +326,54 @@ both!(a_place_keeps_its_shape_as_months_accumulate, |app| async move {
             reach_m(x),
             reach_m(y)
         );
+    }
+});
+
+/// Work 10 h 20 min a week, right beside the weekend: Monday 00:00-05:10 and Friday 18:50-24:00
+/// local. An hour's error in local time moves an hour into Sunday or Saturday and leaves 9 h 20
+/// min, under the 10 h a working week needs: the work rule sees the offset exactly or not at all.
+fn edge_shifts(d: NaiveDate, home: Pos, work: Pos) -> DayPlan {
+    match d.weekday() {
+        Weekday::Mon => vec![(0.0, 5.0 + 10.0 / 60.0, work), (5.75, 24.0, home)],
+        Weekday::Fri => vec![(0.0, 18.25, home), (18.0 + 50.0 / 60.0, 24.0, work)],
+        Weekday::Sat => vec![(0.5, 24.0, home)],
+        Weekday::Sun => vec![(0.0, 23.5, home)],
+        _ => vec![(0.0, 24.0, home)],
+    }
+}
+
+/// A day's plan from the day, home and work.
+type PlanOf = fn(NaiveDate, Pos, Pos) -> DayPlan;
+
+/// An office 9-17 on weekdays.
+fn nine_to_five(d: NaiveDate, home: Pos, office: Pos) -> DayPlan {
+    if weekday(d) { vec![(0.0, 8.5, home), (9.0, 17.0, office), (17.5, 24.0, home)] } else { vec![(0.0, 24.0, home)] }
+}
+
+both!(work_is_found_in_three_weeks_across_both_changes_of_daylight_saving_time, |app| async move {
+    // Three weeks (the fewest work needs) with the change in the middle, in Berlin and New York,
+    // spring and autumn: an office 9-17 sampled every 5-15 minutes, and the edge shifts above.
+    const NY_HOME: Pos = (-73.9857, 40.7484);
+    const NY_OFFICE: Pos = (-74.0110, 40.7069);
+    let d = |y, m, d| NaiveDate::from_ymd_opt(y, m, d).expect("a date");
+    let cases = [
+        ("Europe/Berlin", d(2024, 3, 18), "+0200", HOME, OFFICE),
+        ("Europe/Berlin", d(2024, 10, 14), "+0100", HOME, OFFICE),
+        ("America/New_York", d(2024, 2, 26), "-0400", NY_HOME, NY_OFFICE),
+        ("America/New_York", d(2024, 10, 21), "-0500", NY_HOME, NY_OFFICE),
+    ];
+    for (k, (zone, start, offset, home, office)) in cases.into_iter().enumerate() {
+        let truth = Truth { home: Some(home), work: Some(office), pois: vec![], tolerated: vec![] };
+        let plans: [(&str, Sampling, PlanOf); 2] =
+            [("9-17", Sampling::Sparse(300, 900), nine_to_five), ("edge-shifts", Sampling::Every(300), edge_shifts)];
+        for (name, sampling, plan) in plans {
+            // Monday of the first week to Friday of the third.
+            let fixes = live(start, 19, zone, sampling, 200 + k as u64, |d, _| plan(d, home, office));
+            let case = format!("dst-{name}-{zone}-{start}");
+            let a = judge(&app, &case, &Life { fixes, truth: truth.clone() }).await;
+            near(&a.work, office, &case);
+            assert_eq!(a.work[0]["tz_offset"], offset, "{case}");
+            assert!(!has_poi(&a.pois, office), "{case}: the office is work, not a POI");
+        }
     }
 });

@@ -7,7 +7,9 @@
 //! and is dropped; otherwise the run ends. It ends at the first fix away when that came within
 //! [`DEPARTURE_WINDOW_SECONDS`] of the last fix at the place (the person left in between), else at
 //! the last fix there. A run of at least [`MIN_STAY_SECONDS`] is a stay; two fixes at one place
-//! (arrival and departure) are enough. Fixes less accurate than [`MAX_ACCURACY_M`] are ignored.
+//! (arrival and departure) are enough when they agree: no farther apart than their accuracies
+//! allow ([`TWO_FIX_AGREEMENT`]), since a pair 80 m apart is as often a fix on the way and a stray
+//! one. Fixes less accurate than [`MAX_ACCURACY_M`] are ignored.
 
 use chrono::Offset;
 use serde::{Deserialize, Serialize};
@@ -34,6 +36,13 @@ pub const DEPARTURE_WINDOW_SECONDS: i64 = 1800;
 pub const MAX_ACCURACY_M: f64 = 50.0;
 /// Accuracy (meters) assumed for a stay whose fixes carry none.
 const DEFAULT_ACCURACY_M: f64 = 20.0;
+/// A stay of two fixes needs them within this many times the root sum of squares of their
+/// accuracies: with accuracy a 68% radius (iOS and Android), two fixes of one spot are farther
+/// apart 1 time in 1,000. Two fixes 63 m apart that claim 15 m (52 m allowed) are not one spot.
+pub const TWO_FIX_AGREEMENT: f64 = 2.45;
+/// Accuracy (meters) at least assumed of each fix in that test: phones claim 3-5 m outdoors, and
+/// two fixes at one table indoors are often 20-30 m apart.
+const AGREEMENT_FLOOR_M: f64 = 10.0;
 
 /// A detected stay.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -98,6 +107,12 @@ fn accuracy_of(l: &Location) -> Option<f64> {
     l.horizontal_accuracy.or(l.accuracy)
 }
 
+/// Whether two fixes can be of one spot (see [`TWO_FIX_AGREEMENT`]).
+fn agree(a: &Location, b: &Location) -> bool {
+    let acc = |l: &Location| accuracy_of(l).unwrap_or(DEFAULT_ACCURACY_M).max(AGREEMENT_FLOOR_M);
+    a.coordinates.distance_m(b.coordinates) <= TWO_FIX_AGREEMENT * acc(a).hypot(acc(b))
+}
+
 impl Run {
     fn centre(&self) -> LngLat {
         LngLat { lng: self.sum_lng / self.n.max(1.0), lat: self.sum_lat / self.n.max(1.0) }
@@ -159,7 +174,9 @@ impl Run {
             _ => last.recorded_at,
         };
         let long_enough = (end.0 - first.recorded_at.0).num_seconds() >= MIN_STAY_SECONDS;
-        (long_enough && self.n >= 2.0).then(|| Stay {
+        // Two fixes are its only evidence: they must agree (three or more rarely err together).
+        let evidenced = self.n > 2.0 || (self.n == 2.0 && agree(first, last));
+        (long_enough && evidenced).then(|| Stay {
             id: first.id.clone(),
             centre: self.centre(),
             start: first.recorded_at,
@@ -263,6 +280,20 @@ mod tests {
         assert_eq!(closed[0].start.0.to_rfc3339(), "2024-04-01T18:00:00+00:00");
         assert_eq!(closed[0].end.0.to_rfc3339(), "2024-04-02T07:50:00+00:00", "ends at the first fix away");
         assert!(open.is_none());
+    }
+
+    #[test]
+    fn two_fixes_make_a_stay_only_when_their_accuracies_allow_one_spot() {
+        // 10 m each: up to 2.45 * 14.1 = 35 m apart.
+        for (dx, stays) in [(25.0, 1), (60.0, 0)] {
+            let (closed, _) = run(&[
+                fix(1, "2024-04-01T08:00:00", 0.0),
+                fix(2, "2024-04-01T08:10:00", dx),
+                fix(3, "2024-04-01T08:20:00", 3000.0),
+                fix(4, "2024-04-01T08:30:00", 6000.0),
+            ]);
+            assert_eq!(closed.len(), stays, "{dx} m apart");
+        }
     }
 
     #[test]
