@@ -39,6 +39,7 @@ mod roam_params;
 mod roam_paths;
 mod search;
 mod sharing;
+mod stays_real;
 mod store;
 mod stream_tokens;
 mod streams;

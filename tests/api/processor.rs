@@ -44,19 +44,24 @@ fn ids(events: &[Value]) -> Vec<String> {
     events.iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect()
 }
 
+/// The events of `fixes` ingested normally by a new user: what a faulty run must end with.
+async fn reference_events(app: &TestApp, fixes: &[Value]) -> Vec<Value> {
+    let clean = tracked_user(app).await;
+    send(app, &clean, fixes).await;
+    all_events(app, &format!("user_id={clean}")).await
+}
+
+/// What a run's events are compared on: kind, fence and time (ids differ between users).
+fn kinds(events: &[Value]) -> Vec<(Value, Value, Value)> {
+    events.iter().map(|e| (e["event_type"].clone(), e["geofence_id"].clone(), e["recorded_at"].clone())).collect()
+}
+
 both!(work_left_by_a_crash_is_finished_once_by_a_resend_or_the_sweep, |app| async move {
     circle_and_square(&app).await;
     let fixes = crossing_trace(5);
     // Reference: the same trace ingested normally.
-    let clean = tracked_user(&app).await;
-    send(&app, &clean, &fixes).await;
-    let expected = all_events(&app, &format!("user_id={clean}")).await;
+    let expected = reference_events(&app, &fixes).await;
     assert_eq!(expected.len(), 4, "{expected:?}");
-    let kinds = |e: &[Value]| {
-        e.iter()
-            .map(|e| (e["event_type"].clone(), e["geofence_id"].clone(), e["recorded_at"].clone()))
-            .collect::<Vec<_>>()
-    };
 
     // Crash after storing, then the client re-sends: everything stored is a duplicate, and the
     // derived work is done now, once.
@@ -87,10 +92,7 @@ both!(work_left_by_a_crash_is_finished_once_by_a_resend_or_the_sweep, |app| asyn
 both!(a_batch_still_being_stored_holds_passes_back_until_complete_or_abandoned, |app| async move {
     circle_and_square(&app).await;
     let fixes = crossing_trace(5);
-    let clean = tracked_user(&app).await;
-    send(&app, &clean, &fixes).await;
-    let expected = all_events(&app, &format!("user_id={clean}")).await;
-    let kinds = |e: &[Value]| e.iter().map(|e| (e["event_type"].clone(), e["recorded_at"].clone())).collect::<Vec<_>>();
+    let expected = reference_events(&app, &fixes).await;
 
     // Half a batch in the log and its request maybe still writing: no pass goes past the
     // batch's oldest fix, so nothing is derived from the half yet.
@@ -128,10 +130,7 @@ async fn left_by_a_dead_process(app: &TestApp, user: &str, fixes: &[Value], whol
 both!(a_batch_a_dead_process_left_whole_is_derived_at_once_where_the_store_is_ours, |app| async move {
     circle_and_square(&app).await;
     let fixes = crossing_trace(5);
-    let clean = tracked_user(&app).await;
-    send(&app, &clean, &fixes).await;
-    let expected = all_events(&app, &format!("user_id={clean}")).await;
-    let kinds = |e: &[Value]| e.iter().map(|e| (e["event_type"].clone(), e["recorded_at"].clone())).collect::<Vec<_>>();
+    let expected = reference_events(&app, &fixes).await;
     let ours = app.state.store.sole_writer_since().is_some();
 
     // Wholly stored: the embedded store is this process's alone (its file's lock), so the
