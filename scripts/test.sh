@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 # Builds where `cargo run` does: `$CARGO_TARGET_DIR` when set (as .ci/run sets it), else ./target.
 
 source scripts/dynamodb-local.sh
+source scripts/python-env.sh
 cargo test --workspace --all-targets "$@"

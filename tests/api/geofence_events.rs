@@ -31,7 +31,7 @@ pub(crate) fn at(p: (f64, f64), dx: f64, dy: f64) -> (f64, f64) {
     offset(p.0, p.1, dx, dy)
 }
 
-async fn events_on(app: &TestApp, key: Key<'_>, user: &str) {
+pub(crate) async fn events_on(app: &TestApp, key: Key<'_>, user: &str) {
     let body = json!({"user_id": user, "geofence_events": true});
     let (status, res) = app.call("PUT", "/v1/api/user/", key, Some(&body)).await;
     assert_eq!(status, StatusCode::OK, "{res}");

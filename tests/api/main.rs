@@ -41,6 +41,7 @@ mod search;
 mod sharing;
 mod stays_real;
 mod store;
+mod stream_clients;
 mod stream_tokens;
 mod streams;
 mod trace;

@@ -23,7 +23,7 @@ use hyper_util::rt::TokioIo;
 use shared::ApiError;
 use shared::http::in_envelope;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The limits, from the environment (docs/serve.md, "`waymark serve`": its options and limits).
 #[derive(Debug, Clone)]
@@ -106,18 +106,21 @@ pub async fn serve(
             () = &mut shutdown => return Ok(()),
         };
         let activity = Arc::new(Activity::default());
+        let permit = Arc::new(permit);
         let svc = Guarded {
             app: app.clone(),
             request_timeout: limits.request_timeout,
             buckets: buckets.clone(),
             activity: activity.clone(),
+            permit: permit.clone(),
         };
         let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
             // The header timeout is the watchdog's (Activity), not hyper's.
             let conn = hyper::server::conn::http1::Builder::new()
                 .header_read_timeout(None)
-                .serve_connection(TokioIo::new(stream), svc);
+                .serve_connection(TokioIo::new(stream), svc)
+                .with_upgrades();
             tokio::select! {
                 r = conn => if let Err(e) = r {
                     tracing::debug!(error = %e, "connection ended");
@@ -211,15 +214,25 @@ struct Guarded {
     request_timeout: Duration,
     buckets: Option<Arc<Buckets>>,
     activity: Arc<Activity>,
+    permit: Arc<OwnedSemaphorePermit>,
 }
+
+/// A connection's place among `max_connections`, handed to a WebSocket (the only requests that
+/// outlive their connection's HTTP serving: an upgraded connection leaves hyper) so that it keeps
+/// its place while open.
+#[derive(Clone)]
+pub struct ConnectionPlace(pub Arc<OwnedSemaphorePermit>);
 
 impl hyper::service::Service<Request<Incoming>> for Guarded {
     type Response = Response<Sending>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Response<Sending>, Infallible>> + Send>>;
 
-    fn call(&self, req: Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         let busy = Busy::new(&self.activity);
+        if req.uri().path().starts_with(crate::streams::WS_PATH) {
+            req.extensions_mut().insert(ConnectionPlace(self.permit.clone()));
+        }
         let sent = |answer: Response| Ok(answer.map(|body| Sending { body, _busy: busy }));
         if let Some(r) = self.buckets.as_ref().and_then(|b| rate_limited(b, &req)) {
             return Box::pin(std::future::ready(sent(r)));

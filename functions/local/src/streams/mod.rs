@@ -1,0 +1,166 @@
+//! Live streams in `waymark serve` (docs/streams.md): Server-Sent Events at
+//! `GET /v1/api/streams/sse/` ([`sse`]) and a WebSocket at `GET /v1/api/streams/ws/` ([`ws`]),
+//! opened with the secret key or with a stream token minted at `/v1/api/streams/tokens/`
+//! (browsers). Both carry the same [`feed::Feed`]: the stored messages after the client's resume
+//! id, then live ones.
+
+mod feed;
+mod sse;
+mod ws;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use shared::auth::SecretKey;
+use shared::domain::streams::hub::{self, Subscription};
+use shared::domain::streams::{Filter, Matcher, Scope, resume, tokens};
+use shared::domain::trips::{self, Api};
+use shared::error::Kind;
+use shared::http::route;
+use shared::project::Project;
+use shared::store::Store;
+use shared::{ApiError, ApiJson, AppState, Envelope, Params};
+
+pub use feed::{Feed, Item};
+
+/// A comment (SSE) or a ping (WebSocket) on a quiet stream this often, so proxies and clients
+/// keep it open.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How long a client waits before it reconnects (the SSE `retry` field).
+pub const RETRY: Duration = Duration::from_secs(2);
+/// Ids remembered per stream to skip a message sent twice (a redone processor pass, or one both
+/// stored and live at the switch from resuming to live).
+pub const DEDUP: usize = 256;
+
+/// How often an open stream of a token checks that the token still holds (revoked or expired:
+/// the stream closes at its next message).
+pub const TOKEN_CHECK: Duration = Duration::from_secs(1);
+
+/// The WebSocket's path (`guard` keeps an upgraded connection's place in the connection limit).
+pub const WS_PATH: &str = "/v1/api/streams/ws";
+
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/v1/api/streams/sse/"),
+    ("GET", "/v1/api/streams/ws/"),
+    ("POST", "/v1/api/streams/tokens/"),
+    ("DELETE", "/v1/api/streams/tokens/"),
+];
+
+pub fn router() -> Router<AppState> {
+    let r = route(Router::new(), "/v1/api/streams/sse/", get(sse::sse));
+    let r = route(r, "/v1/api/streams/ws/", get(ws::ws));
+    route(r, "/v1/api/streams/tokens/", post(mint).delete(revoke))
+}
+
+/// The query parameters of a stream: its filter, the resume id of a first connection, and a
+/// stream token instead of the `Api-Key` header.
+pub const PARAMS: &[&str] = &["user_id", "group_id", "trip_id", "events", "since", "token"];
+const FILTER_PARAMS: [&str; 4] = ["user_id", "group_id", "trip_id", "events"];
+
+/// Who opens a stream: a project by its secret key (any filter of the project), or by a stream
+/// token (its own filter only; the token is checked again while the stream is open).
+pub struct Opener {
+    pub project: Project,
+    pub token: Option<(String, Filter)>,
+}
+
+impl Opener {
+    /// The `Api-Key` header or the `token` query parameter, not both.
+    async fn of(s: &AppState, parts: &mut Parts, token: Option<&str>) -> Result<Self, ApiError> {
+        let Some(t) = token else {
+            return Ok(Self { project: SecretKey::from_request_parts(parts, s).await?.0, token: None });
+        };
+        if parts.headers.contains_key("api-key") {
+            return Err(ApiError::field("token", "give a stream token or the Api-Key header, not both"));
+        }
+        let Some((project, filter)) = tokens::authenticate(s.store.as_ref(), t).await? else {
+            return Err(ApiError::unauthorized("token: not a live stream token (unknown, expired or revoked)"));
+        };
+        Ok(Self { project, token: Some((t.to_owned(), filter)) })
+    }
+
+    /// The filter a subscription gets: what it asked for with the key; with a token, the token's,
+    /// which a request may repeat but not change (`named`: the first filter field it gave).
+    fn filter(&self, asked: Filter, named: Option<&str>) -> Result<Filter, ApiError> {
+        match &self.token {
+            None => Ok(asked),
+            Some((_, own)) => match named {
+                Some(f) if asked != *own => {
+                    Err(ApiError::forbidden(format!("{f}: this stream token opens another subscription only")))
+                }
+                _ => Ok(own.clone()),
+            },
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewToken {
+    user_id: Option<String>,
+    group_id: Option<String>,
+    trip_id: Option<String>,
+    events: Option<String>,
+    ttl_seconds: Option<Value>,
+}
+
+/// Mint a stream token for one filter, checked against the project as a stream checks it.
+async fn mint(
+    SecretKey(p): SecretKey,
+    State(s): State<AppState>,
+    ApiJson(b): ApiJson<NewToken>,
+) -> Result<Envelope<Value>, ApiError> {
+    let filter = Filter::parse(b.user_id.as_deref(), b.group_id.as_deref(), b.trip_id.as_deref(), b.events.as_deref())?;
+    let ttl = tokens::parse_ttl(b.ttl_seconds.as_ref())?;
+    open_matcher(s.store.as_ref(), &p, &filter).await?;
+    let minted = tokens::mint(s.store.as_ref(), &p, filter, ttl).await?;
+    Ok(Envelope::created("Stream token created; it is shown only now", minted.json))
+}
+
+async fn revoke(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
+    q.only(&["token_id"])?;
+    let id = q.required("token_id")?;
+    tokens::revoke(s.store.as_ref(), &p, id).await?;
+    Ok(Envelope::ok("Stream token revoked", json!({"token_id": id})))
+}
+
+/// What a new stream needs: its matcher and its live subscription, taken before the resume reads
+/// the store, so nothing committed in between is missed.
+pub struct Live {
+    pub matcher: Matcher,
+    pub sub: Subscription,
+}
+
+pub async fn open(
+    store: &dyn Store,
+    p: &Project,
+    filter: &Filter,
+    field: &str,
+    after: Option<&str>,
+) -> Result<Live, ApiError> {
+    let matcher = open_matcher(store, p, filter).await?;
+    if let Some(a) = after {
+        resume::check(store, p, field, a).await?;
+    }
+    let sub = hub::hub().subscribe(&p.project_id, hub::MAX_PER_PROJECT)?;
+    Ok(Live { matcher, sub })
+}
+
+/// The filter resolved against the project: 404 when it names nothing of it.
+async fn open_matcher(store: &dyn Store, p: &Project, filter: &Filter) -> Result<Matcher, ApiError> {
+    Ok(match &filter.scope {
+        Scope::Trip(t) => {
+            let trip = match trips::get(store, p, Api::V1, t).await {
+                Err(e) if e.kind == Kind::NotFound => trips::get(store, p, Api::V2, t).await?,
+                other => other?,
+            };
+            Matcher::trip(trip.id, trip.user_id, filter.types.clone())
+        }
+        _ => filter.resolve(store, p).await?,
+    })
+}
