@@ -23,7 +23,9 @@ pub fn routes() -> Router<AppState> {
         .merge(webhooks::router())
         .merge(keys::router())
         .merge(settings::router())
-        .merge(tracking::router())
+        .merge(tracking::router_with(
+            tracking::PageConfig::from_env(shared::config::Env::process()).with_default_stream(streams::WS_PATH_SLASH),
+        ))
         .merge(streams::router())
 }
 

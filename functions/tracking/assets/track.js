@@ -1,5 +1,8 @@
-// Trip tracking page: draws the trip from the embedded data, then polls the data URL while the
-// trip has not ended (its data then says `refresh_seconds: null`). Everything from the server is set as text (never as HTML).
+// Trip tracking page: draws the trip from the embedded data, then follows the trip while it has
+// not ended (its data then says `refresh_seconds: null`): through the trip's stream when the data
+// offers one (`stream`: a WebSocket and a token for it; docs/streams.md), reading the data again
+// only when the stream says something changed; by polling the data URL while there is no stream
+// or it failed twice in a row. Everything from the server is set as text (never as HTML).
 (function () {
   'use strict';
   var app = document.getElementById('app');
@@ -211,8 +214,8 @@
     relative(d);
     announce(d);
     $('updated').textContent = fmtTime(d.generated_at);
-    $('refresh-note').textContent = d.active
-      ? ' · refreshes every ' + d.refresh_seconds + ' s' : ' · trip ended, final figures';
+    $('refresh-note').textContent = !d.active ? ' · trip ended, final figures'
+      : streamOpen ? ' · live' : ' · refreshes every ' + d.refresh_seconds + ' s';
 
     routeLine.setLatLngs(d.route.map(ll));
     // Pins carry the number of the place in the list, its name and whether it is reached; names
@@ -238,6 +241,7 @@
   // Deleted, revoked or expired: say so, and drop the route, places and figures at once.
   function goneNow() {
     gone = true;
+    closeStream();
     clearTimeout(timer);
     clearTimeout(live.timer);
     notice('This trip is no longer available');
@@ -262,14 +266,74 @@
     n.textContent = text || '';
   }
 
-  // No interval (null): nothing more to ask for.
+  // No interval (null): nothing more to ask for. While the stream is open it says when to ask.
   function schedule(seconds) {
     clearTimeout(timer);
-    timer = seconds ? setTimeout(poll, seconds * 1000) : null;
+    timer = seconds && !streamOpen ? setTimeout(poll, seconds * 1000) : null;
   }
 
-  function poll() {
-    fetch(dataUrl, { cache: 'no-store', credentials: 'omit', headers: { Accept: 'application/json' } })
+  // The trip's stream: one subscription to the token's own filter (the trip's events and its
+  // user's locations). Each message means new data: read it once, a moment later, so a batch's
+  // messages cost one read.
+  var stream = null, streamOpen = false, streamFails = 0, streamTried = 0, reading = null;
+  function openStream(s) {
+    if (!s || !window.WebSocket || gone) return;
+    var url = s.url.charAt(0) === '/'
+      ? (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + s.url : s.url;
+    var ws;
+    streamTried = Date.now();
+    try {
+      ws = new WebSocket(url + (url.indexOf('?') < 0 ? '?' : '&') + 'token=' + encodeURIComponent(s.token));
+    } catch (e) {
+      streamFails += 1;
+      return;
+    }
+    stream = ws;
+    ws.onopen = function () { ws.send(JSON.stringify({ action: 'subscribe', id: 'trip' })); };
+    ws.onmessage = function (ev) {
+      var f;
+      try { f = JSON.parse(ev.data); } catch (e) { return; }
+      if (f.subscribed) {
+        streamOpen = true;
+        streamFails = 0;
+        app.setAttribute('data-stream', 'open');
+        schedule(null);
+        changed();
+      } else if (f.message) {
+        changed();
+      } else if (f.closed || f.error) {
+        ws.close();
+      }
+    };
+    ws.onclose = function () {
+      if (stream !== ws) return;
+      stream = null;
+      var wasOpen = streamOpen;
+      streamOpen = false;
+      app.setAttribute('data-stream', 'closed');
+      if (gone || !lastData || !lastData.active) return;
+      streamFails += wasOpen ? 0 : 1;
+      // Closed after it worked (a token past its hour, a restart): a new token at once. Failing
+      // to open twice in a row: poll, and try the stream again now and then.
+      if (streamFails < 2) poll(true);
+      else schedule(next(lastData));
+    };
+  }
+  function closeStream() {
+    var ws = stream;
+    stream = null;
+    streamOpen = false;
+    if (ws) ws.close();
+  }
+  function changed() {
+    if (reading) return;
+    reading = setTimeout(function () { reading = null; poll(); }, 250);
+  }
+
+  // `withStream`: also ask for a stream token (the data then carries `stream`).
+  function poll(withStream) {
+    if (!stream && lastData && lastData.active && streamFails >= 2 && Date.now() - streamTried > 60000) withStream = true;
+    fetch(withStream ? dataUrl + '?stream=1' : dataUrl, { cache: 'no-store', credentials: 'omit', headers: { Accept: 'application/json' } })
       .then(function (res) {
         if (res.status === 404) {
           goneNow();
@@ -283,6 +347,8 @@
         failures = 0;
         notice('');
         render(d);
+        if (!d.active) closeStream();
+        else if (d.stream && !stream) openStream(d.stream);
         schedule(next(d));
       })
       .catch(function () {
@@ -299,6 +365,7 @@
 
   var initial = JSON.parse($('initial').textContent);
   render(initial);
+  if (initial.active && initial.stream) openStream(initial.stream);
   schedule(next(initial));
   document.addEventListener('visibilitychange', function () {
     if (!document.hidden && lastData && next(lastData)) poll();

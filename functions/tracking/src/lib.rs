@@ -8,16 +8,21 @@
 //! Tiles come from `WAYMARK_TILE_URL` (a `{z}/{x}/{y}` template, e.g.
 //! `https://tile.openstreetmap.org/{z}/{x}/{y}.png`) with `WAYMARK_TILE_ATTRIBUTION`; unset, the
 //! route is drawn on a blank background with a scale. `WAYMARK_TRACKING_REFRESH_SECONDS` sets the
-//! polling interval (default 15).
+//! polling interval (default 15). With a stream URL (`WAYMARK_STREAM_URL`: the WebSocket API's
+//! `wss://` URL on AWS; `waymark serve` its own `/v1/api/streams/ws/`), the page follows its trip's
+//! stream instead of polling: its first data carries a stream token for the trip (docs/streams.md),
+//! and the page reads its data again only when the stream says something changed, polling only
+//! while the stream fails.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use chrono::SecondsFormat;
 use serde_json::{Value, json};
 use shared::AppState;
+use shared::domain::streams::{Filter, Scope, tokens};
 use shared::domain::trips::{self, Trip, WaypointKind, eta, route};
 use shared::http::route as add_route;
 use shared::project::{KeyKind, Project};
@@ -49,7 +54,13 @@ pub struct PageConfig {
     pub tile_url: Option<String>,
     pub tile_attribution: String,
     pub refresh_seconds: u32,
+    /// Where the page opens its trip's stream (a WebSocket URL, or a path on the page's origin);
+    /// None: the page polls.
+    pub stream_url: Option<String>,
 }
+
+/// How long a page's stream token lives; the page asks for a new one when it ends.
+pub const STREAM_TOKEN_SECONDS: i64 = 3600;
 
 impl PageConfig {
     pub fn from_env(env: &shared::config::Env) -> Self {
@@ -68,16 +79,34 @@ impl PageConfig {
                 .and_then(|s| s.parse().ok())
                 .filter(|s| (1..=3600).contains(s))
                 .unwrap_or(15),
+            stream_url: var("WAYMARK_STREAM_URL").filter(|u| {
+                let ok = u.starts_with("wss://") || u.starts_with("ws://") || u.starts_with('/');
+                if !ok {
+                    tracing::warn!("WAYMARK_STREAM_URL ignored: a ws:// or wss:// URL, or a path, is expected");
+                }
+                ok
+            }),
         }
+    }
+
+    /// This configuration, with `path` as the stream unless one is set (`waymark serve`).
+    pub fn with_default_stream(mut self, path: &str) -> Self {
+        self.stream_url.get_or_insert_with(|| path.to_owned());
+        self
     }
 
     /// The Content-Security-Policy of the page: its own scripts, styles and data only, images
     /// also from the tile server.
     pub fn csp(&self) -> String {
         let tiles = self.tile_url.as_deref().and_then(tile_origin).map(|o| format!(" {o}")).unwrap_or_default();
+        // A stream elsewhere (the WebSocket API on AWS) is named; on the page's origin 'self' covers it.
+        let stream = match self.stream_url.as_deref() {
+            Some(u) if !u.starts_with('/') => format!(" {}", u.split('/').take(3).collect::<Vec<_>>().join("/")),
+            _ => String::new(),
+        };
         format!(
             "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:{tiles}; \
-             connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+             connect-src 'self'{stream}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
         )
     }
 }
@@ -109,7 +138,11 @@ pub fn router_with(config: PageConfig) -> Router<AppState> {
         get(move |s: State<AppState>, p: Path<String>, uri: Uri| page(page_cfg.clone(), s, p, uri)),
     );
     let r = add_route(r, "/track/{token}/gpx/", get(gpx));
-    add_route(r, "/track/{token}/data/", get(move |s: State<AppState>, p: Path<String>| data(data_cfg.clone(), s, p)))
+    add_route(
+        r,
+        "/track/{token}/data/",
+        get(move |s: State<AppState>, p: Path<String>, q: RawQuery| data(data_cfg.clone(), s, p, q)),
+    )
 }
 
 /// Headers every response of this function carries.
@@ -154,7 +187,7 @@ async fn page(cfg: PageConfig, State(s): State<AppState>, Path(token): Path<Stri
         Ok(None) => return not_found_page(&csp),
         Err(res) => return secure(res, &csp, NO_STORE),
     };
-    let initial = match trip_data(&s, &trip, &cfg).await {
+    let initial = match trip_data(&s, &trip, &cfg, true).await {
         Ok(v) => v,
         Err(res) => return secure(res, &csp, NO_STORE),
     };
@@ -177,10 +210,13 @@ async fn page(cfg: PageConfig, State(s): State<AppState>, Path(token): Path<Stri
     secure(res, &csp, NO_STORE)
 }
 
-async fn data(cfg: PageConfig, State(s): State<AppState>, Path(token): Path<String>) -> Response {
+/// The page's data; `?stream=1` also mints a new stream token (the page asks when its stream
+/// ended), so a poll costs no write.
+async fn data(cfg: PageConfig, State(s): State<AppState>, Path(token): Path<String>, q: RawQuery) -> Response {
     let csp = cfg.csp();
+    let stream = q.0.is_some_and(|q| q.split('&').any(|p| p == "stream=1"));
     let res = match live_trip(&s, &token).await {
-        Ok(Some(t)) => match trip_data(&s, &t, &cfg).await {
+        Ok(Some(t)) => match trip_data(&s, &t, &cfg, stream).await {
             Ok(v) => axum::Json(v).into_response(),
             Err(res) => res,
         },
@@ -244,8 +280,9 @@ fn kind_str(k: WaypointKind) -> &'static str {
     }
 }
 
-/// What the page shows, and nothing else: no ids, no user, no metadata, no project.
-async fn trip_data(s: &AppState, trip: &Trip, cfg: &PageConfig) -> Result<Value, Response> {
+/// What the page shows, and nothing else: no ids, no user, no metadata, no project; with
+/// `stream`, a token for the trip's stream while it is not ended.
+async fn trip_data(s: &AppState, trip: &Trip, cfg: &PageConfig, stream: bool) -> Result<Value, Response> {
     // The trip's own project, taken from the stored trip (never from the request).
     let p = Project { project_id: trip.project_id.clone(), account_id: trip.account_id.clone(), kind: KeyKind::Secret };
     let now = Timestamp::now();
@@ -286,6 +323,17 @@ async fn trip_data(s: &AppState, trip: &Trip, cfg: &PageConfig) -> Result<Value,
             "arrived": e.arrived,
         })
     });
+    let stream = match (&cfg.stream_url, stream && !ended) {
+        (Some(url), true) => {
+            let filter = Filter { scope: Scope::Trip(trip.id.clone()), types: None };
+            let minted = tokens::mint(s.store.as_ref(), &p, filter, STREAM_TOKEN_SECONDS).await.map_err(|e| {
+                tracing::error!("tracking stream token failed: {}", e.msg);
+                StatusCode::SERVICE_UNAVAILABLE.into_response()
+            })?;
+            json!({"url": url, "token": minted.token})
+        }
+        _ => Value::Null,
+    };
     Ok(json!({
         "state": trip.state.as_str(),
         "active": !ended,
@@ -300,6 +348,7 @@ async fn trip_data(s: &AppState, trip: &Trip, cfg: &PageConfig) -> Result<Value,
         "waypoints": waypoints,
         "eta": eta,
         "generated_at": ts(now),
+        "stream": stream,
     }))
 }
 

@@ -236,6 +236,7 @@ async fn scenario(app: App) {
             "route",
             "started_at",
             "state",
+            "stream",
             "waypoints"
         ]
     );
@@ -310,6 +311,7 @@ async fn v1_link_assets_and_tiles() {
         tile_url: Some("https://{s}.tiles.example.org/{z}/{x}/{y}.png".into()),
         tile_attribution: "© <b>Example</b> \"maps\"".into(),
         refresh_seconds: 5,
+        stream_url: Some("wss://ws.example.org/prod".into()),
     };
     let app = App::with_router(AppState::new(EmbeddedStore::memory().unwrap()), Some(tracking::router_with(cfg)));
     let body = json!({"origins": [DEPOT], "destinations": [DROP]});
@@ -323,8 +325,18 @@ async fn v1_link_assets_and_tiles() {
     assert!(page.header("content-security-policy").contains("img-src 'self' data: https://*.tiles.example.org;"));
     assert!(page.body.contains("data-tile-url=\"https://{s}.tiles.example.org/{z}/{x}/{y}.png\""));
     assert!(page.body.contains("data-tile-attribution=\"© &lt;b&gt;Example&lt;/b&gt; &quot;maps&quot;\""));
+    assert!(page.header("content-security-policy").contains("connect-src 'self' wss://ws.example.org;"));
+    assert!(page.body.contains("wm_st_"), "the page's first data carries a stream token");
     let d = app.get(&format!("/track/{token}/data")).await.json();
     assert_eq!(d["refresh_seconds"], 5);
+    assert!(d["stream"].is_null(), "a poll mints no token: {d}");
+    let d = app.get(&format!("/track/{token}/data?stream=1")).await.json();
+    assert_eq!(d["stream"]["url"], "wss://ws.example.org/prod");
+    let t = d["stream"]["token"].as_str().unwrap();
+    let (p, filter) =
+        shared::domain::streams::tokens::authenticate(app.state.store.as_ref(), t).await.unwrap().unwrap();
+    assert_eq!(filter.scope, shared::domain::streams::Scope::Trip(trip["id"].as_str().unwrap().into()));
+    assert_eq!(p.project_id, app.project.project_id);
     let kinds: Vec<&str> = d["waypoints"].as_array().unwrap().iter().map(|w| w["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["origin", "destination"]);
 

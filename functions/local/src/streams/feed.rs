@@ -9,11 +9,12 @@ use std::time::Instant;
 
 use shared::domain::streams::hub;
 use shared::domain::streams::{StreamMessage, resume, tokens};
+use shared::error::Kind;
 use shared::project::Project;
 use shared::store::Store;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::{DEDUP, Live, TOKEN_CHECK};
+use super::{DEDUP, Live, TOKEN_CHECK, TOKEN_IDLE_CHECK};
 
 /// A stream's messages: the stored ones after the resume id, then live ones.
 pub struct Feed {
@@ -72,13 +73,18 @@ impl Feed {
             return true;
         }
         self.token_checked = Instant::now();
-        match tokens::authenticate(self.store.as_ref(), t).await {
+        let holds = match tokens::authenticate(self.store.as_ref(), t).await {
             Ok(found) => found.is_some(),
-            // Unknown, not refused: the next message checks again.
-            Err(e) => {
-                tracing::warn!(error = %e.msg, "stream token check failed");
-                true
-            }
+            Err(e) => unknown(e),
+        };
+        // A trip's token ends with the trip (its page learns the trip is gone).
+        match (&self.live.trip_id, holds) {
+            (Some(trip), true) => match super::trip_of(self.store.as_ref(), &self.p, trip).await {
+                Ok(_) => true,
+                Err(e) if e.kind == Kind::NotFound => false,
+                Err(e) => unknown(e),
+            },
+            _ => holds,
         }
     }
 
@@ -113,7 +119,20 @@ impl Feed {
                     }
                 }
             }
-            match self.live.sub.rx.recv().await {
+            // A token's stream also checks its token while quiet, so it ends without a message.
+            let received = match self.token {
+                Some(_) => match tokio::time::timeout(TOKEN_IDLE_CHECK, self.live.sub.rx.recv()).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        if !self.token_holds().await {
+                            return Some(self.close("revoked", REVOKED.into()));
+                        }
+                        continue;
+                    }
+                },
+                None => self.live.sub.rx.recv().await,
+            };
+            match received {
                 Ok(m) => {
                     if let Some(m) = self.keep((*m).clone()) {
                         return Some(self.deliver(m).await);
@@ -148,13 +167,21 @@ impl Feed {
             return Item::Message(m);
         }
         self.last = self.prev.take();
-        self.close("revoked", "the stream token was revoked or has expired; mint a new one".into())
+        self.close("revoked", REVOKED.into())
     }
 
     fn close(&mut self, reason: &'static str, message: String) -> Item {
         self.done = true;
         Item::Closed { reason, message, last_event_id: self.last.clone() }
     }
+}
+
+const REVOKED: &str = "the stream token was revoked or has expired, or its trip deleted; mint a new one";
+
+/// A check that could not be made: not a refusal (the next one checks again).
+fn unknown(e: shared::ApiError) -> bool {
+    tracing::warn!(error = %e.msg, "stream token check failed");
+    true
 }
 
 /// The last [`DEDUP`] ids sent.

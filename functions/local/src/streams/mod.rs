@@ -40,9 +40,13 @@ pub const DEDUP: usize = 256;
 /// How often an open stream of a token checks that the token still holds (revoked or expired:
 /// the stream closes at its next message).
 pub const TOKEN_CHECK: Duration = Duration::from_secs(1);
+/// How often a quiet stream of a token checks it (and its trip: a trip's token ends with it).
+pub const TOKEN_IDLE_CHECK: Duration = Duration::from_secs(2);
 
 /// The WebSocket's path (`guard` keeps an upgraded connection's place in the connection limit).
 pub const WS_PATH: &str = "/v1/api/streams/ws";
+/// The WebSocket's documented path (the tracking page opens it).
+pub const WS_PATH_SLASH: &str = "/v1/api/streams/ws/";
 
 pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/api/streams/sse/"),
@@ -134,6 +138,8 @@ async fn revoke(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
 pub struct Live {
     pub matcher: Matcher,
     pub sub: Subscription,
+    /// The trip of a trip's subscription.
+    pub trip_id: Option<String>,
 }
 
 pub async fn open(
@@ -148,17 +154,26 @@ pub async fn open(
         resume::check(store, p, field, a).await?;
     }
     let sub = hub::hub().subscribe(&p.project_id, hub::MAX_PER_PROJECT)?;
-    Ok(Live { matcher, sub })
+    let trip_id = match &filter.scope {
+        Scope::Trip(t) => Some(t.clone()),
+        _ => None,
+    };
+    Ok(Live { matcher, sub, trip_id })
+}
+
+/// A trip of the project, whichever API made it (404 otherwise).
+async fn trip_of(store: &dyn Store, p: &Project, id: &str) -> Result<trips::Trip, ApiError> {
+    match trips::get(store, p, Api::V1, id).await {
+        Err(e) if e.kind == Kind::NotFound => trips::get(store, p, Api::V2, id).await,
+        other => other,
+    }
 }
 
 /// The filter resolved against the project: 404 when it names nothing of it.
 async fn open_matcher(store: &dyn Store, p: &Project, filter: &Filter) -> Result<Matcher, ApiError> {
     Ok(match &filter.scope {
         Scope::Trip(t) => {
-            let trip = match trips::get(store, p, Api::V1, t).await {
-                Err(e) if e.kind == Kind::NotFound => trips::get(store, p, Api::V2, t).await?,
-                other => other?,
-            };
+            let trip = trip_of(store, p, t).await?;
             Matcher::trip(trip.id, trip.user_id, filter.types.clone())
         }
         _ => filter.resolve(store, p).await?,
