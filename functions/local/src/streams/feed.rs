@@ -133,6 +133,9 @@ impl Feed {
                 None => self.live.sub.rx.recv().await,
             };
             match received {
+                // Every subscriber of the project sees every message: most are filtered here, before
+                // anything is copied.
+                Ok(m) if !self.live.matcher.matches(&m) => {}
                 Ok(m) => {
                     if let Some(m) = self.keep((*m).clone()) {
                         return Some(self.deliver(m).await);

@@ -153,7 +153,12 @@ pub async fn open(
     if let Some(a) = after {
         resume::check(store, p, field, a).await?;
     }
-    let sub = hub::hub().subscribe(&p.project_id, hub::MAX_PER_PROJECT)?;
+    // A user's subscription hears that user's channel only; the others the project's.
+    let route = match &filter.scope {
+        Scope::User(u) => hub::Route::User(u.clone()),
+        _ => hub::Route::All,
+    };
+    let sub = hub::hub().subscribe(&p.project_id, route, hub::MAX_PER_PROJECT)?;
     let trip_id = match &filter.scope {
         Scope::Trip(t) => Some(t.clone()),
         _ => None,

@@ -54,7 +54,10 @@ pub(super) async fn ws(
             format!("Upgrade: this path speaks WebSocket only ({}); see docs/streams.md", e.body_text()),
         )
     })?;
-    Ok(upgrade.max_message_size(MAX_FRAME).on_upgrade(move |socket| async move {
+    // Client frames are small: tungstenite's 128 KB read and write buffers were most of an idle
+    // connection's memory (scripts/bench/streams.py).
+    let upgrade = upgrade.max_message_size(MAX_FRAME).read_buffer_size(4096).write_buffer_size(8192);
+    Ok(upgrade.on_upgrade(move |socket| async move {
         connection(s, opener, socket).await;
         drop(place);
     }))
