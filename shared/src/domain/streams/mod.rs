@@ -10,6 +10,7 @@
 //! - [`tokens`]: short-lived tokens the secret key mints for browsers, one filter each.
 
 pub mod hub;
+pub mod protocol;
 pub mod resume;
 pub mod tokens;
 
