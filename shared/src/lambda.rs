@@ -135,6 +135,17 @@ fn is_text(headers: &HeaderMap) -> bool {
         || headers.get("x-lambda-http-content-encoding").is_some_and(|v| v == "text")
 }
 
+/// Where `WAYMARK_WS_ENDPOINT` is set (the WebSocket API's stage), post the messages this
+/// function commits to the project's WebSocket connections (docs/streams.md, "AWS"). Called by
+/// the functions that commit messages: processor, locations, trips, trips-v2.
+pub fn post_streams_from_env() {
+    let env = crate::config::Env::process();
+    if let Some(endpoint) = env.ws_endpoint() {
+        let api = crate::apigw::ManagementApi::in_lambda(endpoint, env);
+        crate::domain::streams::connections::install(std::sync::Arc::new(api));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use axum::http::HeaderValue;

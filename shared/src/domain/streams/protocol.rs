@@ -170,7 +170,8 @@ mod tests {
 
     #[test]
     fn a_subscribe_names_its_filter_and_resume_id() {
-        let r = parse(r#"{"action":"subscribe","id":"s1","filter":{"trip_id":"t1","events":"trip.ended"},"since":"x"}"#);
+        let r =
+            parse(r#"{"action":"subscribe","id":"s1","filter":{"trip_id":"t1","events":"trip.ended"},"since":"x"}"#);
         let Ok(Request::Subscribe(s)) = r else { panic!("{r:?}") };
         assert_eq!((s.id.as_str(), s.named, s.since.as_deref()), ("s1", Some("trip_id"), Some("x")));
         assert_eq!(s.filter.scope, Scope::Trip("t1".into()));
