@@ -140,9 +140,10 @@ fn is_text(headers: &HeaderMap) -> bool {
 /// the functions that commit messages: processor, locations, trips, trips-v2.
 pub fn post_streams_from_env() {
     let env = crate::config::Env::process();
-    if let Some(endpoint) = env.ws_endpoint() {
-        let api = crate::apigw::ManagementApi::in_lambda(endpoint, env);
-        crate::domain::streams::connections::install(std::sync::Arc::new(api));
+    match env.ws_endpoint().map(|e| crate::apigw::SignedApi::in_lambda(e, env)) {
+        Some(Some(api)) => crate::domain::streams::connections::install(std::sync::Arc::new(api)),
+        Some(None) => tracing::warn!("WAYMARK_WS_ENDPOINT is set but no AWS credentials are: streams are not posted"),
+        None => {}
     }
 }
 

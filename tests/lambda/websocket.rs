@@ -10,7 +10,7 @@ use aws_lambda_events::apigw::ApiGatewayWebsocketProxyRequest;
 use axum::extract::Path;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
-use shared::apigw::ManagementApi;
+use shared::apigw::SignedApi;
 use shared::domain::locations::{self, Location};
 use shared::domain::projects::{self, ChosenKeys};
 use shared::domain::streams::connections;
@@ -60,8 +60,8 @@ async fn management_api(gone: &[&str]) -> (String, Calls) {
     (format!("http://{addr}"), calls)
 }
 
-fn poster(url: &str) -> ManagementApi {
-    ManagementApi::with_credentials(url, "us-east-1", "AKIDWAYMARKTEST", "waymark-test-secret")
+fn poster(url: &str) -> SignedApi {
+    SignedApi::with_credentials(url, "us-east-1", "AKIDWAYMARKTEST", "waymark-test-secret")
 }
 
 /// Take what the endpoint received so far.
@@ -89,12 +89,12 @@ fn ws_event(name: &str, values: &[(&str, &str)], conn: &str, body: Option<Value>
 }
 
 /// Connect with the secret key (events/streams-ws-connect-key.json) as `conn`.
-async fn connect_key(fx: &Fixture, api: &ManagementApi, conn: &str, key: &str) -> Value {
+async fn connect_key(fx: &Fixture, api: &SignedApi, conn: &str, key: &str) -> Value {
     let e = ws_event("streams-ws-connect-key", &[("REPLACE_API_KEY", key)], conn, None);
     streams_ws::handle(fx.store_ref(), api, e).await
 }
 
-async fn send(fx: &Fixture, api: &ManagementApi, conn: &str, body: Value) -> Value {
+async fn send(fx: &Fixture, api: &SignedApi, conn: &str, body: Value) -> Value {
     let e = ws_event("streams-ws-subscribe", &[("REPLACE_USER_ID", &fx.user_id)], conn, Some(body));
     streams_ws::handle(fx.store_ref(), api, e).await
 }
@@ -229,7 +229,7 @@ async fn websocket_events_are_answered_within_the_function_policy() {
 }
 
 /// The error frame a subscribe of `body` gets on `conn`: (status, message).
-async fn refused(fx: &Fixture, api: &ManagementApi, calls: &Calls, conn: &str, body: Value) -> (u64, String) {
+async fn refused(fx: &Fixture, api: &SignedApi, calls: &Calls, conn: &str, body: Value) -> (u64, String) {
     send(fx, api, conn, body.clone()).await;
     let frames = frames_to(&take(calls), conn);
     assert_eq!(frames.len(), 1, "{body}: {frames:?}");
