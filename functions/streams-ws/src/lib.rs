@@ -23,10 +23,12 @@ use shared::error::Kind;
 use shared::project::{KeyKind, Project};
 use shared::store::Store;
 
-/// Stored messages one subscribe sends at most (a Lambda invocation's time is bounded): past
-/// them the subscription closes with `reason: replay_limit` and its `last_event_id`, and the
-/// client subscribes again from it.
+/// Stored messages one subscribe sends at most, and the time it spends on them (the function's
+/// timeout is 28 s): past either the subscription closes with `reason: replay_limit` and its
+/// `last_event_id`, and the client subscribes again from it. (A replay cut short by a crash would
+/// leave its subscription replaying, never live, until the connection ends.)
 pub const MAX_REPLAY: usize = 2000;
+pub const REPLAY_TIME: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// The Management API endpoint of the stage an event came through.
 pub fn endpoint_of(e: &ApiGatewayWebsocketProxyRequest) -> String {
@@ -214,6 +216,7 @@ async fn replay(
 ) -> Result<(), ApiError> {
     let p = c.project();
     let (mut cursor, mut last_sent, mut sent, mut live) = (since, None::<String>, 0, false);
+    let started = std::time::Instant::now();
     loop {
         let page = resume::page(store, &p, &cursor).await?;
         let full = page.len() == resume::PAGE;
@@ -221,9 +224,10 @@ async fn replay(
             cursor = m.id.clone();
         }
         for m in page.iter().filter(|m| matcher.matches(m)) {
-            if sent == MAX_REPLAY {
+            if sent == MAX_REPLAY || started.elapsed() > REPLAY_TIME {
                 let why = format!(
-                    "a subscribe sends at most {MAX_REPLAY} stored messages; subscribe again from last_event_id"
+                    "a subscribe sends at most {MAX_REPLAY} stored messages in {} s; subscribe again from last_event_id",
+                    REPLAY_TIME.as_secs()
                 );
                 return close(store, poster, c, id, "replay_limit", &why, last_sent.as_deref()).await;
             }
