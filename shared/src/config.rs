@@ -36,6 +36,13 @@ impl Env {
         self.0.contains_key(name)
     }
 
+    /// The WebSocket API's Management API endpoint (`WAYMARK_WS_ENDPOINT`: the stage's
+    /// `https://<api>.execute-api.<region>.amazonaws.com/<stage>`): set, committed stream
+    /// messages are posted to its connections (docs/streams.md, "AWS").
+    pub fn ws_endpoint(&self) -> Option<&str> {
+        self.get("WAYMARK_WS_ENDPOINT")
+    }
+
     /// A duration in seconds (fractions allowed), `default` when unset or not a number.
     pub fn seconds(&self, name: &str, default: u64) -> Duration {
         self.get(name)

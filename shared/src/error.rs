@@ -29,6 +29,27 @@ pub enum Kind {
     Internal,
 }
 
+impl Kind {
+    /// The HTTP status code of this kind (`http_error::status` as a number, for transports that
+    /// carry it in a body: a WebSocket error frame).
+    pub fn http_status(self) -> u16 {
+        match self {
+            Kind::Invalid => 400,
+            Kind::Unauthorized => 401,
+            Kind::Forbidden => 403,
+            Kind::NotFound => 404,
+            Kind::MethodNotAllowed => 405,
+            Kind::NotAcceptable => 406,
+            Kind::Timeout => 408,
+            Kind::Conflict => 409,
+            Kind::Gone => 410,
+            Kind::TooLarge => 413,
+            Kind::TooMany => 429,
+            Kind::Internal => 500,
+        }
+    }
+}
+
 /// An error a request can end with. `msg` is written for the person calling the API: it names the
 /// field and says what would be accepted. Internal causes are logged, never sent.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,20 +10,7 @@ use crate::store::StoreError;
 
 /// The status code of a kind of error.
 pub fn status(kind: Kind) -> StatusCode {
-    match kind {
-        Kind::Invalid => StatusCode::BAD_REQUEST,
-        Kind::Unauthorized => StatusCode::UNAUTHORIZED,
-        Kind::Forbidden => StatusCode::FORBIDDEN,
-        Kind::NotFound => StatusCode::NOT_FOUND,
-        Kind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-        Kind::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
-        Kind::Timeout => StatusCode::REQUEST_TIMEOUT,
-        Kind::Conflict => StatusCode::CONFLICT,
-        Kind::Gone => StatusCode::GONE,
-        Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-        Kind::TooMany => StatusCode::TOO_MANY_REQUESTS,
-        Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-    }
+    StatusCode::from_u16(kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 /// Waymark's `errors` list: `[{field, message}]` for the field at fault, empty when none is.

@@ -135,6 +135,18 @@ fn is_text(headers: &HeaderMap) -> bool {
         || headers.get("x-lambda-http-content-encoding").is_some_and(|v| v == "text")
 }
 
+/// Where `WAYMARK_WS_ENDPOINT` is set (the WebSocket API's stage), post the messages this
+/// function commits to the project's WebSocket connections (docs/streams.md, "AWS"). Called by
+/// the functions that commit messages: processor, locations, trips, trips-v2.
+pub fn post_streams_from_env() {
+    let env = crate::config::Env::process();
+    match env.ws_endpoint().map(|e| crate::apigw::SignedApi::in_lambda(e, env)) {
+        Some(Some(api)) => crate::domain::streams::connections::install(std::sync::Arc::new(api)),
+        Some(None) => tracing::warn!("WAYMARK_WS_ENDPOINT is set but no AWS credentials are: streams are not posted"),
+        None => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use axum::http::HeaderValue;

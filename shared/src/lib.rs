@@ -2,6 +2,7 @@
 //! domain logic every function calls. Handlers parse and validate, then call `domain`; the domain
 //! talks to `store`; only `store` knows how items are laid out in DynamoDB.
 
+pub mod apigw;
 pub mod auth;
 pub mod body;
 pub mod config;

@@ -26,7 +26,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector as TcpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-type Pool = Client<HttpsConnector<TcpConnector>, SdkBody>;
+pub(crate) type Pool = Client<HttpsConnector<TcpConnector>, SdkBody>;
 /// Connect and read timeouts: what a connector is built for.
 type Timeouts = (Option<Duration>, Option<Duration>);
 
@@ -58,23 +58,30 @@ impl HttpClient for Http1Client {
         if let Some((_, c)) = connectors.iter().find(|(t, _)| *t == timeouts) {
             return c.clone();
         }
-        let mut tcp = TcpConnector::new();
-        tcp.enforce_http(false);
-        tcp.set_nodelay(true);
-        tcp.set_connect_timeout(timeouts.0);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(self.tls.clone())
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(tcp);
-        let pool = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(https);
+        let pool = pool(self.tls.clone(), timeouts.0);
         let connector = SharedHttpConnector::new(Http1Connector { pool, read_timeout: timeouts.1 });
         connectors.push((timeouts, connector.clone()));
         connector
     }
+}
+
+/// Hyper's HTTP/1.1 client over rustls (and plain HTTP for local endpoints), its idle
+/// connections closed after 90 s: the SDK's connector, and the Management API's
+/// (`crate::apigw`), which sends through it the same way.
+pub(crate) fn pool(tls: rustls::ClientConfig, connect_timeout: Option<Duration>) -> Pool {
+    let mut tcp = TcpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_nodelay(true);
+    tcp.set_connect_timeout(connect_timeout);
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(tcp);
+    Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build(https)
 }
 
 #[derive(Debug)]

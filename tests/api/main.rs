@@ -54,3 +54,4 @@ mod trips_by_user;
 mod trips_v2;
 mod users;
 mod webhooks;
+mod ws_connections;

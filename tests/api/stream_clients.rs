@@ -173,7 +173,7 @@ both!(a_trip_token_opens_its_own_trip_only_and_nothing_once_revoked, |app| async
         let mut c = Client::start("ws", &base, &[token.clone(), ("filter", filter.to_string())]);
         let l = c.line().await;
         assert_eq!(l["error"]["status"], 403, "{why}: {l}");
-        assert!(l["error"]["message"].as_str().unwrap().starts_with("trip_id"), "{why}: {l}");
+        assert!(l["error"]["message"].as_str().unwrap().starts_with("filter.trip_id"), "{why}: {l}");
     }
     // Its own trip, named or not.
     Client::ready("ws", &base, &[token.clone(), ("filter", json!({"trip_id": t1}).to_string())]).await;
@@ -213,14 +213,21 @@ both!(a_python_client_that_stops_reading_is_closed_without_slowing_ingest, |app|
     // More than the hub's queue, the connection's queue and the socket buffers hold.
     const N: usize = shared::domain::streams::hub::QUEUE + 600;
     let reader = tokio::spawn(async move { fast.messages(N).await.len() });
-    let mut slowest = Duration::ZERO;
+    let mut took = Vec::with_capacity(N);
     for i in 0..N {
         let t = Instant::now();
         send(&app, &user, &[fix((10.0, 50.0 + i as f64 * 1e-4), i as i64)]).await;
-        slowest = slowest.max(t.elapsed());
+        took.push(t.elapsed());
     }
     assert_eq!(tokio::time::timeout(WAIT, reader).await.expect("the fast reader kept up").unwrap(), N);
-    assert!(slowest < Duration::from_secs(1), "the slowest ingest took {slowest:?}");
+    // An ingest held up by the stuck reader would wait until it reads (never, here); a loaded
+    // machine's DynamoDB Local has pauses of about a second.
+    took.sort();
+    let (median, slowest) = (took[N / 2], took[N - 1]);
+    assert!(
+        median < Duration::from_millis(250) && slowest < Duration::from_secs(5),
+        "ingest took {median:?} (median), {slowest:?} (slowest)"
+    );
     // Reading at last, the stuck client finds the reason and where to resume after what it got.
     stuck.child.stdin.as_mut().unwrap().write_all(b"read\n").await.unwrap();
     let mut read = 0;

@@ -343,7 +343,7 @@ pub(crate) struct Fixture {
     pub(crate) store: Recording,
     pub(crate) project: IssuedProject,
     pub(crate) user_id: String,
-    trip_id: Option<String>,
+    pub(crate) trip_id: Option<String>,
     geofence_id: Option<String>,
     second_geofence_id: Option<String>,
     tracking_token: Option<String>,

@@ -15,3 +15,4 @@ mod template;
 #[allow(dead_code)]
 #[path = "../api/trace.rs"]
 mod trace;
+mod websocket;

@@ -168,7 +168,7 @@ fn stream_and_schedule_events_are_real_shapes() {
 }
 
 /// The DynamoDB actions a handler took, against its function's policies, both ways.
-fn within_policy(id: &str, needed: &BTreeSet<Permission>) {
+pub(crate) fn within_policy(id: &str, needed: &BTreeSet<Permission>) {
     let granted = allowed(&template(), id);
     let missing: Vec<&Permission> = needed.difference(&granted).collect();
     assert!(missing.is_empty(), "{id} needs {missing:?}, which template.yaml does not grant");

@@ -43,6 +43,14 @@ pub struct Function {
     pub router: fn() -> Router<AppState>,
 }
 
+/// The tracking function as template.yaml configures it: with the WebSocket API's URL
+/// (`WAYMARK_STREAM_URL`), so its page mints a stream token (docs/streams.md).
+fn tracking_as_deployed() -> Router<AppState> {
+    let env = shared::config::Env::process();
+    let stream_url = Some("wss://example.execute-api.us-east-1.amazonaws.com/v1".to_owned());
+    tracking::router_with(tracking::PageConfig { stream_url, ..tracking::PageConfig::from_env(env) })
+}
+
 pub const FUNCTIONS: &[Function] = &[
     Function {
         id: "UsersFunction",
@@ -122,7 +130,7 @@ pub const FUNCTIONS: &[Function] = &[
         event_prefix: "tracking-",
         auth: Auth::Public,
         routes: tracking::ROUTES,
-        router: tracking::router,
+        router: tracking_as_deployed,
     },
     Function {
         id: "WebhooksFunction",
@@ -198,6 +206,15 @@ pub const EVENT_FUNCTIONS: &[EventFunction] = &[
 /// Whether `events/<name>.json` is an event of an [`EventFunction`] (not an HTTP API event).
 pub fn is_stream_or_schedule_event(name: &str) -> bool {
     EVENT_FUNCTIONS.iter().any(|f| f.events.contains(&name))
+}
+
+/// The WebSocket API's function (docs/streams.md, "AWS"): logical id, binary (its package's
+/// name too), and the prefix of its events in `events/` (API Gateway WebSocket events).
+pub const WS_FUNCTION: (&str, &str, &str) = ("StreamsWsFunction", "streams-ws", "streams-ws-");
+
+/// Whether `events/<name>.json` is an event of the WebSocket API.
+pub fn is_websocket_event(name: &str) -> bool {
+    name.starts_with(WS_FUNCTION.2)
 }
 
 /// The function an event file (`users-create`) belongs to.
@@ -324,6 +341,10 @@ pub fn allowed(t: &Value, function_id: &str) -> BTreeSet<Permission> {
         for s in statements {
             assert_eq!(s["Effect"], "Allow", "{function_id}: only Allow statements are expected: {s}");
             let actions = one_or_many(&s["Action"]);
+            // The WebSocket API's Management API (checked by `manage_connections`).
+            if actions == [json!("execute-api:ManageConnections")] {
+                continue;
+            }
             for r in one_or_many(&s["Resource"]) {
                 let table = match &r["Fn::GetAtt"] {
                     Value::Array(a) if a.len() == 2 && a[1] == "Arn" => a[0].as_str().expect("GetAtt target"),
@@ -337,6 +358,17 @@ pub fn allowed(t: &Value, function_id: &str) -> BTreeSet<Permission> {
         }
     }
     out
+}
+
+/// The `execute-api:ManageConnections` resources a function's policies grant (as written).
+pub fn manage_connections(t: &Value, function_id: &str) -> Vec<Value> {
+    let policies = resource(t, function_id)["Properties"]["Policies"].as_array().cloned().unwrap_or_default();
+    policies
+        .iter()
+        .flat_map(|p| p["Statement"].as_array().cloned().unwrap_or_default())
+        .filter(|s| one_or_many(&s["Action"]) == [json!("execute-api:ManageConnections")])
+        .flat_map(|s| one_or_many(&s["Resource"]))
+        .collect()
 }
 
 fn one_or_many(v: &Value) -> Vec<Value> {
@@ -410,7 +442,7 @@ where
 
 /// Names of the HTTP API events in `events/` (those of [`FUNCTIONS`]), sorted.
 pub fn http_event_names() -> Vec<String> {
-    event_names().into_iter().filter(|n| !is_stream_or_schedule_event(n)).collect()
+    event_names().into_iter().filter(|n| !is_stream_or_schedule_event(n) && !is_websocket_event(n)).collect()
 }
 
 /// Names (without `.json`) of the files in `events/`, sorted.
@@ -447,6 +479,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "REPLACE_EVENT_ID",
     "REPLACE_PROJECT_ID",
     "REPLACE_KEY_ID",
+    "REPLACE_STREAM_TOKEN",
 ];
 
 /// The event with its placeholders filled in from `values` (placeholder, value); every

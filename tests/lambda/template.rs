@@ -11,8 +11,8 @@ use shared::store::TABLES;
 use shared::store::tables::{PARTITION_KEY, SORT_KEY};
 
 use crate::support::{
-    Auth, EVENT_FUNCTIONS, FUNCTIONS, Function, Route, resource, resources_of, send_raw, template, template_routes,
-    with_bare_paths,
+    Auth, EVENT_FUNCTIONS, FUNCTIONS, Function, Route, WS_FUNCTION, resource, resources_of, send_raw, template,
+    template_routes, with_bare_paths,
 };
 
 #[test]
@@ -187,7 +187,8 @@ fn every_function_builds_a_workspace_binary() {
     let t = template();
     let bins = workspace_binaries();
     let in_template: BTreeSet<&str> = resources_of(&t, "AWS::Serverless::Function").iter().map(|(id, _)| *id).collect();
-    let known: BTreeSet<&str> = FUNCTIONS.iter().map(|f| f.id).chain(EVENT_FUNCTIONS.iter().map(|f| f.id)).collect();
+    let known: BTreeSet<&str> =
+        FUNCTIONS.iter().map(|f| f.id).chain(EVENT_FUNCTIONS.iter().map(|f| f.id)).chain([WS_FUNCTION.0]).collect();
     assert_eq!(
         in_template, known,
         "functions of template.yaml vs the FUNCTIONS and EVENT_FUNCTIONS this test knows (tests/lambda/support.rs)"
@@ -197,7 +198,8 @@ fn every_function_builds_a_workspace_binary() {
     let expected = FUNCTIONS
         .iter()
         .map(|f| (f.id, f.binary, f.binary))
-        .chain(EVENT_FUNCTIONS.iter().map(|f| (f.id, f.binary, f.package)));
+        .chain(EVENT_FUNCTIONS.iter().map(|f| (f.id, f.binary, f.package)))
+        .chain([(WS_FUNCTION.0, WS_FUNCTION.1, WS_FUNCTION.1)]);
     for (id, want_binary, want_package) in expected {
         let r = resource(&t, id);
         assert_eq!(r["Metadata"]["BuildMethod"], "rust-cargolambda", "{id}: BuildMethod");

@@ -206,7 +206,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             Ok(()) => {
                 // Committed: live streams get the messages now (a redone pass sends them again
                 // with the same ids; subscribers skip ids they have sent).
-                crate::domain::streams::hub::publish(&p.project_id, &messages);
+                crate::domain::streams::connections::publish(store, &p.project_id, &messages).await;
                 return Ok(if more { Pass::More(step) } else { Pass::Done(step) });
             }
             // Another pass (or a user update) got in first: read again and redo.

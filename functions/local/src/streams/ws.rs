@@ -19,8 +19,7 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgr
 use axum::http::request::Parts;
 use axum::response::Response;
 use futures::{SinkExt, StreamExt};
-use serde_json::{Map, Value, json};
-use shared::domain::streams::Filter;
+use shared::domain::streams::protocol::{self, Request, Subscribe};
 use shared::error::Kind;
 use shared::{ApiError, AppState, Params};
 use tokio::sync::mpsc;
@@ -92,7 +91,7 @@ async fn connection(s: AppState, opener: Opener, socket: WebSocket) {
                 }
                 Some(Ok(Message::Binary(_))) => {
                     let e = ApiError::bad_request("frames are JSON text; binary frames are not understood");
-                    if sink.send(Message::Text(error_frame(None, &e).into())).await.is_err() {
+                    if sink.send(Message::Text(protocol::error(None, &e).into())).await.is_err() {
                         break None;
                     }
                 }
@@ -133,24 +132,26 @@ async fn request(
     tx: &mpsc::Sender<String>,
     text: &str,
 ) -> Option<String> {
-    let req = match Request::parse(text) {
+    let req = match protocol::parse(text) {
         Ok(r) => r,
-        Err((id, e)) => return Some(error_frame(id.as_deref(), &e)),
+        Err(r) => return Some(protocol::error(r.subscription.as_deref(), &r.error)),
     };
     subs.tasks.retain(|_, t| !t.is_finished());
     match req {
         Request::Unsubscribe { id } => Some(match subs.tasks.remove(&id) {
             Some(t) => {
                 t.abort();
-                frame(&id, "unsubscribed", json!(true))
+                protocol::unsubscribed(&id)
             }
-            None => {
-                error_frame(Some(&id), &ApiError::not_found(format!("id: no subscription '{id}' on this connection")))
-            }
+            None => protocol::error(
+                Some(&id),
+                &ApiError::not_found(format!("id: no subscription '{id}' on this connection")),
+            ),
         }),
-        Request::Subscribe { id, filter, named, since } => {
+        Request::Subscribe(sub) => {
+            let id = sub.id.clone();
             if subs.tasks.contains_key(&id) {
-                return Some(error_frame(
+                return Some(protocol::error(
                     Some(&id),
                     &ApiError::conflict(format!(
                         "id: subscription '{id}' is open on this connection; unsubscribe first"
@@ -158,7 +159,7 @@ async fn request(
                 ));
             }
             if subs.tasks.len() >= MAX_SUBSCRIPTIONS {
-                return Some(error_frame(
+                return Some(protocol::error(
                     Some(&id),
                     &ApiError::new(
                         Kind::TooMany,
@@ -168,9 +169,9 @@ async fn request(
                     ),
                 ));
             }
-            let feed = match subscribe(s, opener, filter, named.as_deref(), since).await {
+            let feed = match subscribe(s, opener, &sub).await {
                 Ok(f) => f,
-                Err(e) => return Some(error_frame(Some(&id), &e)),
+                Err(e) => return Some(protocol::error(Some(&id), &e)),
             };
             subs.empty_since = None;
             subs.tasks.insert(id.clone(), tokio::spawn(run(id, feed, tx.clone())));
@@ -179,14 +180,9 @@ async fn request(
     }
 }
 
-async fn subscribe(
-    s: &AppState,
-    opener: &Opener,
-    asked: Filter,
-    named: Option<&str>,
-    since: Option<String>,
-) -> Result<Feed, ApiError> {
-    let filter = opener.filter(asked, named)?;
+async fn subscribe(s: &AppState, opener: &Opener, sub: &Subscribe) -> Result<Feed, ApiError> {
+    let filter = sub.filter_for(opener.token.as_ref().map(|(_, f)| f))?;
+    let since = sub.since.clone();
     let live = open(s.store.as_ref(), &opener.project, &filter, "since", since.as_deref()).await?;
     let mut feed = Feed::new(s.store.clone(), opener.project.clone(), live, since);
     feed.token = opener.token.as_ref().map(|(t, _)| t.clone());
@@ -198,134 +194,15 @@ async fn subscribe(
 async fn run(id: String, mut feed: Feed, tx: mpsc::Sender<String>) {
     while let Some(item) = feed.next_item().await {
         let f = match item {
-            Item::Open => frame(&id, "subscribed", json!(true)),
+            Item::Open => protocol::subscribed(&id),
             // The body is the stored JSON: written as it is, never parsed again.
-            Item::Message(m) => format!("{{\"subscription\":{},\"message\":{}}}", json!(id), m.body),
+            Item::Message(m) => protocol::message(&id, &m.body),
             Item::Closed { reason, message, last_event_id } => {
-                frame(&id, "closed", json!({"reason": reason, "message": message, "last_event_id": last_event_id}))
+                protocol::closed(&id, reason, &message, last_event_id.as_deref())
             }
         };
         if tx.send(f).await.is_err() {
             return;
         }
-    }
-}
-
-fn frame(id: &str, what: &str, v: Value) -> String {
-    json!({"subscription": id, what: v}).to_string()
-}
-
-fn error_frame(id: Option<&str>, e: &ApiError) -> String {
-    let status = shared::http_error::status(e.kind).as_u16();
-    json!({"subscription": id, "error": {"status": status, "message": e.msg}}).to_string()
-}
-
-/// A client's frame.
-#[derive(Debug, PartialEq)]
-enum Request {
-    Subscribe {
-        id: String,
-        filter: Filter,
-        /// The first filter field the frame named (a token's subscription may repeat its filter).
-        named: Option<String>,
-        since: Option<String>,
-    },
-    Unsubscribe {
-        id: String,
-    },
-}
-
-const FILTER_FIELDS: [&str; 4] = ["user_id", "group_id", "trip_id", "events"];
-
-impl Request {
-    /// Parse a frame; an error names the field, with the subscription id when it was readable.
-    fn parse(text: &str) -> Result<Self, (Option<String>, ApiError)> {
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| (None, ApiError::bad_request(format!("frame: not JSON ({e}); see docs/streams.md"))))?;
-        let Value::Object(o) = v else {
-            return Err((None, ApiError::bad_request("frame: a JSON object is expected")));
-        };
-        let id = match o.get("id") {
-            Some(Value::String(s)) if !s.is_empty() && s.len() <= 64 => s.clone(),
-            Some(_) => return Err((None, ApiError::field("id", "must be a string of 1 to 64 characters"))),
-            None => return Err((None, ApiError::field("id", "is required: the client's name for the subscription"))),
-        };
-        let fail = |e: ApiError| (Some(id.clone()), e);
-        let allowed: &[&str] = match o.get("action").and_then(Value::as_str) {
-            Some("subscribe") => &["action", "id", "filter", "since"],
-            Some("unsubscribe") => &["action", "id"],
-            _ => return Err(fail(ApiError::field("action", "must be 'subscribe' or 'unsubscribe'"))),
-        };
-        if let Some(k) = o.keys().find(|k| !allowed.contains(&k.as_str())) {
-            return Err(fail(ApiError::field(
-                k,
-                format!("is not a field of this action; expected {}", allowed.join(", ")),
-            )));
-        }
-        if allowed.len() == 2 {
-            return Ok(Self::Unsubscribe { id });
-        }
-        let f = match o.get("filter") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(f)) => f.clone(),
-            Some(_) => return Err(fail(ApiError::field("filter", "must be an object"))),
-        };
-        if let Some(k) = f.keys().find(|k| !FILTER_FIELDS.contains(&k.as_str())) {
-            return Err(fail(ApiError::field(
-                &format!("filter.{k}"),
-                format!("is not a filter field; expected {}", FILTER_FIELDS.join(", ")),
-            )));
-        }
-        let [user, group, trip, events] =
-            FILTER_FIELDS.map(|k| string_field(&f, k, &format!("filter.{k}")).map_err(fail));
-        let filter = Filter::parse(user?.as_deref(), group?.as_deref(), trip?.as_deref(), events?.as_deref())
-            .map_err(|e| fail(ApiError { msg: format!("filter.{}", e.msg), ..e }))?;
-        let named = FILTER_FIELDS.iter().find(|k| f.get(**k).is_some_and(|v| !v.is_null())).map(|k| (*k).to_owned());
-        let since = string_field(&o, "since", "since").map_err(fail)?;
-        Ok(Self::Subscribe { id, filter, named, since })
-    }
-}
-
-/// A string field (absent or null: None); `name` is how errors name it.
-fn string_field(o: &Map<String, Value>, key: &str, name: &str) -> Result<Option<String>, ApiError> {
-    match o.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(ApiError::field(name, "must be a string")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use shared::domain::streams::Scope;
-
-    fn err(text: &str) -> String {
-        Request::parse(text).unwrap_err().1.msg
-    }
-
-    #[test]
-    fn frames_parse_and_bad_ones_name_their_field() {
-        let r = Request::parse(
-            r#"{"action":"subscribe","id":"s1","filter":{"user_id":"u1","events":"geofence.entry"},"since":null}"#,
-        )
-        .unwrap();
-        let Request::Subscribe { id, filter, named, since } = r else { panic!("{r:?}") };
-        assert_eq!(
-            (id.as_str(), filter.scope, named.as_deref(), since),
-            ("s1", Scope::User("u1".into()), Some("user_id"), None)
-        );
-        assert_eq!(
-            Request::parse(r#"{"action":"unsubscribe","id":"s1"}"#).unwrap(),
-            Request::Unsubscribe { id: "s1".into() }
-        );
-        assert!(err("[1]").starts_with("frame"));
-        assert!(err(r#"{"action":"subscribe"}"#).starts_with("id"));
-        assert!(err(r#"{"action":"watch","id":"a"}"#).starts_with("action"));
-        assert!(err(r#"{"action":"subscribe","id":"a","filter":{"user":"u"}}"#).starts_with("filter.user"));
-        assert!(err(r#"{"action":"subscribe","id":"a","filter":{"events":"nope"}}"#).starts_with("filter.events[0]"));
-        assert!(err(r#"{"action":"subscribe","id":"a","filter":{"trip_id":5}}"#).starts_with("filter.trip_id"));
-        assert!(err(r#"{"action":"unsubscribe","id":"a","since":"x"}"#).starts_with("since"));
-        assert_eq!(Request::parse(r#"{"action":"x","id":"a"}"#).unwrap_err().0.as_deref(), Some("a"));
     }
 }

@@ -7,6 +7,7 @@ use serde_json::Value;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     shared::http::init_tracing();
+    shared::lambda::post_streams_from_env();
     let state = shared::AppState::dynamodb_from_env().await;
     let store = state.store.clone();
     lambda_runtime::run(service_fn(move |e: LambdaEvent<Value>| {

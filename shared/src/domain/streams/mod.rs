@@ -9,7 +9,9 @@
 //! - [`resume`]: the stored messages after a resume id, in id order, checked against retention;
 //! - [`tokens`]: short-lived tokens the secret key mints for browsers, one filter each.
 
+pub mod connections;
 pub mod hub;
+pub mod protocol;
 pub mod resume;
 pub mod tokens;
 
@@ -123,7 +125,7 @@ impl Filter {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 enum Resolved {
     Project,
     User(String),
@@ -135,8 +137,9 @@ enum Resolved {
     },
 }
 
-/// A resolved filter: whether a message belongs to the subscription.
-#[derive(Debug, Clone)]
+/// A resolved filter: whether a message belongs to the subscription. Serializable: API Gateway's
+/// connections keep theirs in the store (`connections`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Matcher {
     scope: Resolved,
     types: Option<Vec<String>>,

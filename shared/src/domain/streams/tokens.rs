@@ -152,3 +152,9 @@ pub async fn revoke(store: &dyn Store, p: &Project, token_id: &str) -> Result<()
             e => e.into(),
         })
 }
+
+/// Whether the token with this hash (as a connection keeps it) is still live: not expired, not
+/// revoked.
+pub async fn live_hash(store: &dyn Store, hash: &str) -> Result<bool, ApiError> {
+    Ok(store.get(Table::Main, &token_pk(hash), SK).await?.is_some())
+}

@@ -136,7 +136,7 @@ pub(super) async fn modify_once(
     let messages = hook_ops(store, p, &trip, snapshot.events.len(), &mut ops, &mut counted).await?;
     match history_pages::counting(store, Table::Main, &counted, true, store.transact(ops)).await {
         Ok(()) => {
-            crate::domain::streams::hub::publish(&p.project_id, &messages);
+            crate::domain::streams::connections::publish(store, &p.project_id, &messages).await;
             Ok(Some(trip))
         }
         Err(StoreError::ConditionFailed) => Ok(None),

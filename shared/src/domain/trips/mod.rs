@@ -501,7 +501,7 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
     ops.extend(events);
     let messages = hook_ops(store, p, &trip, 0, &mut ops, &mut counted).await?;
     history_pages::counting(store, Table::Main, &counted, true, store.transact(ops)).await?;
-    crate::domain::streams::hub::publish(&p.project_id, &messages);
+    crate::domain::streams::connections::publish(store, &p.project_id, &messages).await;
     Ok(trip)
 }
 
