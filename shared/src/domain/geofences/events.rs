@@ -22,6 +22,7 @@
 //! event there (`counts.users`). Retention (`pipeline::retention`) removes all three copies.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -161,21 +162,23 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
         }
     }
     let mut inside = before.clone();
-    let mut cells: HashMap<String, Vec<Geofence>> = HashMap::new();
-    let mut known: HashMap<String, Geofence> = HashMap::new();
+    // Shared, not copied: a cell holds a hundred fences at city density, metadata and all.
+    let mut cells: HashMap<String, Vec<Arc<Geofence>>> = HashMap::new();
+    let mut known: HashMap<String, Arc<Geofence>> = HashMap::new();
     let mut fired: Vec<(GeofenceEvent, Geofence)> = Vec::new();
     let now = Timestamp::now();
     for fix in fixes {
         let cell = index::cell_of(fix.coordinates)?;
         if !cells.contains_key(&cell) {
-            let fences = in_cell(store, p, &cell).await?;
+            let fences: Vec<Arc<Geofence>> = in_cell(store, p, &cell).await?.into_iter().map(Arc::new).collect();
             for g in &fences {
-                known.insert(g.id.clone(), g.clone());
+                known.insert(g.id.clone(), Arc::clone(g));
             }
             cells.insert(cell.clone(), fences);
         }
         let now_in: Vec<&Geofence> = cells[&cell]
             .iter()
+            .map(Arc::as_ref)
             .filter(|g| g.active_at(fix.recorded_at) && g.applies_to(user_id, &user_groups))
             .filter(|g| g.shape().contains(fix.coordinates))
             .collect();
@@ -200,9 +203,9 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
         for id in left {
             inside.remove(&id);
             let g = match known.get(&id) {
-                Some(g) => g.clone(),
+                Some(g) => Arc::clone(g),
                 None => match super::get(store, p, &id).await {
-                    Ok(g) => g,
+                    Ok(g) => Arc::new(g),
                     Err(_) => continue, // the fence is gone: nothing to report
                 },
             };
