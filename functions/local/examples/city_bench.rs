@@ -21,7 +21,8 @@
 //!   --seed S                     default 47
 //! ```
 //!
-//! One JSON line per measurement goes to stdout; progress to stderr.
+//! One JSON line per measurement goes to stdout; progress to stderr. On DynamoDB, capacity units
+//! as reported and as AWS prices transactions (`priced_`: DynamoDB Local undercounts them).
 #![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
 use std::sync::Arc;
@@ -200,6 +201,8 @@ struct Phase {
     unprocessed: usize,
     errors: usize,
     units: f64,
+    /// Capacity units with transactions as AWS prices them (`DynamoStore::priced_capacity`).
+    priced: f64,
 }
 
 async fn run_phase(store: Arc<dyn Store>, p: &Project, drivers: &mut [Driver], batches: usize, b: Bbox) -> Phase {
@@ -328,8 +331,10 @@ async fn run() {
     for round in 0..o.rounds {
         for (on, drivers, total) in sets.iter_mut() {
             let u0 = dynamo.as_ref().map(DynamoStore::consumed_capacity).unwrap_or(0.0);
+            let p0 = dynamo.as_ref().map(DynamoStore::priced_capacity).unwrap_or(0.0);
             let ph = run_phase(store.clone(), &p, drivers, o.batches, b).await;
             let units = dynamo.as_ref().map(DynamoStore::consumed_capacity).unwrap_or(0.0) - u0;
+            let priced = dynamo.as_ref().map(DynamoStore::priced_capacity).unwrap_or(0.0) - p0;
             eprintln!(
                 "round {round}, events {on}: {:.0} locations/s, {} unprocessed, {} errors",
                 ph.fixes as f64 / ph.secs,
@@ -342,6 +347,7 @@ async fn run() {
             total.unprocessed += ph.unprocessed;
             total.errors += ph.errors;
             total.units += units;
+            total.priced += priced;
         }
     }
     let (lo, hi) = shared::ids::all_ids();
@@ -362,6 +368,7 @@ async fn run() {
                 "processed_false": ph.unprocessed, "errors": ph.errors,
                 "capacity_units": dynamo.as_ref().map(|_| ph.units),
                 "capacity_units_per_fix": dynamo.as_ref().map(|_| ph.units / ph.fixes as f64),
+                "priced_units": dynamo.as_ref().map(|_| ph.priced),
             })
         );
     }
@@ -375,7 +382,8 @@ async fn run() {
         println!(
             "{}",
             json!({"kind": "event_cost", "store": label, "events": events,
-                   "capacity_units_per_event": (on.units - off.units) / events.max(1) as f64})
+                   "capacity_units_per_event": (on.units - off.units) / events.max(1) as f64,
+                   "priced_units_per_event": (on.priced - off.priced) / events.max(1) as f64})
         );
     }
 

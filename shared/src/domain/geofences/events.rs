@@ -7,8 +7,9 @@
 //! - `motion:geofence:exit` when they are no longer inside one they were inside;
 //! - `motion:geofence:dwell` once per visit after [`DWELL_SECONDS`] inside.
 //!
-//! The inside/outside state per user and fence is stored (`<project>#GS#<user>`) and written in
-//! the events processor's transaction (see `pipeline::processor`), which only evaluates fixes past
+//! The fences a user is inside are stored in one item per user (`<project>#GS#<user>`, sort key
+//! [`STATE_SK`]: a pass rewrites it once, not one item per event; an older item per fence is read
+//! and replaced by it) and written in the events processor's transaction (see `pipeline::processor`), which only evaluates fixes past
 //! the user's processing watermark: a late fix (older than what was already evaluated) is stored
 //! but fires nothing, so events never go back in time; a batch split in two fires what the whole
 //! batch fires, and a re-sent batch fires nothing. Fixes less accurate than [`MAX_ACCURACY_M`]
@@ -21,6 +22,7 @@
 //! event there (`counts.users`). Retention (`pipeline::retention`) removes all three copies.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -63,6 +65,22 @@ struct Inside {
     geofence_id: String,
     since: Timestamp,
     dwell_fired: bool,
+}
+
+/// Sort key of the user's state: `-` (before any fence id; fence ids are hex), then a chunk
+/// number when it holds more than [`STATE_CHUNK`] fences (`-1`, `-2`, ...).
+const STATE_SK: &str = "-";
+/// Fences per state item: a user inside many overlapping fences stays far below the item limit.
+const STATE_CHUNK: usize = 1000;
+
+/// One state item: the fences the user is inside, by fence id.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct InsideSet {
+    inside: Vec<Inside>,
+}
+
+fn state_sk(chunk: usize) -> String {
+    if chunk == 0 { STATE_SK.to_owned() } else { format!("{STATE_SK}{chunk}") }
 }
 
 pub(crate) fn state_pk(pid: &str, uid: &str) -> String {
@@ -127,30 +145,40 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
         return Ok(FencePlan::default());
     }
     let user_groups = groups::groups_of(store, p, user_id).await?;
-    let before: BTreeMap<String, Inside> = store
-        .query(Table::Main, &crate::store::Query::new(state_pk(&p.project_id, user_id), SkRange::All))
-        .await?
-        .items
-        .into_iter()
-        .map(from_item::<Inside>)
-        .map(|r| r.map(|i| (i.geofence_id.clone(), i)))
-        .collect::<Result<_, _>>()?;
+    // The state items (`-`, `-1`, ...) and items of the older layout (one per fence, keyed by
+    // its id), which the pass's write replaces.
+    let (mut before, mut stored, mut legacy) = (BTreeMap::new(), Vec::new(), Vec::new());
+    for item in
+        store.query(Table::Main, &crate::store::Query::new(state_pk(&p.project_id, user_id), SkRange::All)).await?.items
+    {
+        let sk = item.get("sk").and_then(Value::as_str).unwrap_or_default().to_owned();
+        if sk.starts_with(STATE_SK) {
+            stored.push(sk);
+            before.extend(from_item::<InsideSet>(item)?.inside.into_iter().map(|i| (i.geofence_id.clone(), i)));
+        } else {
+            let i = from_item::<Inside>(item)?;
+            before.insert(i.geofence_id.clone(), i);
+            legacy.push(sk);
+        }
+    }
     let mut inside = before.clone();
-    let mut cells: HashMap<String, Vec<Geofence>> = HashMap::new();
-    let mut known: HashMap<String, Geofence> = HashMap::new();
+    // Shared, not copied: a cell holds a hundred fences at city density, metadata and all.
+    let mut cells: HashMap<String, Vec<Arc<Geofence>>> = HashMap::new();
+    let mut known: HashMap<String, Arc<Geofence>> = HashMap::new();
     let mut fired: Vec<(GeofenceEvent, Geofence)> = Vec::new();
     let now = Timestamp::now();
     for fix in fixes {
         let cell = index::cell_of(fix.coordinates)?;
         if !cells.contains_key(&cell) {
-            let fences = in_cell(store, p, &cell).await?;
+            let fences: Vec<Arc<Geofence>> = in_cell(store, p, &cell).await?.into_iter().map(Arc::new).collect();
             for g in &fences {
-                known.insert(g.id.clone(), g.clone());
+                known.insert(g.id.clone(), Arc::clone(g));
             }
             cells.insert(cell.clone(), fences);
         }
         let now_in: Vec<&Geofence> = cells[&cell]
             .iter()
+            .map(Arc::as_ref)
             .filter(|g| g.active_at(fix.recorded_at) && g.applies_to(user_id, &user_groups))
             .filter(|g| g.shape().contains(fix.coordinates))
             .collect();
@@ -175,9 +203,9 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
         for id in left {
             inside.remove(&id);
             let g = match known.get(&id) {
-                Some(g) => g.clone(),
+                Some(g) => Arc::clone(g),
                 None => match super::get(store, p, &id).await {
-                    Ok(g) => g,
+                    Ok(g) => Arc::new(g),
                     Err(_) => continue, // the fence is gone: nothing to report
                 },
             };
@@ -204,17 +232,36 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
             event(g, "motion:geofence:dwell");
         }
     }
-    let spk = state_pk(&p.project_id, user_id);
-    let mut states = Vec::new();
-    for (id, st) in &inside {
-        if before.get(id) != Some(st) {
-            states.push(WriteOp::Put { table: Table::Main, item: to_item(&spk, id, st)?, cond: Cond::None });
-        }
+    Ok(FencePlan {
+        states: state_ops(&state_pk(&p.project_id, user_id), &before, &inside, &stored, legacy)?,
+        events: fired,
+    })
+}
+
+/// The writes that take the stored state from `before` (in items `stored`, and `legacy` items of
+/// the layout with one item per fence) to `after`: nothing when unchanged, else the state items
+/// rewritten (empty: deleted) and the legacy items deleted.
+fn state_ops(
+    spk: &str,
+    before: &BTreeMap<String, Inside>,
+    after: &BTreeMap<String, Inside>,
+    stored: &[String],
+    legacy: Vec<String>,
+) -> Result<Vec<WriteOp>, ApiError> {
+    if before == after && legacy.is_empty() {
+        return Ok(Vec::new());
     }
-    for id in before.keys().filter(|id| !inside.contains_key(*id)) {
-        states.push(WriteOp::Delete { table: Table::Main, pk: spk.clone(), sk: id.clone(), cond: Cond::None });
+    let all: Vec<&Inside> = after.values().collect();
+    let mut ops = Vec::new();
+    let mut written = std::collections::BTreeSet::new();
+    for (n, chunk) in all.chunks(STATE_CHUNK).enumerate() {
+        let set = InsideSet { inside: chunk.iter().map(|i| (*i).clone()).collect() };
+        written.insert(state_sk(n));
+        ops.push(WriteOp::Put { table: Table::Main, item: to_item(spk, &state_sk(n), &set)?, cond: Cond::None });
     }
-    Ok(FencePlan { states, events: fired })
+    let gone = stored.iter().filter(|sk| !written.contains(*sk)).cloned().chain(legacy);
+    ops.extend(gone.map(|sk| WriteOp::Delete { table: Table::Main, pk: spk.to_owned(), sk, cond: Cond::None }));
+    Ok(ops)
 }
 
 /// The items that record events: three copies of each (project, fence, user lists: paged by their

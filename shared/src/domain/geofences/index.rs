@@ -107,7 +107,20 @@ impl Shape {
     /// Whether the point is inside (boundary included).
     pub fn contains(&self, p: LngLat) -> bool {
         match self {
-            Shape::Circle { center, radius_m } => center.distance_m(p) <= *radius_m,
+            Shape::Circle { center, radius_m } => {
+                // A point outside the circle's bounding box (`circle_bbox`, which holds the whole
+                // circle) is outside: most fences of a cell are, and the box takes no geodesic.
+                let reach = radius_m * MARGIN;
+                let dlat = reach / M_PER_DEG_LAT_MIN;
+                if (p.lat - center.lat).abs() > dlat {
+                    return false;
+                }
+                let cos = (center.lat.abs() + dlat).to_radians().cos();
+                if cos > 0.0 && (p.lng - center.lng).abs() * M_PER_DEG_LNG_EQ * cos > reach {
+                    return false;
+                }
+                center.distance_m(p) <= *radius_m
+            }
             Shape::Polygon(poly) => poly.intersects(&p.point()),
         }
     }

@@ -142,18 +142,16 @@ pub(super) async fn register(
     writers: &[Writer],
     adds: bool,
 ) -> Result<(), StoreError> {
-    let pending = |w: &Writer, b: &str| {
-        to_item(&w.pk, &delta_sk(b, &w.id), &Delta { at: w.at, ..Delta::default() }).map(|item| WriteOp::Put {
-            table,
-            item,
-            cond: Cond::None,
-        })
-    };
+    let pending_item =
+        |w: &Writer, b: &str| to_item(&w.pk, &delta_sk(b, &w.id), &Delta { at: w.at, ..Delta::default() });
+    let pending = |w: &Writer, b: &str| pending_item(w, b).map(|item| WriteOp::Put { table, item, cond: Cond::None });
     if adds {
-        let ops: Vec<WriteOp> =
-            writers.iter().flat_map(|w| w.buckets.iter().map(move |b| pending(w, b))).collect::<Result<_, _>>()?;
-        for chunk in ops.chunks(crate::store::MAX_TRANSACT_OPS) {
-            store.transact_unsynced(chunk.to_vec()).await.map(drop)?;
+        // Items of its own under a fresh writer id: put-if-absent stores them all, and needs no
+        // transaction (on DynamoDB one write unit an item where a transaction takes two).
+        let items: Vec<Item> =
+            writers.iter().flat_map(|w| w.buckets.iter().map(move |b| pending_item(w, b))).collect::<Result<_, _>>()?;
+        if !items.is_empty() {
+            store.put_new_unsynced(table, items).await.map(drop)?;
         }
         return Ok(());
     }
@@ -197,49 +195,80 @@ pub(super) async fn finish(
                     merge_exp(&mut d.exp, &BTreeMap::from([(cell.to_owned(), e)]));
                 }
             }
-            // Exists: a delta gone was counted by a recount that took its writer for dead.
-            ops.push(WriteOp::Put {
-                table: w.table,
-                item: to_item(&w.pk, &delta_sk(b, &w.id), &d)?,
-                cond: Cond::Exists,
-            });
+            ops.push((w.table, to_item(&w.pk, &delta_sk(b, &w.id), &d)?));
         }
     }
-    for chunk in ops.chunks(crate::store::MAX_TRANSACT_OPS) {
-        match store.transact_unsynced(chunk.to_vec()).await.map(drop) {
-            Ok(()) => {}
-            Err(StoreError::ConditionFailed) => {
-                for op in chunk {
-                    match store.transact_unsynced(vec![op.clone()]).await.map(drop) {
-                        Ok(()) | Err(StoreError::ConditionFailed) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
+    // Each delta on its own (no transaction: on DynamoDB one write unit a delta, not two), all at
+    // once (the embedded store commits them together). Exists: a delta gone was counted by a
+    // recount that took its writer for dead, and stays gone.
+    use futures::{StreamExt, TryStreamExt};
+    futures::stream::iter(ops)
+        .map(|(table, item)| async move {
+            match store.put_unsynced(table, item, Cond::Exists).await.map(drop) {
+                Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
+                Err(e) => Err(e),
             }
-            Err(e) => return Err(e),
-        }
-    }
+        })
+        .buffer_unordered(crate::store::MAX_TRANSACT_OPS)
+        .try_collect::<()>()
+        .await?;
     if stored.is_some() {
-        for w in writers {
-            for b in w.buckets.iter().filter(|_| rand::random_range(0..FOLD_ONE_IN) == 0) {
-                let g = read_group(store, w.table, &w.pk, b).await?;
-                fold(store, w.table, &w.pk, &g).await?;
-            }
+        // The buckets chosen, read in one call and folded in one transaction (a pass with events
+        // at a dozen fences folded them one by one: two round trips each, one after another).
+        let chosen: Vec<(&Writer, &String)> = writers
+            .iter()
+            .flat_map(|w| w.buckets.iter().map(move |b| (w, b)))
+            .filter(|_| rand::random_range(0..FOLD_ONE_IN) == 0)
+            .collect();
+        if chosen.is_empty() {
+            return Ok(());
         }
+        let qs: Vec<Query> = chosen.iter().map(|(w, b)| Query::new(&w.pk, buckets_range(b, b))).collect();
+        // Writers of one call share their table.
+        let table = chosen[0].0.table;
+        let mut ops = Vec::new();
+        for (docs, (w, b)) in store.query_docs_many(table, &qs).await?.into_iter().zip(&chosen) {
+            let g = groups(&docs)?.pop().unwrap_or_else(|| Group { bucket: (*b).clone(), ..Group::default() });
+            let more = fold_ops(table, &w.pk, &g)?;
+            // Folds whole, each transaction at most MAX_TRANSACT_OPS (one fold is at most that).
+            if ops.len() + more.len() > crate::store::MAX_TRANSACT_OPS {
+                run_folds(store, std::mem::take(&mut ops)).await?;
+            }
+            ops.extend(more);
+        }
+        run_folds(store, ops).await?;
     }
     Ok(())
+}
+
+/// Folds in one transaction, best effort: one that loses a race to another write of a base does
+/// nothing (none of them is done).
+async fn run_folds(store: &dyn Store, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+    if ops.is_empty() {
+        return Ok(());
+    }
+    match store.transact_unsynced(ops).await.map(drop) {
+        Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Move a bucket's finished deltas into its base, best effort (a fold that loses a race to
 /// another write of the base does nothing).
 pub(super) async fn fold(store: &dyn Store, table: Table, pk: &str, g: &Group) -> Result<(), StoreError> {
+    run_folds(store, fold_ops(table, pk, g)?).await
+}
+
+/// The writes of a fold of `g`: its base rewritten (conditional on the base as read) and the
+/// deltas folded into it deleted; none when there is nothing to fold.
+fn fold_ops(table: Table, pk: &str, g: &Group) -> Result<Vec<WriteOp>, StoreError> {
     if g.base.as_ref().is_some_and(|b| !b.valid) {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let folded: Vec<&Delta> =
         g.deltas.iter().filter(|d| d.done && d.valid).take(crate::store::MAX_TRANSACT_OPS - 1).collect();
     if folded.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let mut base = g.base.clone().unwrap_or(Bucket { valid: true, ..Bucket::default() });
     for d in &folded {
@@ -249,8 +278,5 @@ pub(super) async fn fold(store: &dyn Store, table: Table, pk: &str, g: &Group) -
     base.nonce = crate::ids::random_hex(8);
     let mut ops = vec![WriteOp::Put { table, item: to_item(pk, &bucket_sk(&g.bucket), &base)?, cond: g.base_cond() }];
     ops.extend(folded.iter().map(|d| WriteOp::Delete { table, pk: pk.to_owned(), sk: d.sk.clone(), cond: Cond::None }));
-    match store.transact_unsynced(ops).await.map(drop) {
-        Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
-        Err(e) => Err(e),
-    }
+    Ok(ops)
 }
