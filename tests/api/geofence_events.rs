@@ -263,30 +263,6 @@ both!(dwell_fires_once_per_visit_after_300_seconds, |app| async move {
     assert_eq!(user_summary(&app, &u).await, expected);
 });
 
-both!(a_state_stored_one_item_per_fence_is_read_and_replaced, |app| async move {
-    use shared::store::{Cond, Query, SkRange, Table, to_item};
-    let f = enabled_fence(&app, circle(HOME, 100)).await;
-    let u = tracked_user(&app).await;
-    let store = app.state.store.as_ref();
-    let pk = format!("{}#GS#{u}", app.project.project_id);
-    // The former layout: an item per fence the user is inside, keyed by its id (inside since t0).
-    let item = to_item(&pk, &f, &json!({"geofence_id": f, "since": ts(t0()), "dwell_fired": false})).unwrap();
-    store.put(Table::Main, item, Cond::None).await.unwrap();
-    let keys = || async {
-        let items = store.query(Table::Main, &Query::new(&pk, SkRange::All)).await.unwrap().items;
-        items.iter().map(|i| i["sk"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
-    };
-    let s = |n: i64| ts(t0() + Duration::seconds(n));
-    // Still inside: no entry, and the dwell 300 s after the stored entry; one state item now.
-    send(&app, &u, &[fix(HOME, 60), fix(HOME, 299), fix(HOME, 300)]).await;
-    assert_eq!(user_summary(&app, &u).await, [ev("dwell", &f, &s(300))]);
-    assert_eq!(keys().await, ["-"]);
-    // Out: the exit, and no state left.
-    send(&app, &u, &[fix(at(HOME, 500.0, 0.0), 400)]).await;
-    assert_eq!(user_summary(&app, &u).await, [ev("dwell", &f, &s(300)), ev("exit", &f, &s(400))]);
-    assert_eq!(keys().await, Vec::<String>::new());
-});
-
 both!(only_enabled_active_fences_that_apply_to_the_user_fire, |app| async move {
     let u = tracked_user(&app).await;
     let other = tracked_user(&app).await;

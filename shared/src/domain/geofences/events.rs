@@ -8,8 +8,8 @@
 //! - `motion:geofence:dwell` once per visit after [`DWELL_SECONDS`] inside.
 //!
 //! The fences a user is inside are stored in one item per user (`<project>#GS#<user>`, sort key
-//! [`STATE_SK`]: a pass rewrites it once, not one item per event; an older item per fence is read
-//! and replaced by it) and written in the events processor's transaction (see `pipeline::processor`), which only evaluates fixes past
+//! [`STATE_SK`]: a pass rewrites it once, not one item per event) and written in the events
+//! processor's transaction (see `pipeline::processor`), which only evaluates fixes past
 //! the user's processing watermark: a late fix (older than what was already evaluated) is stored
 //! but fires nothing, so events never go back in time; a batch split in two fires what the whole
 //! batch fires, and a re-sent batch fires nothing. Fixes less accurate than [`MAX_ACCURACY_M`]
@@ -145,21 +145,13 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
         return Ok(FencePlan::default());
     }
     let user_groups = groups::groups_of(store, p, user_id).await?;
-    // The state items (`-`, `-1`, ...) and items of the older layout (one per fence, keyed by
-    // its id), which the pass's write replaces.
-    let (mut before, mut stored, mut legacy) = (BTreeMap::new(), Vec::new(), Vec::new());
+    // The state items (`-`, `-1`, ...).
+    let (mut before, mut stored) = (BTreeMap::new(), Vec::new());
     for item in
         store.query(Table::Main, &crate::store::Query::new(state_pk(&p.project_id, user_id), SkRange::All)).await?.items
     {
-        let sk = item.get("sk").and_then(Value::as_str).unwrap_or_default().to_owned();
-        if sk.starts_with(STATE_SK) {
-            stored.push(sk);
-            before.extend(from_item::<InsideSet>(item)?.inside.into_iter().map(|i| (i.geofence_id.clone(), i)));
-        } else {
-            let i = from_item::<Inside>(item)?;
-            before.insert(i.geofence_id.clone(), i);
-            legacy.push(sk);
-        }
+        stored.push(item.get("sk").and_then(Value::as_str).unwrap_or_default().to_owned());
+        before.extend(from_item::<InsideSet>(item)?.inside.into_iter().map(|i| (i.geofence_id.clone(), i)));
     }
     let mut inside = before.clone();
     // Shared, not copied: a cell holds a hundred fences at city density, metadata and all.
@@ -232,23 +224,18 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
             event(g, "motion:geofence:dwell");
         }
     }
-    Ok(FencePlan {
-        states: state_ops(&state_pk(&p.project_id, user_id), &before, &inside, &stored, legacy)?,
-        events: fired,
-    })
+    Ok(FencePlan { states: state_ops(&state_pk(&p.project_id, user_id), &before, &inside, &stored)?, events: fired })
 }
 
-/// The writes that take the stored state from `before` (in items `stored`, and `legacy` items of
-/// the layout with one item per fence) to `after`: nothing when unchanged, else the state items
-/// rewritten (empty: deleted) and the legacy items deleted.
+/// The writes that take the stored state from `before` (in items `stored`) to `after`: nothing
+/// when unchanged, else the state items rewritten (empty: deleted).
 fn state_ops(
     spk: &str,
     before: &BTreeMap<String, Inside>,
     after: &BTreeMap<String, Inside>,
     stored: &[String],
-    legacy: Vec<String>,
 ) -> Result<Vec<WriteOp>, ApiError> {
-    if before == after && legacy.is_empty() {
+    if before == after {
         return Ok(Vec::new());
     }
     let all: Vec<&Inside> = after.values().collect();
@@ -259,7 +246,7 @@ fn state_ops(
         written.insert(state_sk(n));
         ops.push(WriteOp::Put { table: Table::Main, item: to_item(spk, &state_sk(n), &set)?, cond: Cond::None });
     }
-    let gone = stored.iter().filter(|sk| !written.contains(*sk)).cloned().chain(legacy);
+    let gone = stored.iter().filter(|sk| !written.contains(*sk)).cloned();
     ops.extend(gone.map(|sk| WriteOp::Delete { table: Table::Main, pk: spk.to_owned(), sk, cond: Cond::None }));
     Ok(ops)
 }
