@@ -3,7 +3,7 @@
 //! production and [`EmbeddedStore`] (redb, file or memory) for `waymark serve` and tests.
 //!
 //! Items are JSON objects that carry `pk` and `sk`; mapping to DynamoDB attribute values happens
-//! only in `dynamo.rs` (serde_dynamo), and typed records go through [`to_item`] / [`from_item`].
+//! only in `dynamo/` (serde_dynamo), and typed records go through [`to_item`] / [`from_item`].
 //!
 //! Expiry: an item whose numeric [`TTL_ATTRIBUTE`] (epoch seconds) has passed is gone for every
 //! read ([`Store::get`], queries, counts) on both backends, although DynamoDB's TTL deletes it

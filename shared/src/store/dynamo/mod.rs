@@ -3,7 +3,7 @@
 //! next request (read-your-writes, as the embedded store gives).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -11,9 +11,9 @@ use aws_sdk_dynamodb::client::Waiters;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, ConditionCheck, ConsumedCapacity, Delete, DeleteRequest,
-    KeySchemaElement, KeyType, KeysAndAttributes, Put, ReturnConsumedCapacity, ScalarAttributeType, Select,
-    TransactWriteItem, Update, WriteRequest,
+    AttributeDefinition, AttributeValue, BillingMode, ConditionCheck, Delete, DeleteRequest, KeySchemaElement, KeyType,
+    KeysAndAttributes, Put, ReturnConsumedCapacity, ScalarAttributeType, Select, TransactWriteItem, Update,
+    WriteRequest,
 };
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
@@ -24,6 +24,10 @@ use super::{
     Cond, Doc, EachChunk, Item, MAX_TRANSACT_OPS, Page, Query, SkRange, Store, StoreError, TABLES, TTL_ATTRIBUTE,
     Table, TableNames, WriteOp, encode_doc, epoch_now, is_expired,
 };
+
+mod capacity;
+
+use capacity::Meter;
 
 type Av = HashMap<String, AttributeValue>;
 
@@ -49,10 +53,8 @@ pub struct DynamoStore {
     /// IMDS): 1.1 MB of its size.
     make_client: fn() -> BoxFuture<'static, Client>,
     names: TableNames,
-    /// Capacity units consumed by this store's calls so far (DynamoDB reports them per call).
-    consumed: Arc<Mutex<f64>>,
-    /// Transactions' units: as reported, and as AWS prices them (see [`DynamoStore::priced_capacity`]).
-    transacted: Arc<Mutex<(f64, f64)>>,
+    /// Capacity units consumed by this store's calls so far.
+    meter: Meter,
     /// Set by [`DynamoStore::sole_writer`].
     sole_writer_since: Option<crate::time::Timestamp>,
 }
@@ -123,7 +125,7 @@ impl DynamoStore {
                 .send()
                 .await
                 .map_err(backend)?;
-            self.count_capacity(out.consumed_capacity.iter().flatten());
+            self.meter.count(out.consumed_capacity.iter().flatten());
             match out.unprocessed_items.and_then(|mut u| u.remove(name)).filter(|r| !r.is_empty()) {
                 None => return Ok(()),
                 Some(left) => reqs = left,
@@ -149,7 +151,7 @@ impl DynamoStore {
                 .send()
                 .await
                 .map_err(backend)?;
-            self.count_capacity(out.consumed_capacity.iter().flatten());
+            self.meter.count(out.consumed_capacity.iter().flatten());
             for av in out.responses.and_then(|mut r| r.remove(name)).unwrap_or_default() {
                 let item = from_av(av)?;
                 if let (Some(sk), false) = (item.get(SORT_KEY).and_then(|v| v.as_str()), is_expired(&item, now)) {
@@ -170,8 +172,7 @@ impl DynamoStore {
             client: Arc::new(OnceCell::new_with(Some(client))),
             make_client: client_from_env,
             names,
-            consumed: Arc::default(),
-            transacted: Arc::default(),
+            meter: Meter::default(),
             sole_writer_since: None,
         }
     }
@@ -181,38 +182,14 @@ impl DynamoStore {
         self.client.get_or_init(self.make_client).await
     }
 
-    /// Read and write capacity units consumed by this store's calls so far.
+    /// Read and write capacity units consumed by this store's calls so far, as reported.
     pub fn consumed_capacity(&self) -> f64 {
-        *self.consumed.lock().unwrap_or_else(|e| e.into_inner())
+        self.meter.consumed()
     }
 
-    /// [`DynamoStore::consumed_capacity`] with transactions as AWS prices them (2 units a KB of
-    /// every item a transaction writes, deletes or checks): DynamoDB Local reports 2 units for a
-    /// whole transaction of 50 puts, so its figure leaves out nearly all of a transaction's cost.
-    /// The sizes are estimated from the items' JSON (a delete counts 1 KB).
+    /// [`DynamoStore::consumed_capacity`] with transactions as AWS prices them (`capacity`).
     pub fn priced_capacity(&self) -> f64 {
-        let (reported, priced) = *self.transacted.lock().unwrap_or_else(|e| e.into_inner());
-        self.consumed_capacity() - reported + priced
-    }
-
-    fn count_transaction(&self, ops: &[WriteOp], used: &[ConsumedCapacity]) {
-        let reported: f64 = used.iter().filter_map(|c| c.capacity_units).sum();
-        let kb = |item: &Item| serde_json::to_vec(item).map_or(1, |b| b.len().div_ceil(1024).max(1)) as f64;
-        let priced: f64 = ops
-            .iter()
-            .map(|op| match op {
-                WriteOp::Put { item, .. } => 2.0 * kb(item),
-                _ => 2.0,
-            })
-            .sum();
-        let mut t = self.transacted.lock().unwrap_or_else(|e| e.into_inner());
-        t.0 += reported;
-        t.1 += priced;
-    }
-
-    fn count_capacity<'a>(&self, used: impl IntoIterator<Item = &'a ConsumedCapacity>) {
-        let units: f64 = used.into_iter().filter_map(|c| c.capacity_units).sum();
-        *self.consumed.lock().unwrap_or_else(|e| e.into_inner()) += units;
+        self.meter.priced()
     }
 
     /// A store whose client comes from the standard AWS configuration chain, resolved when the
@@ -224,8 +201,7 @@ impl DynamoStore {
             client: Arc::new(OnceCell::new()),
             make_client: client_from_env,
             names,
-            consumed: Arc::default(),
-            transacted: Arc::default(),
+            meter: Meter::default(),
             sole_writer_since: None,
         }
     }
@@ -244,8 +220,7 @@ impl DynamoStore {
             client: Arc::new(OnceCell::new()),
             make_client: client_in_lambda,
             names,
-            consumed: Arc::default(),
-            transacted: Arc::default(),
+            meter: Meter::default(),
             sole_writer_since: None,
         }
     }
@@ -384,7 +359,7 @@ impl Store for DynamoStore {
             .send()
             .await
             .map_err(backend)?;
-        self.count_capacity(&out.consumed_capacity);
+        self.meter.count(&out.consumed_capacity);
         Ok(out.item.map(from_av).transpose()?.filter(|i| !is_expired(i, epoch_now())))
     }
 
@@ -393,7 +368,7 @@ impl Store for DynamoStore {
         let r = conditioned!(req, &cond).return_consumed_capacity(ReturnConsumedCapacity::Total).send().await;
         match r {
             Ok(out) => {
-                self.count_capacity(&out.consumed_capacity);
+                self.meter.count(&out.consumed_capacity);
                 Ok(())
             }
             Err(e) if is_condition_failure(&e) => Err(StoreError::ConditionFailed),
@@ -406,7 +381,7 @@ impl Store for DynamoStore {
         let r = conditioned!(req, &cond).return_consumed_capacity(ReturnConsumedCapacity::Total).send().await;
         match r {
             Ok(out) => {
-                self.count_capacity(&out.consumed_capacity);
+                self.meter.count(&out.consumed_capacity);
                 Ok(())
             }
             Err(e) if is_condition_failure(&e) => Err(StoreError::ConditionFailed),
@@ -428,7 +403,7 @@ impl Store for DynamoStore {
                 .send()
                 .await
                 .map_err(backend)?;
-            self.count_capacity(&out.consumed_capacity);
+            self.meter.count(&out.consumed_capacity);
             for av in out.items.unwrap_or_default() {
                 items.push(from_av(av)?);
             }
@@ -459,7 +434,7 @@ impl Store for DynamoStore {
         let mut next = Some(fetch(q.after.as_ref().map(|sk| key_av(&q.pk, sk)), left));
         while let Some(call) = next.take() {
             let out = call.await.map_err(backend)?.map_err(backend)?;
-            self.count_capacity(&out.consumed_capacity);
+            self.meter.count(&out.consumed_capacity);
             let items = out.items.unwrap_or_default();
             left = left.map(|l| l.saturating_sub(items.len()));
             if let Some(k) = out.last_evaluated_key
@@ -505,7 +480,7 @@ impl Store for DynamoStore {
                 .send()
                 .await
                 .map_err(backend)?;
-            self.count_capacity(&out.consumed_capacity);
+            self.meter.count(&out.consumed_capacity);
             total += out.count.max(0) as usize;
             match out.last_evaluated_key {
                 Some(k) => start = Some(k),
@@ -574,8 +549,7 @@ impl Store for DynamoStore {
                 .await;
             let e = match r {
                 Ok(out) => {
-                    self.count_capacity(out.consumed_capacity.iter().flatten());
-                    self.count_transaction(&ops, out.consumed_capacity.as_deref().unwrap_or_default());
+                    self.meter.count_transaction(&ops, out.consumed_capacity.as_deref().unwrap_or_default());
                     return Ok(());
                 }
                 Err(e) => e,
