@@ -17,8 +17,7 @@ use shared::ApiError;
 use shared::apigw::{Delivery, Poster};
 use shared::domain::streams::connections::{self, Connection, MAX_SUBSCRIPTIONS, Subscription};
 use shared::domain::streams::protocol::{self, Request, Subscribe};
-use shared::domain::streams::{Filter, Matcher, Scope, resume, tokens};
-use shared::domain::trips::{self, Api};
+use shared::domain::streams::{Matcher, resume, tokens};
 use shared::error::Kind;
 use shared::project::{KeyKind, Project};
 use shared::store::Store;
@@ -152,7 +151,7 @@ async fn subscribe(store: &dyn Store, poster: &dyn Poster, conn: &str, s: Subscr
     let filter = s.filter_for(c.token_filter.as_ref())?;
     room_for(&c, &s.id)?;
     let p = c.project();
-    let matcher = resolve(store, &p, &filter).await?;
+    let matcher = shared::domain::trips::stream_filter::resolve_filter(store, &p, &filter).await?;
     if let Some(since) = &s.since {
         resume::check(store, &p, "since", since).await?;
     }
@@ -187,21 +186,6 @@ fn room_for(c: &Connection, id: &str) -> Result<(), ApiError> {
         ));
     }
     Ok(())
-}
-
-/// The filter resolved against the project (404 when it names nothing of it); a trip is read
-/// here, as the trip room publishes to streams.
-async fn resolve(store: &dyn Store, p: &Project, filter: &Filter) -> Result<Matcher, ApiError> {
-    Ok(match &filter.scope {
-        Scope::Trip(t) => {
-            let trip = match trips::get(store, p, Api::V1, t).await {
-                Err(e) if e.kind == Kind::NotFound => trips::get(store, p, Api::V2, t).await?,
-                other => other?,
-            };
-            Matcher::trip(trip.id, trip.user_id, filter.types.clone())
-        }
-        _ => filter.resolve(store, p).await?,
-    })
 }
 
 /// Send the stored messages after `since`, then let the subscription go live and send what was

@@ -79,11 +79,13 @@ impl Feed {
         };
         // A trip's token ends with the trip (its page learns the trip is gone).
         match (&self.live.trip_id, holds) {
-            (Some(trip), true) => match super::trip_of(self.store.as_ref(), &self.p, trip).await {
-                Ok(_) => true,
-                Err(e) if e.kind == Kind::NotFound => false,
-                Err(e) => unknown(e),
-            },
+            (Some(trip), true) => {
+                match shared::domain::trips::stream_filter::get_any(self.store.as_ref(), &self.p, trip).await {
+                    Ok(_) => true,
+                    Err(e) if e.kind == Kind::NotFound => false,
+                    Err(e) => unknown(e),
+                }
+            }
             _ => holds,
         }
     }

@@ -19,8 +19,7 @@ use serde_json::{Value, json};
 use shared::auth::SecretKey;
 use shared::domain::streams::hub::{self, Subscription};
 use shared::domain::streams::{Filter, Matcher, Scope, resume, tokens};
-use shared::domain::trips::{self, Api};
-use shared::error::Kind;
+use shared::domain::trips::stream_filter::resolve_filter;
 use shared::http::route;
 use shared::project::Project;
 use shared::store::Store;
@@ -88,18 +87,9 @@ impl Opener {
         Ok(Self { project, token: Some((t.to_owned(), filter)) })
     }
 
-    /// The filter a subscription gets: what it asked for with the key; with a token, the token's,
-    /// which a request may repeat but not change (`named`: the first filter field it gave).
+    /// The filter a subscription gets (`Filter::within_token`).
     fn filter(&self, asked: Filter, named: Option<&str>) -> Result<Filter, ApiError> {
-        match &self.token {
-            None => Ok(asked),
-            Some((_, own)) => match named {
-                Some(f) if asked != *own => {
-                    Err(ApiError::forbidden(format!("{f}: this stream token opens another subscription only")))
-                }
-                _ => Ok(own.clone()),
-            },
-        }
+        asked.within_token(named, self.token.as_ref().map(|(_, f)| f))
     }
 }
 
@@ -121,7 +111,7 @@ async fn mint(
 ) -> Result<Envelope<Value>, ApiError> {
     let filter = Filter::parse(b.user_id.as_deref(), b.group_id.as_deref(), b.trip_id.as_deref(), b.events.as_deref())?;
     let ttl = tokens::parse_ttl(b.ttl_seconds.as_ref())?;
-    open_matcher(s.store.as_ref(), &p, &filter).await?;
+    resolve_filter(s.store.as_ref(), &p, &filter).await?;
     let minted = tokens::mint(s.store.as_ref(), &p, filter, ttl).await?;
     Ok(Envelope::created("Stream token created; it is shown only now", minted.json))
 }
@@ -149,7 +139,7 @@ pub async fn open(
     field: &str,
     after: Option<&str>,
 ) -> Result<Live, ApiError> {
-    let matcher = open_matcher(store, p, filter).await?;
+    let matcher = resolve_filter(store, p, filter).await?;
     if let Some(a) = after {
         resume::check(store, p, field, a).await?;
     }
@@ -164,23 +154,4 @@ pub async fn open(
         _ => None,
     };
     Ok(Live { matcher, sub, trip_id })
-}
-
-/// A trip of the project, whichever API made it (404 otherwise).
-async fn trip_of(store: &dyn Store, p: &Project, id: &str) -> Result<trips::Trip, ApiError> {
-    match trips::get(store, p, Api::V1, id).await {
-        Err(e) if e.kind == Kind::NotFound => trips::get(store, p, Api::V2, id).await,
-        other => other,
-    }
-}
-
-/// The filter resolved against the project: 404 when it names nothing of it.
-async fn open_matcher(store: &dyn Store, p: &Project, filter: &Filter) -> Result<Matcher, ApiError> {
-    Ok(match &filter.scope {
-        Scope::Trip(t) => {
-            let trip = trip_of(store, p, t).await?;
-            Matcher::trip(trip.id, trip.user_id, filter.types.clone())
-        }
-        _ => filter.resolve(store, p).await?,
-    })
 }

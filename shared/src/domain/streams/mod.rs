@@ -95,6 +95,19 @@ impl Filter {
         Ok(Self { scope, types })
     }
 
+    /// The filter a subscription of a stream token opens: the token's own (`token`), which a
+    /// request may repeat but not change (`named`: the first filter field it gave, as the
+    /// request spells it: `trip_id`, `filter.trip_id`); with the secret key (`None`), this one.
+    pub fn within_token(self, named: Option<&str>, token: Option<&Filter>) -> Result<Self, ApiError> {
+        match (token, named) {
+            (None, _) => Ok(self),
+            (Some(t), Some(f)) if *t != self => {
+                Err(ApiError::forbidden(format!("{f}: this stream token opens another subscription only")))
+            }
+            (Some(t), _) => Ok(t.clone()),
+        }
+    }
+
     /// Check that the scope names something of this project (404 otherwise) and read what
     /// matching needs: a group's members (as of now: docs/streams.md). A trip is read by the
     /// caller (the trip room publishes to this one) and given to [`Matcher::trip`].

@@ -46,14 +46,8 @@ impl Subscribe {
     /// The filter to open: the client's, or on a connection opened with a stream token, the
     /// token's (a subscribe may repeat it, not ask for another: 403 naming the field).
     pub fn filter_for(&self, token: Option<&Filter>) -> Result<Filter, ApiError> {
-        match (token, self.named) {
-            (None, _) => Ok(self.filter.clone()),
-            (Some(t), None) => Ok(t.clone()),
-            (Some(t), Some(_)) if *t == self.filter => Ok(t.clone()),
-            (Some(_), Some(f)) => Err(ApiError::forbidden(format!(
-                "filter.{f}: this connection's stream token opens another subscription only"
-            ))),
-        }
+        let named = self.named.map(|f| format!("filter.{f}"));
+        self.filter.clone().within_token(named.as_deref(), token)
     }
 }
 

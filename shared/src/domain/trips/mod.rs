@@ -29,6 +29,7 @@ pub mod render;
 pub mod route;
 mod smooth;
 mod stops;
+pub mod stream_filter;
 pub mod view;
 
 pub use controls::{Action, control, quick};
