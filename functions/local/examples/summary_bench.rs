@@ -253,7 +253,9 @@ async fn over_http(state: AppState, key: &str, uri: &str, runs: usize, expected:
         // curl waits on a thread of its own: the runtime's workers serve.
         tokio::task::spawn_blocking(move || {
             let mut cmd = std::process::Command::new("curl");
-            cmd.args(["-s", "-o"]).arg(&out).args(["-w", "%{http_code} %{time_starttransfer} %{time_total} %{size_download}"]);
+            cmd.args(["-s", "-o"])
+                .arg(&out)
+                .args(["-w", "%{http_code} %{time_starttransfer} %{time_total} %{size_download}"]);
             cmd.args(["-H", &format!("Api-Key: {key}")]);
             if gzip {
                 cmd.args(["-H", "Accept-Encoding: gzip"]);
