@@ -229,6 +229,22 @@ mod tests {
         }
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_gone_mid_answer_leaves_no_writer_waiting() {
+        let pieces = Arc::new(known(200, 3000));
+        let mut body = answer(pieces.clone(), true).into_body();
+        let first = body.frame().await.expect("a frame").expect("no error");
+        assert!(first.is_data());
+        drop(body);
+        // The writers hold the pieces while they write; a writer waiting on a reader that is gone
+        // would hold them for ever.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while Arc::strong_count(&pieces) > 1 {
+            assert!(std::time::Instant::now() < deadline, "the writers kept writing for no one");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
     struct Failing;
 
     impl Pieces for Failing {
