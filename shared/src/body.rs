@@ -107,6 +107,16 @@ impl SerializeMap for ObjectWriter<'_> {
     }
 }
 
+/// An answer written in pieces that, put end to end in order, are its bytes: a long answer, sent
+/// while its later pieces are still being written (`crate::streamed`). Any piece may be asked
+/// for from any thread, in any order.
+pub trait Pieces: Send + Sync + 'static {
+    /// How many pieces (at least one).
+    fn count(&self) -> usize;
+    /// Piece `k`'s bytes.
+    fn piece(&self, k: usize) -> serde_json::Result<Vec<u8>>;
+}
+
 /// `items` as a JSON array, each written by `write`: the parts of answers written by hand.
 pub fn write_array<T>(
     out: &mut Vec<u8>,

@@ -25,6 +25,7 @@ pub mod sdk_http;
 pub mod state;
 pub mod stats;
 pub mod store;
+pub mod streamed;
 pub mod time;
 pub mod tls;
 

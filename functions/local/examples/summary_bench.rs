@@ -4,7 +4,8 @@
 //! release: `cargo run --release -p local --example summary_bench` (`SUMMARY_SIZES=100000` for
 //! one size; `SUMMARY_RUNS=30` for a profile, with `SUMMARY_PARTS=0` of the request alone;
 //! `SUMMARY_STORE=dynamo` on DynamoDB Local at `AWS_ENDPOINT_URL_DYNAMODB` instead of the
-//! in-memory store; `SUMMARY_BODY=/tmp/x` also writes each body to `/tmp/x.<size>.json`).
+//! in-memory store; `SUMMARY_BODY=/tmp/x` also writes each body to `/tmp/x.<size>.json`;
+//! `SUMMARY_HTTP=1` also times it over HTTP as a client sees it, see [`over_http`]).
 //!
 //! The trip is realistic GPS (the API tests' generator, `tests/api/gps_truth.rs`): a fix a
 //! second, correlated error of 3–15 m while moving and 20–50 m accuracy while still, 1 % multipath
@@ -130,7 +131,7 @@ async fn run() {
         // End to end: the request through the router, the body read out.
         let router = local::app(state.clone());
         let uri = format!("/v1/api/trips/summary/?trip_id={}", trip.id);
-        let (mut total, mut bytes) = (Vec::new(), 0);
+        let (mut total, mut bytes, mut last) = (Vec::new(), 0, axum::body::Bytes::new());
         for _ in 0..runs {
             let req = Request::get(&uri).header("Api-Key", &issued.api_key).body(Body::empty()).expect("request");
             let start = Instant::now();
@@ -142,6 +143,10 @@ async fn run() {
             if let Ok(path) = std::env::var("SUMMARY_BODY") {
                 std::fs::write(format!("{path}.{n}.json"), &body).expect("body written");
             }
+            last = body;
+        }
+        if std::env::var("SUMMARY_HTTP").as_deref() == Ok("1") {
+            over_http(state.clone(), &issued.api_key, &uri, runs, &last).await;
         }
         if std::env::var("SUMMARY_PARTS").as_deref() == Ok("0") {
             let (m, lo, hi) = median(total);
@@ -228,6 +233,67 @@ async fn run() {
             r.elevation_gain_m,
             r.stops.len(),
             r.excluded.len(),
+        );
+    }
+}
+
+/// The summary over HTTP: served as `waymark serve` serves (`local::guard::serve`, the app, this
+/// allocator and runtime) on a port of its own, fetched by curl (a process of its own), a new
+/// connection each time: to the first and to the last byte, plain and with `Accept-Encoding:
+/// gzip` (not decompressed: the bytes as sent), in turns. Both bodies must be `expected`.
+async fn over_http(state: AppState, key: &str, uri: &str, runs: usize, expected: &[u8]) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let url = format!("http://{}{uri}", listener.local_addr().expect("its address"));
+    let limits = local::guard::Limits::from_env(shared::config::Env::process()).expect("limits");
+    tokio::spawn(local::guard::serve(listener, local::app(state), limits, std::future::pending()));
+    let dir = std::env::temp_dir();
+    let fetch = |gzip: bool| {
+        let (url, key) = (url.clone(), key.to_owned());
+        let out = dir.join(format!("summary_bench.{}.{}", std::process::id(), if gzip { "gz" } else { "json" }));
+        // curl waits on a thread of its own: the runtime's workers serve.
+        tokio::task::spawn_blocking(move || {
+            let mut cmd = std::process::Command::new("curl");
+            cmd.args(["-s", "-o"])
+                .arg(&out)
+                .args(["-w", "%{http_code} %{time_starttransfer} %{time_total} %{size_download}"]);
+            cmd.args(["-H", &format!("Api-Key: {key}")]);
+            if gzip {
+                cmd.args(["-H", "Accept-Encoding: gzip"]);
+            }
+            let o = cmd.arg(&url).output().expect("curl runs");
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            let f: Vec<&str> = text.split(' ').collect();
+            assert!(f.len() == 4 && f[0] == "200", "curl: {text} {}", String::from_utf8_lossy(&o.stderr));
+            let secs = |s: &str| s.parse::<f64>().expect("a time") * 1000.0;
+            let body = std::fs::read(&out).expect("the body curl wrote");
+            let _ = std::fs::remove_file(&out);
+            (secs(f[1]), secs(f[2]), body)
+        })
+    };
+    let (mut first, mut total) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    let mut sizes = [0, 0];
+    for _ in 0..runs {
+        for gzip in [false, true] {
+            let (ttfb, ttlb, body) = fetch(gzip).await.expect("curl's thread");
+            let plain = if gzip {
+                let mut out = Vec::new();
+                std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&body[..]), &mut out).expect("gzip");
+                out
+            } else {
+                body.clone()
+            };
+            assert!(plain == expected, "the body over HTTP (gzip: {gzip}) differs from the router's");
+            first[gzip as usize].push(ttfb);
+            total[gzip as usize].push(ttlb);
+            sizes[gzip as usize] = body.len();
+        }
+    }
+    for (k, name) in [(0, "plain"), (1, "gzip")] {
+        let (m, lo, hi) = median(total[k].clone());
+        let (f, _, _) = median(first[k].clone());
+        println!(
+            "  over HTTP, {name}: last byte median {m:.1} ms ({lo:.1}–{hi:.1}), first byte {f:.1} ms, {:.2} MB, {runs} runs",
+            sizes[k] as f64 / 1e6
         );
     }
 }

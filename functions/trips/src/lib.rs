@@ -106,7 +106,7 @@ pub fn router() -> Router<AppState> {
     let mut r = route(Router::new(), EVENTS_PATH, get(events));
     for (ver, base) in [(Ver::V1, "/v1/api/trips/"), (Ver::V3, "/v3/api/trips/")] {
         r = route(r, base, post(create).put(update).get(move |k, s, q| list(ver, k, s, q)).delete(delete));
-        r = route(r, &format!("{base}summary/"), get(move |k, s, q| summary(ver, k, s, q)));
+        r = route(r, &format!("{base}summary/"), get(move |k, s, h, q| summary(ver, k, s, h, q)));
         r = route(r, &format!("{base}gpx/"), get(gpx));
         r = route(r, &format!("{base}export/"), get(export));
         r = route(r, &format!("{base}controls/"), post(controls));
@@ -259,16 +259,24 @@ async fn delete(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
     Ok(Envelope::ok("Trip deleted successfully", Value::Null))
 }
 
+/// A long summary (over 1 MB) is sent in pieces as they are written, gzipped on every core when
+/// the client accepts it (`shared::streamed`); a short one whole. The figures are computed before
+/// either: an error is still an error answer.
 async fn summary(
     ver: Ver,
     SecretKey(p): SecretKey,
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     q: Params,
 ) -> Result<Response, ApiError> {
     q.only(&["trip_id"])?;
     let sum = trips::summary(s.store.as_ref(), &p, Api::V1, q.required("trip_id")?).await?;
-    let body = SummaryBody { summary: sum, detailed: ver == Ver::V1 }.to_json();
-    Ok(shared::envelope::json_written(axum::http::StatusCode::OK, body))
+    let body = SummaryBody { summary: sum, detailed: ver == Ver::V1 };
+    if body.long() {
+        let pieces = body.in_pieces(shared::domain::trips::render::PIECE_POINTS).map_err(ApiError::internal)?;
+        return Ok(shared::streamed::answer(std::sync::Arc::new(pieces), shared::streamed::accepts_gzip(&headers)));
+    }
+    Ok(shared::envelope::json_written(axum::http::StatusCode::OK, body.to_json()))
 }
 
 /// A lifecycle move: `action` and, optionally, the time of the move in its own field.

@@ -245,16 +245,7 @@ impl SummaryBody {
     fn to_json_in(&self, parts: usize) -> Result<Vec<u8>, serde_json::Error> {
         let points = &self.summary.route.points;
         let bounds: Vec<usize> = (0..=parts).map(|k| k * points.len() / parts).collect();
-        // The figures carried into each part: sums over the points before it, in order.
-        let mut carried = vec![(0.0, 0.0); parts];
-        let (mut distance, mut gain) = (0.0, 0.0);
-        for k in 1..parts {
-            for pt in &points[bounds[k - 1]..bounds[k]] {
-                distance += pt.distance;
-                gain += pt.elevation_gain;
-            }
-            carried[k] = (distance, gain);
-        }
+        let carried = carried_into(points, &bounds);
         let pauses = self.pauses();
         let part =
             |k: usize| RouteBody { body: self, pauses: &pauses, range: bounds[k]..bounds[k + 1], carried: carried[k] };
@@ -298,6 +289,105 @@ impl SummaryBody {
             body.entries(&mut m, &pauses, |m| m.entry_written("route", write_route))?;
             m.end()
         })
+    }
+}
+
+/// The figures carried into each part of `points` cut at `bounds`: sums over the points before
+/// it, in order (so each part goes on from exactly what one pass would have reached).
+fn carried_into(points: &[super::route::RoutePoint], bounds: &[usize]) -> Vec<(f64, f64)> {
+    let parts = bounds.len() - 1;
+    let mut carried = vec![(0.0, 0.0); parts];
+    let (mut distance, mut gain) = (0.0, 0.0);
+    for k in 1..parts {
+        for pt in &points[bounds[k - 1]..bounds[k]] {
+            distance += pt.distance;
+            gain += pt.elevation_gain;
+        }
+        carried[k] = (distance, gain);
+    }
+    carried
+}
+
+/// Route points from which a summary is sent in pieces as they are written
+/// ([`SummaryBody::in_pieces`]) rather than whole: about 1 MB of JSON.
+pub const PIECES_FROM_POINTS: usize = 4096;
+
+/// Route points a piece: about 450 kB of JSON with v1's figures (sent, and gzipped, each on its
+/// own while the next are written).
+pub const PIECE_POINTS: usize = 2048;
+
+/// A summary's answer in pieces of at most `PIECE_POINTS` route points, each written when asked
+/// for, from any thread: the first holds the envelope up to the route, the last what follows it;
+/// put end to end, they are the bytes [`SummaryBody::to_json`] writes (a test holds them equal).
+pub struct SummaryPieces {
+    body: SummaryBody,
+    pauses: Vec<(Timestamp, Timestamp)>,
+    /// The answer before its route's points, and after them.
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    bounds: Vec<usize>,
+    carried: Vec<(f64, f64)>,
+}
+
+impl SummaryBody {
+    /// Whether the answer is long enough to be sent in pieces.
+    pub fn long(&self) -> bool {
+        self.summary.route.points.len() >= PIECES_FROM_POINTS
+    }
+
+    /// The answer in pieces of `piece_points` route points.
+    pub fn in_pieces(self, piece_points: usize) -> serde_json::Result<SummaryPieces> {
+        let n = self.summary.route.points.len();
+        let count = n.div_ceil(piece_points.max(1)).max(1);
+        let bounds: Vec<usize> = (0..=count).map(|k| (k * piece_points).min(n)).collect();
+        let carried = carried_into(&self.summary.route.points, &bounds);
+        let pauses = self.pauses();
+        // The envelope around an empty route, cut where the route's points go.
+        let at = std::cell::Cell::new(0);
+        let mut head = Envelope::ok(SUCCESS, &self).to_json_with(4096, |body, out| {
+            let mut m = ObjectWriter::new(out);
+            body.entries(&mut m, &pauses, |m| {
+                m.entry_written("route", |out| {
+                    at.set(out.len());
+                    out.extend_from_slice(b"[]");
+                    Ok(())
+                })
+            })?;
+            m.end()
+        })?;
+        let mut tail = head.split_off(at.get());
+        tail.remove(0);
+        Ok(SummaryPieces { body: self, pauses, head, tail, bounds, carried })
+    }
+}
+
+impl crate::body::Pieces for SummaryPieces {
+    fn count(&self) -> usize {
+        self.bounds.len() - 1
+    }
+
+    fn piece(&self, k: usize) -> serde_json::Result<Vec<u8>> {
+        let range = self.bounds[k]..self.bounds[k + 1];
+        let last = k + 2 == self.bounds.len();
+        let size = 64 + range.len() * self.body.point_hint() + if last { self.tail.len() } else { 0 };
+        let route = RouteBody { body: &self.body, pauses: &self.pauses, range, carried: self.carried[k] };
+        // Each piece's points are written as an array of their own: the first's `[` opens the
+        // route (the head ends with `"route":`), the others' becomes the comma between pieces;
+        // the closing `]` is dropped, the tail begins with the route's.
+        let mut out = Vec::with_capacity(size + if k == 0 { self.head.len() } else { 0 });
+        if k == 0 {
+            out.extend_from_slice(&self.head);
+        }
+        let at = out.len();
+        route.write_to(&mut out)?;
+        out.pop();
+        if k > 0 {
+            out[at] = b',';
+        }
+        if last {
+            out.extend_from_slice(&self.tail);
+        }
+        Ok(out)
     }
 }
 
@@ -402,6 +492,23 @@ mod tests {
             }
             let v: serde_json::Value = serde_json::from_slice(&whole).expect("valid JSON");
             assert_eq!(v["data"]["route"].as_array().map(Vec::len), Some(points));
+        }
+    }
+
+    #[test]
+    fn a_route_in_pieces_put_end_to_end_is_the_answer_written_whole() {
+        use crate::body::Pieces;
+        for (points, detailed) in [(0, true), (1, true), (2, false), (5, true), (1001, true), (1001, false)] {
+            let whole = summary(points, detailed).to_json().expect("json");
+            for piece_points in [1, 2, 3, 500, 1000, 1001, 5000] {
+                let pieces = summary(points, detailed).in_pieces(piece_points).expect("pieces");
+                assert_eq!(pieces.count(), points.div_ceil(piece_points).max(1));
+                // Asked for in another order than sent: each piece stands on its own.
+                let mut written: Vec<Vec<u8>> =
+                    (0..pieces.count()).rev().map(|k| pieces.piece(k).expect("piece")).collect();
+                written.reverse();
+                assert!(written.concat() == whole, "{points} points in pieces of {piece_points}: the bytes differ");
+            }
         }
     }
 }
