@@ -9,7 +9,9 @@
 # Usage: scripts/bench/city_search.sh
 # Env: QUERIES (200), RADII (1000,5000), LIMIT (10), SEED (47), FENCES (100000), OUT (a new
 #      /tmp/citysearch.*; PostGIS reads the CSVs there, so it must be readable by user postgres),
-#      SKIP_BUILD, SKIP_HTTP, SKIP_PG. Needs PostgreSQL 15 with PostGIS 3 (apt: postgresql-15-postgis-3).
+#      REUSE (the store, export and in-process figures of an earlier run in OUT),
+#      BIN_DIR (waymark and examples/city_bench from there, e.g. an earlier build), SKIP_BUILD,
+#      SKIP_HTTP, SKIP_PG. Needs PostgreSQL 15 with PostGIS 3 (apt: postgresql-15-postgis-3).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 QUERIES="${QUERIES:-200}" RADII="${RADII:-1000,5000}" LIMIT="${LIMIT:-10}" SEED="${SEED:-47}" FENCES="${FENCES:-100000}"
@@ -17,7 +19,7 @@ OUT="${OUT:-$(mktemp -d /tmp/citysearch.XXXXXX)}"
 mkdir -p "$OUT"
 chmod 755 "$OUT"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
-bin="$CARGO_TARGET_DIR/release"
+bin="${BIN_DIR:-$CARGO_TARGET_DIR/release}"
 key="wm_sk_city_search_key_000000000000"
 log() { printf '### %s\n' "$*" >&2; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -36,10 +38,16 @@ fi
 
 log "city layout: $FENCES fences (seed $SEED) into a file store, $QUERIES searches per radius ($RADII), in process"
 uptime >&2
-rm -rf "$OUT/data" "$OUT/export"
-"$bin/examples/city_bench" --store file --data-dir "$OUT/data" --api-key "$key" --fences "$FENCES" --seed "$SEED" \
-  --rounds 0 --users 1 --queries "$QUERIES" --radii "$RADII" --limit "$LIMIT" --export "$OUT/export" |
-  tee "$OUT/results.jsonl"
+if [ -n "${REUSE:-}" ] && [ -f "$OUT/export/queries.csv" ]; then
+  log "reusing the store and export in $OUT (REUSE)"
+  grep -v '"search_' "$OUT/results.jsonl" >"$OUT/results.kept" || true
+  mv "$OUT/results.kept" "$OUT/results.jsonl"
+else
+  rm -rf "$OUT/data" "$OUT/export"
+  "$bin/examples/city_bench" --store file --data-dir "$OUT/data" --api-key "$key" --fences "$FENCES" --seed "$SEED" \
+    --rounds 0 --users 1 --queries "$QUERIES" --radii "$RADII" --limit "$LIMIT" --export "$OUT/export" |
+    tee "$OUT/results.jsonl"
+fi
 
 if [ -z "${SKIP_HTTP:-}" ]; then
   port="$(free_port)"

@@ -449,11 +449,16 @@ async fn run() {
 
 /// The first page of a search (`limit` fences, each rendered as the endpoint shows it) and how
 /// many were found (for `pages`).
-async fn first_page(store: &dyn Store, p: &Project, at: LngLat, radius: f64, limit: usize) -> (Vec<geofences::Hit>, usize) {
-    let (found, _) = geofences::search(store, p, at, radius).await.expect("search");
-    let page: Vec<geofences::Hit> = found.iter().take(limit).cloned().collect();
+async fn first_page(
+    store: &dyn Store,
+    p: &Project,
+    at: LngLat,
+    radius: f64,
+    limit: usize,
+) -> (Vec<geofences::Hit>, usize) {
+    let (page, total) = geofences::search_page(store, p, at, radius, 1, limit).await.expect("search");
     std::hint::black_box(page.iter().map(|h| h.view().expect("view").size_hint()).sum::<usize>());
-    (page, found.len())
+    (page, total)
 }
 
 /// The fences (creation order) and query points as CSV for PostGIS (geofences_pg.sql's columns).
