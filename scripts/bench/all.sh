@@ -17,7 +17,7 @@
 # Usage: scripts/bench/all.sh
 #   env: DURATION=10s (wrk), READ_DURATION=5s (each other read), RUNS=20 (cold starts per binary), SKIP_BUILD=1 (reuse the build),
 #   BIN_DIR=dir (measure binaries saved there, e.g. an earlier build), FUNCTIONS="users ..." (a subset),
-#   SKIP_CITY=1 (no city-layout search; it takes about CITY_MINUTES), CITY_QUERIES=200 (points per radius)
+#   SKIP_CITY=1 (no city-layout search; it takes 3 to 5 minutes), CITY_QUERIES=200 (points per radius)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dur="${DURATION:-10s}"

@@ -11,7 +11,7 @@
 #      /tmp/citysearch.*; PostGIS reads the CSVs there, so it must be readable by user postgres),
 #      REUSE (the store, export and in-process figures of an earlier run in OUT),
 #      BIN_DIR (waymark and examples/city_bench from there, e.g. an earlier build), SKIP_BUILD,
-#      SKIP_HTTP, SKIP_PG. Needs PostgreSQL 15 with PostGIS 3 (apt: postgresql-15-postgis-3).
+#      SKIP_HTTP, SKIP_PG. Installs PostgreSQL 15's PostGIS 3 with apt-get when missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 QUERIES="${QUERIES:-200}" RADII="${RADII:-1000,5000}" LIMIT="${LIMIT:-10}" SEED="${SEED:-47}" FENCES="${FENCES:-100000}"
@@ -66,6 +66,11 @@ if [ -z "${SKIP_HTTP:-}" ]; then
 fi
 
 if [ -z "${SKIP_PG:-}" ]; then
+  [ -f /usr/share/postgresql/15/extension/postgis.control ] || {
+    log "installing postgresql-15-postgis-3"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql-15-postgis-3 >/dev/null ||
+      { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql-15-postgis-3 >/dev/null; }
+  }
   pgbin=/usr/lib/postgresql/15/bin
   pgdir="$OUT/pg"
   pgport="$(free_port)"
