@@ -9,11 +9,15 @@
 #   - POST /v1/api/location/ (100 new locations a request, wrk -t2 -c8) against the issue's target;
 #   - start to ready of every Lambda function binary against a hello-world lambda_http binary
 #     (coldstart.py, runs interleaved);
-#   - stripped binary sizes against the hello-world lambda_http binary and the 8 MB limit.
+#   - stripped binary sizes against the hello-world lambda_http binary and the 8 MB limit;
+#   - nearby search in the city layout (issue 47: 100,000 circles over 30 km × 30 km, seed 47;
+#     scripts/bench/city_search.sh), first page and `pages` at 1000 and 5000 m over HTTP, against
+#     PostGIS's same page and total in the same run, every answer compared.
 # Installs wrk from Debian's packages when missing.
 # Usage: scripts/bench/all.sh
 #   env: DURATION=10s (wrk), READ_DURATION=5s (each other read), RUNS=20 (cold starts per binary), SKIP_BUILD=1 (reuse the build),
-#   BIN_DIR=dir (measure binaries saved there, e.g. an earlier build), FUNCTIONS="users ..." (a subset)
+#   BIN_DIR=dir (measure binaries saved there, e.g. an earlier build), FUNCTIONS="users ..." (a subset),
+#   SKIP_CITY=1 (no city-layout search; it takes 3 to 5 minutes), CITY_QUERIES=200 (points per radius)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dur="${DURATION:-10s}"
@@ -42,6 +46,7 @@ if root != peer:
 PY
 if [ -z "${SKIP_BUILD:-}" ]; then
   cargo build --release --workspace --bins -q
+  [ -n "${SKIP_CITY:-}" ] || cargo build --release -p local --example city_bench -q
   cargo build --release --manifest-path "$peers/Cargo.toml" --locked -q
 fi
 
@@ -100,6 +105,13 @@ while read -r name path; do
 done <"$out/reads"
 run_wrk waymark_ingest -t2 -c8 -s scripts/bench/ingest.lua "$url/v1/api/location/"
 kill "${pids[@]}"
+
+# The city layout's search against PostGIS (its own server, store and cluster; see its header).
+if [ -z "${SKIP_CITY:-}" ]; then
+  chmod 755 "$out" # PostGIS (user postgres) reads the exported fences and keeps its cluster there
+  OUT="$out/city" SKIP_BUILD=1 QUERIES="${CITY_QUERIES:-200}" RADII=1000,5000 \
+    scripts/bench/city_search.sh >"$out/city.log" 2>&1 || echo "city search: see $out/city.log" >&2
+fi
 
 # shellcheck disable=SC2086
 python3 scripts/bench/coldstart.py --json --runs "$runs" "$bin/hello-lambda" $(for f in $functions; do echo "$bin/$f"; done) \

@@ -75,6 +75,27 @@ for name, size in sorted(sizes.items()):
     rows.append((f"size `{name}` (stripped)", mb(size), f"{mb(hello)} (lambda_http)", f"{size / hello:.1f}×",
                  "≤ 8 MB" if limit else "—", verdict(size <= 8e6) if limit else "—"))
 
+# The city layout's search (city_search.sh): Waymark over HTTP against PostGIS's same page and
+# total, prepared over TCP, in the same run; answers compared.
+city = os.path.join(out, "city", "results.jsonl")
+if os.path.exists(city):
+    res = [json.loads(line) for line in open(city) if line.startswith("{")]
+    by = {(r["kind"], r.get("radius_m")): r for r in res}
+    for r in sorted({r["radius_m"] for r in res if r["kind"] == "search_pg"}):
+        w, g, c = by.get(("search_http", r)), by[("search_pg", r)], by.get(("search_compare", r), {})
+        found = by.get(("search", r), {}).get("found_p50")
+        same = all(v.get("differing") == 0 for k, v in c.items() if isinstance(v, dict))
+        if w is None:
+            continue
+        ratio = w["p50_ms"] / g["p50_ms"]
+        rows.append((f"city search {r:g} m, first page + `pages` (median {found:,.0f} found), p50 over HTTP",
+                     f"{w['p50_ms']:.1f} ms", f"{g['p50_ms']:.1f} ms (PostGIS, prepared, TCP)", f"{ratio:.2f}×",
+                     "≤ 1×, same answers", verdict(ratio <= 1 and same)))
+        if not same:
+            notes.append(f"city search {r:g} m: answers differ from PostGIS's: {c}")
+elif os.path.exists(os.path.join(out, "city.log")):
+    notes.append("city search did not finish: " + open(os.path.join(out, "city.log")).read()[-300:])
+
 commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
 load = open("/proc/loadavg").read().split()[:3]
 print(f"Run {time.strftime('%Y-%m-%d %H:%M')} at {commit}, {os.cpu_count()} cores, load average "

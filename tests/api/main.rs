@@ -22,6 +22,7 @@ mod event_order;
 mod expiry;
 mod geofence_events;
 mod geofence_index;
+mod geofence_search_totals;
 mod geofences;
 mod gps_truth;
 mod gpx_export;

@@ -221,7 +221,7 @@ fn random_fence(rng: &mut Rng) -> Value {
 
 /// The brute force: every fence's distance by the same exact rule, kept when ≤ radius, ordered
 /// by (distance, id).
-fn brute_force(fences: &[Geofence], p: LngLat, radius: f64) -> Vec<(String, f64)> {
+pub fn brute_force(fences: &[Geofence], p: LngLat, radius: f64) -> Vec<(String, f64)> {
     let mut hits: Vec<(String, f64)> = fences
         .iter()
         .filter_map(|g| {

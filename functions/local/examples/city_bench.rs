@@ -19,12 +19,18 @@
 //!   --queries Q                  search points per radius, default 200 (0: no searches)
 //!   --radii 1000,5000            search radii in meters
 //!   --seed S                     default 47
+//!   --limit L                    page size of the searches, default 10 (the endpoint's default)
+//!   --api-key KEY                the default project's secret key (for `waymark serve` on --store file)
+//!   --export DIR                 write fences.csv (id,kind,lng,lat,radius_m,wkt, in creation order),
+//!                                queries.csv (qid,lng,lat), queries.txt (lat,lng) and, per radius,
+//!                                answers_<radius>.txt ("qid total id:distance …", the first page)
 //! ```
 //!
 //! One JSON line per measurement goes to stdout; progress to stderr. On DynamoDB, capacity units
 //! as reported and as AWS prices transactions (`priced_`: DynamoDB Local undercounts them).
 #![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -78,6 +84,9 @@ struct Opts {
     queries: usize,
     radii: Vec<f64>,
     seed: u64,
+    limit: usize,
+    api_key: Option<String>,
+    export: Option<std::path::PathBuf>,
 }
 
 fn opts() -> Opts {
@@ -91,6 +100,9 @@ fn opts() -> Opts {
         queries: 200,
         radii: vec![1000.0, 5000.0],
         seed: 47,
+        limit: 10,
+        api_key: None,
+        export: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -105,6 +117,9 @@ fn opts() -> Opts {
             "--queries" => o.queries = v().parse().expect("--queries Q"),
             "--radii" => o.radii = v().split(',').map(|r| r.trim().parse().expect("--radii 1000,5000")).collect(),
             "--seed" => o.seed = v().parse().expect("--seed S"),
+            "--limit" => o.limit = v().parse().expect("--limit L"),
+            "--api-key" => o.api_key = Some(v()),
+            "--export" => o.export = Some(v().into()),
             other => panic!("unknown option {other} (see the header of examples/city_bench.rs)"),
         }
     }
@@ -271,27 +286,33 @@ async fn run() {
         s => panic!("--store {s}: memory, file or dynamo"),
     };
     store.ensure_tables().await.expect("tables");
-    let issued = projects::ensure_default(store.as_ref(), None, &ChosenKeys::default()).await.expect("project");
+    let chosen = ChosenKeys { api_key: o.api_key.clone(), ..ChosenKeys::default() };
+    let issued = projects::ensure_default(store.as_ref(), None, &chosen).await.expect("project");
     let p = Project { project_id: issued.project_id, account_id: issued.account_id, kind: KeyKind::Secret };
 
     let mut rng = Rng(o.seed);
     let b = bbox(o.fences);
     let t0 = Instant::now();
     let mut set = tokio::task::JoinSet::new();
-    let mut it = fence_bodies(o.fences, &mut rng).into_iter();
+    let mut it = fence_bodies(o.fences, &mut rng).into_iter().enumerate();
     let conc = if dynamo.is_some() { 16 } else { 4 };
     let mut created = 0usize;
+    // The fences in creation order (the export's rows).
+    let mut fences: Vec<Option<geofences::Geofence>> = vec![None; o.fences];
     loop {
         while set.len() < conc {
-            let Some(body) = it.next() else { break };
+            let Some((i, body)) = it.next() else { break };
             let (s, p) = (store.clone(), p.clone());
             set.spawn(async move {
                 let input: CreateGeofence = serde_json::from_value(body).expect("body");
-                geofences::create(s.as_ref(), &p, input).await.expect("create");
+                (i, geofences::create(s.as_ref(), &p, input).await.expect("create"))
             });
         }
         match set.join_next().await {
-            Some(r) => r.expect("task"),
+            Some(r) => {
+                let (i, g) = r.expect("task");
+                fences[i] = Some(g);
+            }
             None => break,
         }
         created += 1;
@@ -393,25 +414,67 @@ async fn run() {
     let (w, s) = (offset(LngLat { lng: b.0, lat: b.1 }, m, m), offset(LngLat { lng: b.2, lat: b.3 }, -m, -m));
     let inner = (w[0], w[1], s[0], s[1]);
     let points: Vec<LngLat> = (0..o.queries).map(|_| uniform(&mut qrng, inner)).collect();
+    if let Some(d) = &o.export {
+        export(d, &fences, &points);
+    }
+    drop(fences);
     for &radius in &o.radii {
         let mut ms = Vec::new();
         let mut hits = Vec::new();
+        let mut answers = o.export.as_ref().map(|d| {
+            std::io::BufWriter::new(std::fs::File::create(d.join(format!("answers_{radius}.txt"))).expect("answers"))
+        });
         for (i, pt) in points.iter().enumerate() {
             let t = Instant::now();
-            let (found, _) = geofences::search(store.as_ref(), &p, *pt, radius).await.expect("search");
-            let pages = found.len().div_ceil(10);
-            std::hint::black_box((found.iter().take(10).count(), pages));
+            let (page, total) = first_page(store.as_ref(), &p, *pt, radius, o.limit).await;
+            std::hint::black_box(total.div_ceil(o.limit));
             if i >= 5 {
                 ms.push(t.elapsed().as_secs_f64() * 1000.0);
             }
-            hits.push(found.len() as f64);
+            hits.push(total as f64);
+            if let Some(f) = answers.as_mut() {
+                let list: Vec<String> = page.iter().map(|h| format!("{}:{:.3}", h.id, h.distance_m)).collect();
+                writeln!(f, "{i} {total} {}", list.join(" ")).expect("answers");
+            }
         }
         ms.sort_by(f64::total_cmp);
         hits.sort_by(f64::total_cmp);
         println!(
             "{}",
-            json!({"kind": "search", "store": label, "radius_m": radius, "queries": points.len(),
+            json!({"kind": "search", "store": label, "radius_m": radius, "queries": points.len(), "limit": o.limit,
                    "p50_ms": pct(&ms, 50.0), "p99_ms": pct(&ms, 99.0), "found_p50": pct(&hits, 50.0)})
         );
+    }
+}
+
+/// The first page of a search (`limit` fences, each rendered as the endpoint shows it) and how
+/// many were found (for `pages`).
+async fn first_page(
+    store: &dyn Store,
+    p: &Project,
+    at: LngLat,
+    radius: f64,
+    limit: usize,
+) -> (Vec<geofences::Hit>, usize) {
+    let (page, total) = geofences::search_page(store, p, at, radius, 1, limit).await.expect("search");
+    std::hint::black_box(page.iter().map(|h| h.view().expect("view").size_hint()).sum::<usize>());
+    (page, total)
+}
+
+/// The fences (creation order) and query points as CSV for PostGIS (geofences_pg.sql's columns).
+fn export(d: &std::path::Path, fences: &[Option<geofences::Geofence>], points: &[LngLat]) {
+    std::fs::create_dir_all(d).expect("export dir");
+    let file = |name: &str| std::io::BufWriter::new(std::fs::File::create(d.join(name)).expect(name));
+    let mut f = file("fences.csv");
+    writeln!(f, "id,kind,lng,lat,radius_m,wkt").expect("fences.csv");
+    for g in fences.iter().flatten() {
+        let (c, r) = (g.center, g.radius_m.unwrap_or(0));
+        writeln!(f, "{},circle,{:.9},{:.9},{r},\"\"", g.id, c.lng, c.lat).expect("fences.csv");
+    }
+    let (mut q, mut t) = (file("queries.csv"), file("queries.txt"));
+    writeln!(q, "qid,lng,lat").expect("queries.csv");
+    for (i, pt) in points.iter().enumerate() {
+        writeln!(q, "{i},{:.9},{:.9}", pt.lng, pt.lat).expect("queries.csv");
+        writeln!(t, "{:.9},{:.9}", pt.lat, pt.lng).expect("queries.txt");
     }
 }

@@ -130,12 +130,11 @@ async fn search(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
     let at = origin(store, &p, &q).await?;
     let limit = page_limit(&q)?;
     let page = q.page_number()?.0;
-    let (hits, _) = geofences::search(store, &p, at, radius).await?;
-    // Only the page's fences are shown; the others count for `pages`.
-    let shown: Vec<_> = hits.iter().skip((page - 1) * limit).take(limit).collect();
+    // The page's fences and how many were found in all (for `pages`), without reading them all.
+    let (shown, total) = geofences::search_page(store, &p, at, radius, page, limit).await?;
     let geofences = shown.iter().map(|h| h.view()).collect::<Result<Vec<_>, _>>()?;
     let bytes = geofences.iter().map(|g| g.size_hint()).sum::<usize>();
-    let (next_page, pages, prev_page) = paging(hits.len(), page, limit);
+    let (next_page, pages, prev_page) = paging(total, page, limit);
     let data = FencesPage { geofences, next_page, pages, prev_page };
     let body = Envelope::ok(shared::envelope::SUCCESS, data).to_json_with(bytes + 4096, FencesPage::write_to);
     Ok(shared::envelope::json_written(axum::http::StatusCode::OK, body))

@@ -305,6 +305,135 @@ pub fn fence_search_cells(center: LngLat, radius_m: f64) -> Result<Vec<String>, 
     cover(center, radius_m, search_precision(radius_m))
 }
 
+/// The fine cell whose rectangle (closed, as [`Grid::rect`] computes it) holds `p`: floor may
+/// put a point on a cell's edge one cell off, so the neighbour is taken when the rectangle says so.
+fn grid_of(p: LngLat, precision: usize) -> Grid {
+    let (w, h) = cell_size(precision);
+    let bits = 5 * precision as u32;
+    let (cols, rows) = (1i64 << bits.div_ceil(2), 1i64 << (bits / 2));
+    let mut g = Grid(
+        (((p.lng + 180.0) / w).floor() as i64).clamp(0, cols - 1),
+        (((p.lat + 90.0) / h).floor() as i64).clamp(0, rows - 1),
+    );
+    let r = g.rect(precision);
+    if p.lng < r.min().x {
+        g.0 -= 1;
+    } else if p.lng > r.max().x {
+        g.0 += 1;
+    }
+    if p.lat < r.min().y {
+        g.1 -= 1;
+    } else if p.lat > r.max().y {
+        g.1 += 1;
+    }
+    Grid(g.0.clamp(0, cols - 1), g.1.clamp(0, rows - 1))
+}
+
+/// The cell a fence is counted in for search totals: the fine cell holding its anchor (a point of
+/// its shape: a circle's center, a polygon's first vertex). Its first [`COARSE_PRECISION`]
+/// characters name the partition of counts it is kept in.
+pub fn count_cell(anchor: LngLat) -> Result<String, ApiError> {
+    grid_of(anchor, PRECISION).geohash(PRECISION)
+}
+
+/// How far the sphere (haversine) may be from the ellipsoid, as a factor, with room to spare: it
+/// is within 0.5 % ([`SPHERE_MARGIN`]'s reason).
+const PLAN_MARGIN: f64 = 1.01;
+
+/// A fine cell of a search's cover, as [`SearchPlan`] reads it.
+#[derive(Debug, Clone)]
+pub struct CoverCell {
+    grid: Grid,
+    /// Its geohash.
+    pub name: String,
+    /// Meters every point of the cell is at least from the search's center.
+    pub near_m: f64,
+    /// Every point of the cell lies within the radius: every fence counted in it is found.
+    pub inner: bool,
+}
+
+/// The reads of a search that counts what it finds without reading all of it. The fine cells
+/// covering the circle are of two kinds: inner cells, wholly within the radius, and the ring, the
+/// cells the circle's edge cuts. A fence counted in an inner cell ([`count_cell`]) has a point
+/// there, so it is found: those are added from the counts unread. Every other fence found is in
+/// a cell of the ring: its count cell is in the ring, or outside the circle, and then its shape
+/// (connected) crosses the circle's edge, in a ring cell. So the ring's copies and the inner
+/// cells' counts give the total exactly. The nearest fences are then read from the inner cells
+/// outward ([`SearchPlan::take`]): a fence nearer than the nearest unread cell has a point in a
+/// read cell, so it has been read.
+#[derive(Debug)]
+pub struct SearchPlan {
+    pub cells: Vec<CoverCell>,
+    inner: std::collections::HashSet<Grid, foldhash::fast::FixedState>,
+    read: std::collections::HashSet<Grid, foldhash::fast::FixedState>,
+}
+
+impl SearchPlan {
+    pub fn new(center: LngLat, radius_m: f64) -> Result<Self, ApiError> {
+        let cells = cover_grid(center, radius_m, PRECISION)?
+            .into_iter()
+            .map(|g| {
+                let r = g.rect(PRECISION);
+                let (lo, hi) = (r.min(), r.max());
+                let clamped = LngLat { lng: center.lng.clamp(lo.x, hi.x), lat: center.lat.clamp(lo.y, hi.y) };
+                // The farthest point of a cell is a corner (on the sphere, distance along a
+                // parallel grows with the difference of longitude, and along a meridian has no
+                // maximum inside a segment); the nearest is the clamped point, to well under the
+                // margin at these sizes.
+                let far = [(lo.x, lo.y), (lo.x, hi.y), (hi.x, lo.y), (hi.x, hi.y)]
+                    .into_iter()
+                    .map(|(lng, lat)| center.haversine_m(LngLat { lng, lat }))
+                    .fold(0.0, f64::max);
+                Ok(CoverCell {
+                    grid: g,
+                    name: g.geohash(PRECISION)?,
+                    near_m: (center.haversine_m(clamped) / PLAN_MARGIN - 1.0).max(0.0),
+                    inner: far * PLAN_MARGIN + 1.0 <= radius_m,
+                })
+            })
+            .collect::<Result<Vec<_>, ApiError>>()?;
+        let inner = cells.iter().filter(|c| c.inner).map(|c| c.grid).collect();
+        Ok(Self { cells, inner, read: Default::default() })
+    }
+
+    /// Whether a fence with this anchor is counted in an inner cell (so found, and in the total
+    /// from the counts).
+    pub fn counted(&self, anchor: LngLat) -> bool {
+        self.inner.contains(&grid_of(anchor, PRECISION))
+    }
+
+    /// The indices of the ring's cells, and of the inner cells nearest first.
+    pub fn ring_and_inner(&self) -> (Vec<usize>, Vec<usize>) {
+        let (mut inner, ring): (Vec<usize>, Vec<usize>) = (0..self.cells.len()).partition(|&i| self.cells[i].inner);
+        inner.sort_by(|&a, &b| self.cells[a].near_m.total_cmp(&self.cells[b].near_m).then(a.cmp(&b)));
+        (ring, inner)
+    }
+
+    /// The inner cells' names, by the partition of counts that holds them (its coarse cell).
+    pub fn inner_by_partition(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+        let mut out = std::collections::BTreeMap::<String, Vec<String>>::new();
+        for c in self.cells.iter().filter(|c| c.inner) {
+            out.entry(c.name[..COARSE_PRECISION].to_owned()).or_default().push(c.name.clone());
+        }
+        out
+    }
+
+    /// The reads of these cells (indices), each with its range of copies ([`range_for`]) told
+    /// against every cell read so far and these: a fence meeting the cells read by then is still
+    /// read once at least, in its westernmost cell of their lowest row.
+    pub fn take(&mut self, cells: &[usize]) -> Vec<(String, SkRange)> {
+        self.read.extend(cells.iter().map(|&i| self.cells[i].grid));
+        let has = |i, j| self.read.contains(&Grid(i, j));
+        cells
+            .iter()
+            .map(|&c| {
+                let Grid(i, j) = self.cells[c].grid;
+                (self.cells[c].name.clone(), range_for(has(i - 1, j), (-1..=1).all(|d| has(i + d, j - 1))))
+            })
+            .collect()
+    }
+}
+
 /// The cells of [`fence_search_cells`], each with the range of copies read there
 /// ([`range_for`]), told from the cells' places in the grid.
 pub fn fence_search_reads(center: LngLat, radius_m: f64) -> Result<Vec<(String, SkRange)>, ApiError> {
@@ -421,6 +550,58 @@ mod tests {
                 let set: std::collections::HashSet<String> = cells.iter().cloned().collect();
                 let by_name: Vec<(String, SkRange)> = cells.iter().map(|c| (c.clone(), copy_range(c, &set))).collect();
                 assert_eq!(fence_search_reads(at, radius).unwrap(), by_name, "{lng},{lat} {radius} m");
+            }
+        }
+    }
+
+    #[test]
+    fn a_count_cell_holds_its_anchor_even_on_an_edge() {
+        let (w, h) = cell_size(PRECISION);
+        let mut points = vec![LngLat { lng: 0.0, lat: 0.0 }, LngLat { lng: 13.405, lat: 52.52 }];
+        // Points exactly on cells' edges and corners (user coordinates can be such binary fractions).
+        for k in [1.0, 7.0, 1234.0] {
+            points.push(LngLat { lng: -180.0 + k * w, lat: -90.0 + (k + 8000.0) * h });
+            points.push(LngLat { lng: 10.0 + k * w * 0.5, lat: 50.0 });
+        }
+        for p in points {
+            let g = grid_of(p, PRECISION);
+            let r = g.rect(PRECISION);
+            assert!(r.min().x <= p.lng && p.lng <= r.max().x && r.min().y <= p.lat && p.lat <= r.max().y, "{p:?}");
+            let name = count_cell(p).unwrap();
+            let cell = geohash::decode_bbox(&name).unwrap();
+            assert!(cell.min().x <= p.lng && p.lng <= cell.max().x, "{p:?} in {name}");
+            assert!(cell.min().y <= p.lat && p.lat <= cell.max().y, "{p:?} in {name}");
+        }
+    }
+
+    #[test]
+    fn a_plans_inner_cells_are_within_the_radius_and_its_bounds_are_below_every_point() {
+        for (lng, lat) in [(13.405, 52.52), (77.5946, 12.9716), (-73.98, 40.75), (0.0, 0.0), (10.0, 70.0)] {
+            let at = LngLat { lng, lat };
+            for radius in [300.0, 1000.0, 5000.0, 10_000.0] {
+                let plan = SearchPlan::new(at, radius).unwrap();
+                assert_eq!(
+                    plan.cells.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
+                    search_cells(at, radius).unwrap(),
+                    "the plan covers the circle as the fine cover does"
+                );
+                let inner = plan.cells.iter().filter(|c| c.inner).count();
+                assert!(radius < 5000.0 || inner > 0, "{lng},{lat} {radius}: no inner cell");
+                for c in &plan.cells {
+                    let r = geohash::decode_bbox(&c.name).unwrap();
+                    // A 5 × 5 grid of each cell's points, edges and corners included.
+                    for i in 0..5 {
+                        for j in 0..5 {
+                            let p = LngLat {
+                                lng: r.min().x + r.width() * f64::from(i) / 4.0,
+                                lat: r.min().y + r.height() * f64::from(j) / 4.0,
+                            };
+                            let d = at.distance_m(p);
+                            assert!(c.near_m <= d, "{} near {} > {d}", c.name, c.near_m);
+                            assert!(!c.inner || d < radius, "{} inner, yet {p:?} is {d} m off", c.name);
+                        }
+                    }
+                }
             }
         }
     }

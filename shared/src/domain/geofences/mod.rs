@@ -9,7 +9,12 @@
 //!   overlaps, at precision 6 and at precision 5 (the geohash's length tells them apart), so a
 //!   search or an evaluation reads only index items. A fence and all its cell copies are written
 //!   in one transaction, so the index never disagrees with the fence; hence a shape may cover at
-//!   most [`MAX_CELLS`] cells of both precisions together (a circle of 1000 m covers about 15).
+//!   most [`MAX_CELLS`] cells of both precisions together (a circle of 1000 m covers about 15);
+//! - `<project>#CN#<geohash of precision 5>`, sort key a fine cell within it, attribute `n`: how
+//!   many live fences are counted in that cell ([`index::count_cell`] of [`Geofence::anchor`]),
+//!   kept by `ADD` in the same transaction as the fence's create, move or delete, so a search
+//!   adds the fences of cells wholly inside its circle without reading them
+//!   ([`index::SearchPlan`]).
 
 pub mod events;
 pub mod index;
@@ -22,7 +27,7 @@ mod window;
 use shape::parse_shape;
 pub use shape::{infer_geometry, parse_radius, parse_ring};
 
-pub use search::{FoundView, Hit, search, write_found};
+pub use search::{FoundView, Hit, search, search_page, write_found};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -45,8 +50,9 @@ use index::Shape;
 /// Circle radius bounds in meters (openapi.yaml, `CreateCircle.geometry_radius`).
 pub const RADIUS_M: std::ops::RangeInclusive<i64> = 50..=1000;
 /// Most cells, of both precisions, one fence may be indexed in (one transaction holds the fence,
-/// its deleted copy, every cell copy and the list's 5 page counters: see `domain::list_pages`).
-pub const MAX_CELLS: usize = 93;
+/// its deleted copy, every cell copy, the list's 5 page counters (see `domain::list_pages`) and
+/// its cell count).
+pub const MAX_CELLS: usize = 92;
 /// Most vertices of a polygon.
 pub const MAX_VERTICES: usize = 500;
 /// Most user ids, and most group ids, a fence may be scoped to.
@@ -112,6 +118,13 @@ impl Geofence {
         }
     }
 
+    /// The point of its shape it is counted at for search totals ([`index::count_cell`]): a
+    /// circle's center, a polygon's first vertex (its boundary counts as inside; its centroid may
+    /// lie outside).
+    pub fn anchor(&self) -> LngLat {
+        self.ring.as_ref().and_then(|r| r.first().copied()).unwrap_or(self.center)
+    }
+
     /// Whether it triggers events at `t`: enabled and inside its window.
     pub fn active_at(&self, t: Timestamp) -> bool {
         self.is_enabled && self.active_from.is_none_or(|a| a <= t) && self.active_until.is_none_or(|b| t <= b)
@@ -137,6 +150,18 @@ pub(crate) fn deleted_pk(project_id: &str) -> String {
 }
 pub fn cell_pk(project_id: &str, cell: &str) -> String {
     [project_id, "#C#", cell].concat()
+}
+/// The partition of the fence counts of the fine cells within a coarse cell.
+pub fn counts_pk(project_id: &str, coarse_cell: &str) -> String {
+    [project_id, "#CN#", coarse_cell].concat()
+}
+
+/// The operation that counts a fence in (`delta` 1) or out (-1) of its count cell `cell`
+/// ([`index::count_cell`]): part of the transaction that writes or removes the fence, whose
+/// condition decides whether it happens.
+fn count_op(project_id: &str, cell: String, delta: i64) -> WriteOp {
+    let pk = counts_pk(project_id, &cell[..index::COARSE_PRECISION]);
+    WriteOp::Add { table: Table::Main, pk, sk: cell, attr: "n", delta }
 }
 
 /// `is_enabled` as given: a boolean, or `[boolean, start_time, end_time]` (the scoped form).
@@ -300,6 +325,7 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateGeofence) -> Re
     g.cells = index_cells(&g)?;
     let mut ops = write_ops(&g, Cond::NotExists)?;
     ops.extend(list_pages::count_ops(Table::Main, &fences_pk(&g.project_id), &g.id, 1));
+    ops.push(count_op(&g.project_id, index::count_cell(g.anchor())?, 1));
     store.transact(ops).await?;
     Ok(g)
 }
@@ -481,6 +507,7 @@ pub async fn update(store: &dyn Store, p: &Project, id: &str, up: UpdateGeofence
         let mut g = get(store, p, id).await?;
         let expected = g.version;
         let before = copy_keys(&g);
+        let counted_before = index::count_cell(g.anchor())?;
         up.apply(FenceFields {
             metadata: &mut g.metadata,
             color_code: &mut g.color_code,
@@ -491,7 +518,11 @@ pub async fn update(store: &dyn Store, p: &Project, id: &str, up: UpdateGeofence
         up.apply_static(&mut g)?;
         g.version += 1;
         g.updated_at = Timestamp::now();
-        let ops = rewrite_ops(&g, &before, Cond::Equals("version", expected.into()))?;
+        let mut ops = rewrite_ops(&g, &before, Cond::Equals("version", expected.into()))?;
+        let counted = index::count_cell(g.anchor())?;
+        if counted != counted_before {
+            ops.extend([count_op(&p.project_id, counted_before, -1), count_op(&p.project_id, counted, 1)]);
+        }
         if ops.len() > MAX_TRANSACT_OPS {
             return Err(ApiError::field(
                 "coordinates",
@@ -528,6 +559,7 @@ pub async fn delete(store: &dyn Store, p: &Project, id: &str) -> Result<(), ApiE
             },
         ];
         ops.extend(list_pages::count_ops(Table::Main, &fences_pk(&p.project_id), &g.id, -1));
+        ops.push(count_op(&p.project_id, index::count_cell(g.anchor())?, -1));
         // Fences made when more cells were allowed (98) may not fit with the counters: their
         // last cell copies go first, on their own (search stops finding a fence being deleted).
         let mut keys = copy_keys(&g);

@@ -1,32 +1,36 @@
-//! Nearby fence search: the index cells of one precision (chosen for the radius) that cover the
-//! circle, read together; each copy taken for its id and shape, with a cheap lower bound (the
-//! chord to its center) ruling out most far fences before the exact distance. Only the fences
-//! shown are rendered.
+//! Nearby fence search: the index cells of one precision that cover the circle, each copy
+//! decoded for its id and shape alone, with a cheap lower bound (the chord to its center) ruling
+//! out most far fences before the exact distance. [`search`] reads every fence in the circle;
+//! [`search_page`], which the endpoint answers with, counts those of cells wholly inside from the
+//! cells' counts and reads only the cells the edge cuts and the nearest ones the page needs
+//! ([`index::SearchPlan`]). Only the fences shown are decoded whole and rendered.
 
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::view::GeofenceView;
-use super::{Geofence, cell_pk, index};
+use super::{Geofence, cell_pk, counts_pk, index};
 use crate::error::ApiError;
 use crate::geometry::{LngLat, Placed};
 use crate::project::Project;
-use crate::store::{Query, Store, StoreError, Table, from_json};
+use crate::store::{Doc, Query, SkRange, Store, StoreError, Table, from_json};
 
-/// A fence found: its id, its distance in meters (0 inside) and the fence.
+/// A fence found: its id, its distance in meters (0 inside) and its stored copy.
 #[derive(Debug, Clone)]
 pub struct Hit {
     pub id: String,
     pub distance_m: f64,
-    fence: Geofence,
+    doc: Doc,
 }
 
 impl Hit {
     /// The fence as a search shows it: its fields as v3 lists show them, then `distance` in
     /// meters to the centimetre, the search's own.
     pub fn view(&self) -> Result<FoundView, StoreError> {
-        let view = crate::store::rendered("geofence found", &GeofenceView::new(&self.fence, "id"))?;
+        let fence: Geofence = from_json(&self.doc)?;
+        let view = crate::store::rendered("geofence found", &GeofenceView::new(&fence, "id"))?;
         let head = head_of(&view).map_err(|e| StoreError::Corrupt(format!("rendering geofence found: {e}")))?;
         Ok(FoundView { head, distance: (self.distance_m * 100.0).round() / 100.0 })
     }
@@ -74,8 +78,32 @@ struct Measured {
 /// polygon's reach, is within 0.5 % of the geodesic; 1 % leaves room).
 const SPHERE: f64 = 1.01;
 
+/// What search decodes of a stored copy: its id and shape (the other fields skipped unread).
+#[derive(Deserialize)]
+struct Stored {
+    id: String,
+    center: LngLat,
+    #[serde(default)]
+    radius_m: Option<u32>,
+    #[serde(default)]
+    ring: Option<Vec<LngLat>>,
+}
+
+impl Stored {
+    /// As [`Geofence::shape`] and [`Geofence::anchor`].
+    fn shape(&self) -> index::Shape {
+        match (&self.ring, self.radius_m) {
+            (Some(ring), _) => index::Shape::Polygon(super::polygon(ring)),
+            (None, r) => index::Shape::Circle { center: self.center, radius_m: f64::from(r.unwrap_or(0)) },
+        }
+    }
+    fn anchor(&self) -> LngLat {
+        self.ring.as_ref().and_then(|r| r.first().copied()).unwrap_or(self.center)
+    }
+}
+
 impl Measured {
-    fn of(g: &Geofence) -> Self {
+    fn of(g: &Stored) -> Self {
         let reach_m = g.ring.iter().flatten().map(|v| g.center.haversine_m(*v)).fold(0.0, f64::max);
         Self { center: g.center.placed(), shape: g.shape(), reach_m }
     }
@@ -112,29 +140,143 @@ fn head_of(view: &RawValue) -> serde_json::Result<String> {
     Ok(head)
 }
 
-/// Fences whose shape comes within `radius_m` of `at`, nearest first (ties by id), and how many
-/// index items were read.
+/// A fence found, its anchor told: counted from an inner cell's count, or not.
+struct Found {
+    hit: Hit,
+    counted: bool,
+}
+
+/// Measures each copy in `docs` not measured before (`seen`); hands those within `radius_m` of
+/// `here` to `keep`, with their anchors.
+fn measure<'a>(
+    docs: impl Iterator<Item = &'a Doc>,
+    here: &Placed,
+    radius_m: f64,
+    seen: &mut std::collections::HashSet<String, foldhash::fast::RandomState>,
+    mut keep: impl FnMut(Hit, LngLat),
+) -> Result<(), ApiError> {
+    for doc in docs {
+        let g: Stored = from_json(doc)?;
+        let f = Measured::of(&g);
+        if f.distance_at_least(here) > radius_m || seen.contains(&g.id) {
+            continue;
+        }
+        seen.insert(g.id.clone());
+        let d = f.distance_m(here);
+        if d <= radius_m {
+            let anchor = g.anchor();
+            keep(Hit { id: g.id, distance_m: d, doc: doc.clone() }, anchor);
+        }
+    }
+    Ok(())
+}
+
+fn nearest_first(a: &Hit, b: &Hit) -> std::cmp::Ordering {
+    a.distance_m.total_cmp(&b.distance_m).then_with(|| a.id.cmp(&b.id))
+}
+
+/// Every fence whose shape comes within `radius_m` of `at`, nearest first (ties by id), and how
+/// many index items were read: every cell covering the circle read whole.
 pub async fn search(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -> Result<(Vec<Hit>, usize), ApiError> {
     let reads = index::fence_search_reads(at, radius_m)?;
     let queries: Vec<Query> =
         reads.into_iter().map(|(c, range)| Query::new(cell_pk(&p.project_id, &c), range)).collect();
     let cells = store.query_docs_many(Table::Main, &queries).await?;
     let read = cells.iter().map(Vec::len).sum();
-    let mut seen = std::collections::HashSet::with_capacity_and_hasher(read, foldhash::fast::RandomState::default());
-    let (here, mut hits) = (at.placed(), Vec::new());
-    for doc in cells.iter().flatten() {
-        let g: Geofence = from_json(doc)?;
-        let f = Measured::of(&g);
-        if f.distance_at_least(&here) > radius_m || !seen.insert(g.id.clone()) {
-            continue;
-        }
-        let d = f.distance_m(&here);
-        if d <= radius_m {
-            hits.push(Hit { id: g.id.clone(), distance_m: d, fence: g });
+    let mut seen = std::collections::HashSet::with_capacity_and_hasher(read, Default::default());
+    let mut hits = Vec::new();
+    measure(cells.iter().flatten(), &at.placed(), radius_m, &mut seen, |h, _| hits.push(h))?;
+    hits.sort_by(nearest_first);
+    Ok((hits, read))
+}
+
+/// A count item of a cell.
+#[derive(Deserialize)]
+struct CellCount {
+    sk: String,
+    #[serde(default)]
+    n: i64,
+}
+
+/// Page `page` (from 1) of `limit` fences of [`search`]'s answer, and how many it holds in all,
+/// without reading every fence in the circle ([`index::SearchPlan`]): the counts of the cells
+/// wholly inside, the copies of the cells the circle's edge cuts, and the inner cells nearest
+/// first until the page is settled (its last fence nearer than any unread cell).
+pub async fn search_page(
+    store: &dyn Store,
+    p: &Project,
+    at: LngLat,
+    radius_m: f64,
+    page: usize,
+    limit: usize,
+) -> Result<(Vec<Hit>, usize), ApiError> {
+    let mut plan = index::SearchPlan::new(at, radius_m)?;
+    let (ring, inner) = plan.ring_and_inner();
+    let here = at.placed();
+    let pid = &p.project_id;
+    let cell_queries = |reads: Vec<(String, SkRange)>| -> Vec<Query> {
+        reads.into_iter().map(|(c, range)| Query::new(cell_pk(pid, &c), range)).collect()
+    };
+    // First, together: the inner cells' counts, the ring, and the nearest inner cell.
+    let partitions = plan.inner_by_partition();
+    let mut queries: Vec<Query> = partitions.keys().map(|c| Query::new(counts_pk(pid, c), SkRange::All)).collect();
+    let first = inner.len().min(1);
+    queries.extend(cell_queries(plan.take(&[&ring[..], &inner[..first]].concat())));
+    let docs = store.query_docs_many(Table::Main, &queries).await?;
+    let (count_docs, copies) = docs.split_at(partitions.len());
+    let mut counted = 0usize;
+    for (names, docs) in partitions.values().zip(count_docs) {
+        for doc in docs {
+            let c: CellCount = from_json(doc)?;
+            if names.contains(&c.sk) {
+                let n = usize::try_from(c.n).map_err(|_| StoreError::Corrupt(format!("cell count {} below 0", c.n)))?;
+                counted += n;
+            }
         }
     }
-    hits.sort_by(|a, b| a.distance_m.total_cmp(&b.distance_m).then_with(|| a.id.cmp(&b.id)));
-    Ok((hits, read))
+    let mut seen = std::collections::HashSet::with_capacity_and_hasher(1024, Default::default());
+    let mut found: Vec<Found> = Vec::new();
+    measure(copies.iter().flatten(), &here, radius_m, &mut seen, |hit, anchor| {
+        found.push(Found { hit, counted: plan.counted(anchor) })
+    })?;
+    // Every fence found but not counted is in the ring, read now: the total is known.
+    let total = counted + found.iter().filter(|f| !f.counted).count();
+    let (skip, want) = (page.saturating_sub(1).saturating_mul(limit), page.saturating_mul(limit).min(total));
+    if skip >= total {
+        return Ok((Vec::new(), total));
+    }
+    let mut next = first;
+    loop {
+        // Every fence nearer than the nearest unread cell has been read.
+        let bound = inner.get(next).map_or(f64::INFINITY, |&i| plan.cells[i].near_m);
+        if found.iter().filter(|f| f.hit.distance_m < bound).count() >= want || next == inner.len() {
+            break;
+        }
+        // With `want` fences in hand, the cells nearer than the farthest of the nearest `want`;
+        // else twice as many cells as read so far.
+        let end = if found.len() >= want {
+            let mut d: Vec<f64> = found.iter().map(|f| f.hit.distance_m).collect();
+            let (_, kth, _) = d.select_nth_unstable_by(want - 1, f64::total_cmp);
+            let kth = *kth;
+            next + inner[next..].partition_point(|&i| plan.cells[i].near_m <= kth)
+        } else {
+            next + next.max(1)
+        };
+        let end = end.clamp(next + 1, inner.len());
+        let queries = cell_queries(plan.take(&inner[next..end]));
+        let docs = store.query_docs_many(Table::Main, &queries).await?;
+        measure(docs.iter().flatten(), &here, radius_m, &mut seen, |hit, anchor| {
+            found.push(Found { hit, counted: plan.counted(anchor) })
+        })?;
+        next = end;
+    }
+    let mut hits: Vec<Hit> = found.into_iter().map(|f| f.hit).collect();
+    if want < hits.len() {
+        hits.select_nth_unstable_by(want - 1, nearest_first);
+        hits.truncate(want);
+    }
+    hits.sort_unstable_by(nearest_first);
+    Ok((hits.into_iter().skip(skip).collect(), total))
 }
 
 #[cfg(test)]
