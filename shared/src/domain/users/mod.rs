@@ -19,6 +19,9 @@ use crate::project::Project;
 use crate::store::{Cond, Doc, Store, StoreError, Table, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
+mod view;
+pub use view::view_json;
+
 use super::locations::view::LastLocation;
 use super::locations::{Location, LocationView};
 
@@ -328,10 +331,6 @@ pub async fn list(
     Ok(super::list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::OldestFirst).await?)
 }
 
-/// A stored user as lists show it ([`UserView`]).
-pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<Box<RawValue>, StoreError> {
-    crate::store::rendered("user", &UserView::new(&from_json(doc)?, tz))
-}
 
 /// `<project_id>_<1 or 2>`.
 pub fn app_id(u: &User) -> String {
