@@ -331,7 +331,6 @@ pub async fn list(
     Ok(super::list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::OldestFirst).await?)
 }
 
-
 /// `<project_id>_<1 or 2>`.
 pub fn app_id(u: &User) -> String {
     app_id_of(&u.project_id, u.app_type)

@@ -203,7 +203,8 @@ mod tests {
         for u in &users {
             let doc = doc_of(u);
             for tz in [None, Some(chrono_tz::Europe::Berlin), Some(chrono_tz::Asia::Kolkata)] {
-                let before = crate::store::rendered("user", &UserView::new(&from_json::<User>(&doc).unwrap(), tz)).unwrap();
+                let before =
+                    crate::store::rendered("user", &UserView::new(&from_json::<User>(&doc).unwrap(), tz)).unwrap();
                 assert_eq!(view_json(&doc, tz).unwrap().get(), before.get());
             }
         }
