@@ -56,13 +56,27 @@ fn key(pk: &str, sk: &str) -> String {
 
 /// The embedded store's part of an [`Unsynced`]: a position of its writer to sync through.
 pub(super) struct Pending {
-    db: Arc<Db>,
+    /// Behind a trait object: a Lambda function's ingest makes its `Unsynced` durable too, and a
+    /// direct call linked the writer and with it redb (0.5 MB) into every such binary; the vtable
+    /// is made only where an embedded store is.
+    db: Arc<dyn Flush>,
     pub(super) through: u64,
 }
 
 impl Pending {
     pub(super) async fn durable(self) -> Result<(), StoreError> {
-        self.db.flush(self.through).await
+        self.db.flush_through(self.through).await
+    }
+}
+
+/// [`Db::flush`], called through [`Pending`].
+trait Flush: Send + Sync {
+    fn flush_through(self: Arc<Self>, through: u64) -> futures::future::BoxFuture<'static, Result<(), StoreError>>;
+}
+
+impl Flush for Db {
+    fn flush_through(self: Arc<Self>, through: u64) -> futures::future::BoxFuture<'static, Result<(), StoreError>> {
+        Box::pin(async move { self.flush(through).await })
     }
 }
 
