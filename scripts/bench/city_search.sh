@@ -66,23 +66,9 @@ if [ -z "${SKIP_HTTP:-}" ]; then
 fi
 
 if [ -z "${SKIP_PG:-}" ]; then
-  [ -f /usr/share/postgresql/15/extension/postgis.control ] || {
-    log "installing postgresql-15-postgis-3"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql-15-postgis-3 >/dev/null ||
-      { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql-15-postgis-3 >/dev/null; }
-  }
-  pgbin=/usr/lib/postgresql/15/bin
-  pgdir="$OUT/pg"
-  pgport="$(free_port)"
-  rm -rf "$pgdir"
-  mkdir -p "$pgdir"
-  if [ "$(id -u)" = 0 ]; then chown postgres "$pgdir"; fi
-  as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+  source scripts/bench/postgis.sh
+  pg_start "$OUT/pg" 127.0.0.1
   log "PostGIS: cluster in $pgdir, TCP port $pgport"
-  as_pg "$pgbin/initdb" -D "$pgdir/data" -A trust -U postgres >/dev/null
-  as_pg "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/log" -w \
-    -o "-p $pgport -k $pgdir -c listen_addresses=127.0.0.1 -c shared_buffers=512MB -c work_mem=32MB" start >/dev/null
-  pg_stop="as_pg $pgbin/pg_ctl -D $pgdir/data -m fast -w stop >/dev/null"
   chmod -R a+rX "$OUT/export"
   psql -X -q -h "$pgdir" -p "$pgport" -U postgres -d postgres -v dir="$OUT/export" -f scripts/bench/geofences_pg.sql >/dev/null
   tcp="[\"psql\", \"-X\", \"-q\", \"-h\", \"127.0.0.1\", \"-p\", \"$pgport\", \"-U\", \"postgres\", \"-d\", \"postgres\"]"

@@ -162,22 +162,9 @@ fi
 
 # 3. PostGIS on a private cluster under $OUT/pg (as the postgres user), on a free port.
 if [ -z "${SKIP_PG:-}" ]; then
-  [ -x /usr/lib/postgresql/15/bin/initdb ] && [ -f /usr/share/postgresql/15/extension/postgis.control ] || {
-    log "installing postgresql-15-postgis-3"
-    apt_install postgresql-15-postgis-3
-  }
-  pgbin=/usr/lib/postgresql/15/bin
-  pgdir="$OUT/pg"
-  pgport="$(free_port)"
-  rm -rf "$pgdir"
-  mkdir -p "$pgdir"
-  if [ "$(id -u)" = 0 ]; then chown postgres "$pgdir"; fi
-  as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+  source scripts/bench/postgis.sh
+  pg_start "$OUT/pg" ""
   log "3. PostGIS: cluster in $pgdir on port $pgport"
-  as_pg "$pgbin/initdb" -D "$pgdir/data" -A trust -U postgres >/dev/null
-  as_pg "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/log" -w \
-    -o "-p $pgport -k $pgdir -c listen_addresses='' -c shared_buffers=512MB -c work_mem=32MB" start >/dev/null
-  pg_stop="as_pg $pgbin/pg_ctl -D $pgdir/data -m fast -w stop >/dev/null"
   psql=(psql -X -q -h "$pgdir" -p "$pgport" -U postgres -d postgres)
   chmod -R a+rX "$OUT/export"
   "${psql[@]}" -v dir="$OUT/export" -f scripts/bench/geofences_pg.sql
