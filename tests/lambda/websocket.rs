@@ -64,6 +64,15 @@ fn poster(url: &str) -> SignedApi {
     SignedApi::with_credentials(url, "us-east-1", "AKIDWAYMARKTEST", "waymark-test-secret")
 }
 
+/// A Management API that answers every connection, its signer, and a fixture whose user has a
+/// trip (what most WebSocket events need first).
+async fn on_a_trip() -> (Calls, SignedApi, Fixture) {
+    let (url, calls) = management_api(&[]).await;
+    let mut fx = Fixture::new().await;
+    fx.setup(Setup::Trip(Api::V1)).await;
+    (calls, poster(&url), fx)
+}
+
 /// Take what the endpoint received so far.
 fn take(calls: &Calls) -> Vec<Call> {
     std::mem::take(&mut *calls.lock().expect("calls"))
@@ -158,12 +167,8 @@ fn websocket_api_routes_every_event_to_its_function() {
 
 #[tokio::test]
 async fn websocket_events_are_answered_within_the_function_policy() {
-    let (url, calls) = management_api(&[]).await;
-    let api = poster(&url);
-    let mut fx = Fixture::new().await;
-    fx.setup(Setup::Trip(Api::V1)).await;
-    let store = fx.state.store.clone();
-    let p = fx.caller();
+    let (calls, api, fx) = on_a_trip().await;
+    let (store, p) = (fx.state.store.clone(), fx.caller());
     fx.store.take();
 
     // $connect with the secret key, a subscription to the user, its end, $disconnect.
@@ -240,12 +245,8 @@ async fn refused(fx: &Fixture, api: &SignedApi, calls: &Calls, conn: &str, body:
 
 #[tokio::test]
 async fn a_refused_subscribe_gets_an_error_frame_naming_the_field() {
-    let (url, calls) = management_api(&[]).await;
-    let api = poster(&url);
-    let mut fx = Fixture::new().await;
-    fx.setup(Setup::Trip(Api::V1)).await;
-    let store = fx.state.store.clone();
-    let p = fx.caller();
+    let (calls, api, fx) = on_a_trip().await;
+    let (store, p) = (fx.state.store.clone(), fx.caller());
     connect_key(&fx, &api, "k=", &fx.project.api_key).await;
     let sub = |filter: Value| json!({"action": "subscribe", "id": "s1", "filter": filter});
 
