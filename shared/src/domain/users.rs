@@ -19,9 +19,6 @@ use crate::project::Project;
 use crate::store::{Cond, Doc, Store, StoreError, Table, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
-mod view;
-pub use view::view_json;
-
 use super::locations::view::LastLocation;
 use super::locations::{Location, LocationView};
 
@@ -329,6 +326,11 @@ pub async fn list(
     let keep = filter.map(|f| move |u: &User| f.matches(u.metadata.as_ref()));
     let keep = keep.as_ref().map(|k| k as &(dyn Fn(&User) -> bool + Sync));
     Ok(super::list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::OldestFirst).await?)
+}
+
+/// A stored user as lists show it ([`UserView`]).
+pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<Box<RawValue>, StoreError> {
+    crate::store::rendered("user", &UserView::new(&from_json(doc)?, tz))
 }
 
 /// `<project_id>_<1 or 2>`.
