@@ -232,63 +232,9 @@ impl SummaryBody {
     }
 
     /// The v1/v3 answer's bytes, byte for byte the envelope around [`SummaryBody`]'s
-    /// serialization, with a long route written on several cores: the route is nearly all of a
-    /// long summary's bytes (100,000 points: 21.8 MB, about 35 ms on one core). Each part starts
-    /// from the cumulative figures of the points before it, summed in the same order, so the
-    /// figures are the same.
+    /// serialization. A long route is sent in pieces instead ([`SummaryBody::in_pieces`]).
     pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
-        let long = super::parallel::worth_two(self.summary.route.points.len());
-        self.to_json_in(if long { super::parallel::cores().min(4) } else { 1 })
-    }
-
-    /// The answer with the route written in `parts` parts at once.
-    fn to_json_in(&self, parts: usize) -> Result<Vec<u8>, serde_json::Error> {
-        let points = &self.summary.route.points;
-        let bounds: Vec<usize> = (0..=parts).map(|k| k * points.len() / parts).collect();
-        let carried = carried_into(points, &bounds);
-        let pauses = self.pauses();
-        let part =
-            |k: usize| RouteBody { body: self, pauses: &pauses, range: bounds[k]..bounds[k + 1], carried: carried[k] };
-        let write_route = |out: &mut Vec<u8>| {
-            let rest = std::thread::scope(|scope| {
-                let others: Vec<_> = (1..parts)
-                    .map(|k| {
-                        let part = &part;
-                        // Sized up front: grown by doubling, a part of a long route was copied
-                        // and its fresh pages zeroed again at every step.
-                        let size = 64 + (bounds[k + 1] - bounds[k]) * self.point_hint();
-                        scope.spawn(move || {
-                            let mut bytes = Vec::with_capacity(size);
-                            part(k).write_to(&mut bytes).map(|()| bytes)
-                        })
-                    })
-                    .collect();
-                let first = part(0).write_to(out);
-                let others: Vec<_> =
-                    others.into_iter().map(|h| h.join().expect("a route part's writer panicked")).collect();
-                first.map(|()| others)
-            })?;
-            // Each part is an array of its own: their elements go into the first's.
-            for bytes in rest {
-                let bytes = bytes?;
-                let inner = &bytes[1..bytes.len() - 1];
-                if inner.is_empty() {
-                    continue;
-                }
-                out.pop();
-                if out.last() != Some(&b'[') {
-                    out.push(b',');
-                }
-                out.extend_from_slice(inner);
-                out.push(b']');
-            }
-            Ok(())
-        };
-        Envelope::ok(SUCCESS, self).to_json_with(self.size_hint(), |body, out| {
-            let mut m = ObjectWriter::new(out);
-            body.entries(&mut m, &pauses, |m| m.entry_written("route", write_route))?;
-            m.end()
-        })
+        Envelope::ok(SUCCESS, self).to_json(self.size_hint())
     }
 }
 
@@ -478,28 +424,19 @@ mod tests {
     }
 
     #[test]
-    fn a_route_written_in_parts_is_the_route_written_whole() {
-        for (points, detailed) in [(0, true), (1, true), (2, false), (5, true), (1001, true), (1001, false)] {
-            let body = summary(points, detailed);
-            // As serde_json writes the envelope around the body, whole.
-            let whole = serde_json::to_vec(&serde_json::json!({
-                "code": 200, "data": serde_json::to_value(&body).expect("json"), "msg": SUCCESS, "status": true,
-            }))
-            .expect("json");
-            for parts in [1, 2, 3, 4, 7] {
-                let split = body.to_json_in(parts).expect("json");
-                assert!(split == whole, "{points} points in {parts} parts: the bytes differ");
-            }
-            let v: serde_json::Value = serde_json::from_slice(&whole).expect("valid JSON");
-            assert_eq!(v["data"]["route"].as_array().map(Vec::len), Some(points));
-        }
-    }
-
-    #[test]
     fn a_route_in_pieces_put_end_to_end_is_the_answer_written_whole() {
         use crate::body::Pieces;
         for (points, detailed) in [(0, true), (1, true), (2, false), (5, true), (1001, true), (1001, false)] {
-            let whole = summary(points, detailed).to_json().expect("json");
+            let body = summary(points, detailed);
+            let whole = body.to_json().expect("json");
+            // As serde_json writes the envelope around the body's JSON value.
+            let tree = serde_json::to_vec(&serde_json::json!({
+                "code": 200, "data": serde_json::to_value(&body).expect("json"), "msg": SUCCESS, "status": true,
+            }))
+            .expect("json");
+            assert!(whole == tree, "{points} points: the answer differs from its JSON value's");
+            let v: serde_json::Value = serde_json::from_slice(&whole).expect("valid JSON");
+            assert_eq!(v["data"]["route"].as_array().map(Vec::len), Some(points));
             for piece_points in [1, 2, 3, 500, 1000, 1001, 5000] {
                 let pieces = summary(points, detailed).in_pieces(piece_points).expect("pieces");
                 assert_eq!(pieces.count(), points.div_ceil(piece_points).max(1));
