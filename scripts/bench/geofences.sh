@@ -2,7 +2,7 @@
 # Geofences at country scale: 100,000 circle and polygon fences in one project over a
 # Germany-sized box (lat 47.5..54.5, lng 6..15; circles 50..1000 m, polygons of 4 to 8 vertices
 # 100..500 m from their centre), then
-#   1a. nearby search in-process on the embedded (redb file) store: p50/p99, items read per query;
+#   1a. nearby search (every fence in the circle) in-process on the embedded (redb file) store: p50/p99;
 #       and the same on the in-memory store with half the fences and queries around 10 cities
 #       (σ 3 km: hot index cells);
 #   1a+ in-process ingest on that file store: INGEST_BATCHES batches of 100 fixes through the box

@@ -75,17 +75,16 @@ for s, r in ins.items():
         print(f"  redb file after creating them: {r['redb_bytes'] / 1e6:,.0f} MB")
 
 print("\n== Nearby search (one query at a time unless noted)")
-hdr = ["setup", "fences", "radius", "queries", "p50 ms", "p99 ms", "q/s", "cells", "items mean", "items max",
-       "hits mean", "hits max", "read/hit", "RCU mean", "RCU p99"]
-ratio = lambda r: r["items_mean"] / r["hits_mean"] if r.get("hits_mean") else None
+hdr = ["setup", "fences", "radius", "queries", "p50 ms", "p99 ms", "q/s", "cells",
+       "hits mean", "hits max", "RCU mean", "RCU p99"]
 table = []
 for r in emb + ddb:
     if r["kind"] != "search":
         continue
     table.append([f"{r['store']}, in-process", fmt(r["fences"]), f"{r['radius_m']:.0f} m", fmt(r["queries"]),
                   fmt(r["p50_ms"], 3), fmt(r["p99_ms"], 3), fmt(r["queries_per_s"], 0), fmt(r["cells_mean"], 0),
-                  fmt(r["items_mean"], 1), fmt(r["items_max"], 0), fmt(r["hits_mean"], 1), fmt(r["hits_max"], 0),
-                  fmt(ratio(r), 2), fmt(r.get("capacity_units_mean"), 1), fmt(r.get("capacity_units_p99"), 1)])
+                  fmt(r["hits_mean"], 1), fmt(r["hits_max"], 0),
+                  fmt(r.get("capacity_units_mean"), 1), fmt(r.get("capacity_units_p99"), 1)])
 http = sorted(f for f in os.listdir(out) if f.startswith("http_search_"))
 for f in http:
     w = wrk(f)
@@ -94,7 +93,7 @@ for f in http:
     _, _, radius, conf = f[:-5].split("_", 3)
     table.append([f"waymark serve (file), HTTP wrk {conf}", fmt(ins.get("embedded (file)", {}).get("fences")),
                   f"{radius} m", fmt(w["requests"]), fmt(w["p50_ms"], 3), fmt(w["p99_ms"], 3),
-                  fmt(w["requests_per_s"], 0), "", "", "", "", "", "", "", ""])
+                  fmt(w["requests_per_s"], 0), "", "", "", "", ""])
 pg = {}
 try:
     with open(p("pg_timings.csv")) as f:

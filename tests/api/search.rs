@@ -246,7 +246,7 @@ async fn explain(
     p: LngLat,
     r: f64,
 ) {
-    let query_cells = index::fence_search_cells(p, r).expect("query cells");
+    let query_cells = index::search_cells(p, r).expect("query cells");
     let got_ids: Vec<&String> = got.iter().map(|(id, _)| id).collect();
     let exp_ids: Vec<&String> = expected.iter().map(|(id, _)| id).collect();
     for g in fences {
@@ -302,9 +302,9 @@ async fn search_matches_brute_force(app: TestApp, n_fences: usize, n_queries: us
             let s = HALF_SIDE_M + 2000.0;
             let (lng, lat) =
                 offset(REGION.0, REGION.1, (rng.uniform() * 2.0 - 1.0) * s, (rng.uniform() * 2.0 - 1.0) * s);
-            // Radii on both sides of the switch to coarse cells, up to the largest allowed.
+            // Radii from a few cells to the largest allowed.
             let radius = match q % 3 {
-                0 => [1000.0, 1999.0, index::COARSE_FROM_M, 5000.0, 10_000.0][(q / 3) % 5],
+                0 => [1000.0, 2000.0, 5000.0, 10_000.0][(q / 3) % 4],
                 _ => (rng.uniform() * 10_000.0).max(1.0),
             };
             (LngLat { lng, lat }, radius)

@@ -29,7 +29,7 @@ use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
 use crate::store::{Cond, Doc, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_json, key_of};
 
 /// Prefix lengths (hex digits of the id) with a counter, root first.
-const LEVELS: [usize; 5] = [4, 6, 8, 10, 12];
+pub(crate) const LEVELS: [usize; 5] = [4, 6, 8, 10, 12];
 
 /// A counter as stored.
 #[derive(Deserialize)]

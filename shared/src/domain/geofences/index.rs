@@ -1,13 +1,12 @@
-//! The geohash index of geofences: a fence is indexed under every cell of [`PRECISION`] and of
-//! [`COARSE_PRECISION`] that its shape overlaps; an evaluation reads the one fine cell that holds
-//! the location, a search the cells of one precision (chosen by [`search_precision`]) that cover
-//! its circle. Exact geometry decides in the end.
+//! The geohash index of geofences: a fence is indexed under every cell of [`PRECISION`] that its
+//! shape overlaps; an evaluation reads the one cell that holds the location, a search the cells
+//! covering its circle as [`SearchPlan`] orders them. Exact geometry decides in the end.
 //!
 //! Precision 6 cells are about 1.2 km × 0.6 km at the equator (narrower towards the poles): a
 //! 50 m fence falls in 1 to 4 cells, a 1000 m fence in about 6 to 15, and a location's cell holds
-//! only the fences near it. A fence is in 6.5 of them on average, so a wide search over fine cells
-//! reads each fence many times (a 5 km circle covers about 200 cells); precision 5 cells (about
-//! 4.9 km square at the equator) hold a fence once or twice, and a 5 km circle covers 8 to 16.
+//! only the fences near it. A search reads a fence about once, not once per cell of its cover
+//! that holds it ([`range_for`]), and a wide one reads only the cells its page needs: the rest
+//! are counted ([`count_cell`]).
 //! Shapes and search circles must stay between latitudes −85 and 85 and must not cross the
 //! antimeridian; anything else is refused with 400.
 
@@ -17,15 +16,11 @@ use crate::error::ApiError;
 use crate::geometry::LngLat;
 use crate::store::SkRange;
 
-/// The fine precision: events read it, and searches of small circles.
+/// The precision of the index's cells.
 pub const PRECISION: usize = 6;
-/// The coarse precision: searches of [`COARSE_FROM_M`] and more.
+/// The precision of the partitions that hold the index cells' counts (a partition holds the
+/// counts of the 32 cells within one cell of this precision).
 pub const COARSE_PRECISION: usize = 5;
-/// The search radius from which coarse cells are read. Estimated from the cells' areas and the
-/// copies per fence (6.5 fine, 1.5 coarse, fences up to 1000 m): fine and coarse cells read
-/// about as many items at 2 km; below, the fine cells' tighter cover wins, above, the coarse
-/// cells' fewer copies do (measured: 6.2 items at 1 km over fine cells, 52 at 5 km over coarse).
-pub const COARSE_FROM_M: f64 = 2000.0;
 
 /// A cell's width and height in degrees at a precision: of its 5 bits a character, longitude
 /// takes the first and every other one (so one more than latitude when the count is odd).
@@ -158,12 +153,13 @@ impl Shape {
         }
     }
 
-    /// The cells the shape overlaps: those of [`PRECISION`], then those of [`COARSE_PRECISION`].
+    /// The cells of [`PRECISION`] the shape overlaps.
     pub fn cells(&self, field: &str) -> Result<Vec<String>, ApiError> {
         let bbox = self.bbox(field)?;
-        let mut out = cells_in(field, &bbox, PRECISION, |cell| self.overlaps(cell))?;
-        out.extend(cells_in(field, &bbox, COARSE_PRECISION, |cell| self.overlaps(cell))?);
-        Ok(out)
+        grid_in(field, &bbox, PRECISION, |cell| self.overlaps(cell))?
+            .into_iter()
+            .map(|g| g.geohash(PRECISION))
+            .collect()
     }
 }
 
@@ -178,16 +174,6 @@ const SPHERE_MARGIN: f64 = 1.011;
 /// Most cells of a bounding box examined: a 10 km search circle near latitude 85 spans ~6,800;
 /// anything larger is refused before any work (a continent-sized polygon would take hours).
 pub const MAX_BBOX_CELLS: i64 = 8_000;
-
-/// Cells of `precision` whose rectangles meet `bbox` and pass `keep`.
-fn cells_in(
-    field: &str,
-    bbox: &Rect<f64>,
-    precision: usize,
-    keep: impl Fn(&Rect<f64>) -> bool,
-) -> Result<Vec<String>, ApiError> {
-    grid_in(field, bbox, precision, keep)?.into_iter().map(|g| g.geohash(precision)).collect()
-}
 
 /// A cell of a precision by its column (from longitude −180) and row (from latitude −90).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -241,8 +227,8 @@ const BOTH: &str = "x";
 /// Above every fence id (24 lowercase hex digits) after a given first character.
 const ID_END: &str = "~";
 
-/// The sort key of the fence's copy in each of `cells` (both precisions, as the fence records
-/// them), in their order.
+/// The sort key of the fence's copy in each of `cells` (as the fence records them), in their
+/// order.
 pub fn copy_sort_keys(cells: &[String], id: &str) -> Vec<String> {
     let set: std::collections::HashSet<&str> = cells.iter().map(String::as_str).collect();
     let has = |c: &str, d| geohash::neighbor(c, d).is_ok_and(|n| set.contains(n.as_str()));
@@ -289,20 +275,9 @@ pub fn cell_of(p: LngLat) -> Result<String, ApiError> {
     p.geohash(PRECISION)
 }
 
-/// The cells of [`PRECISION`] covering a circle (the fine cells: nearby users are indexed in them).
+/// The cells of [`PRECISION`] covering a circle (nearby users are indexed in them too).
 pub fn search_cells(center: LngLat, radius_m: f64) -> Result<Vec<String>, ApiError> {
-    cover(center, radius_m, PRECISION)
-}
-
-/// The precision of the cells a fence search of this radius reads (every fence has copies at
-/// both).
-pub fn search_precision(radius_m: f64) -> usize {
-    if radius_m >= COARSE_FROM_M { COARSE_PRECISION } else { PRECISION }
-}
-
-/// The cells a fence search reads: those of [`search_precision`] covering its circle.
-pub fn fence_search_cells(center: LngLat, radius_m: f64) -> Result<Vec<String>, ApiError> {
-    cover(center, radius_m, search_precision(radius_m))
+    cover_grid(center, radius_m, PRECISION)?.into_iter().map(|g| g.geohash(PRECISION)).collect()
 }
 
 /// The fine cell whose rectangle (closed, as [`Grid::rect`] computes it) holds `p`: floor may
@@ -434,28 +409,7 @@ impl SearchPlan {
     }
 }
 
-/// The cells of [`fence_search_cells`], each with the range of copies read there
-/// ([`range_for`]), told from the cells' places in the grid.
-pub fn fence_search_reads(center: LngLat, radius_m: f64) -> Result<Vec<(String, SkRange)>, ApiError> {
-    let precision = search_precision(radius_m);
-    let cover = cover_grid(center, radius_m, precision)?;
-    let set: std::collections::HashSet<Grid, foldhash::fast::FixedState> = cover.iter().copied().collect();
-    let has = |i, j| set.contains(&Grid(i, j));
-    cover
-        .iter()
-        .map(|&Grid(i, j)| {
-            let range = range_for(has(i - 1, j), (-1..=1).all(|d| has(i + d, j - 1)));
-            Ok((Grid(i, j).geohash(precision)?, range))
-        })
-        .collect()
-}
-
-/// The cells of `precision` covering a circle.
-fn cover(center: LngLat, radius_m: f64, precision: usize) -> Result<Vec<String>, ApiError> {
-    cover_grid(center, radius_m, precision)?.into_iter().map(|g| g.geohash(precision)).collect()
-}
-
-/// [`cover`] as places in the grid.
+/// The cells of `precision` covering a circle, as places in the grid.
 fn cover_grid(center: LngLat, radius_m: f64, precision: usize) -> Result<Vec<Grid>, ApiError> {
     let circle = Shape::Circle { center, radius_m };
     grid_in("radius", &circle.bbox("radius")?, precision, |cell| circle.overlaps(cell))
@@ -466,7 +420,7 @@ mod tests {
     use super::*;
 
     /// The copies a search reads in `cell` of its `cover`, told from the cells' names and their
-    /// geohash neighbours: what [`fence_search_reads`] tells from the grid.
+    /// geohash neighbours: what [`SearchPlan::take`] tells from the grid.
     fn copy_range(cell: &str, cover: &std::collections::HashSet<String>) -> SkRange {
         let has = |d| geohash::neighbor(cell, d).is_ok_and(|n| cover.contains(&n));
         range_for(has(geohash::Direction::W), BELOW.iter().all(|d| has(*d)))
@@ -478,7 +432,6 @@ mod tests {
         let shape = Shape::Circle { center: c, radius_m: 1000.0 };
         let cells = shape.cells("c").unwrap();
         assert!(cells.contains(&cell_of(c).unwrap()));
-        assert!(cells.contains(&c.geohash(COARSE_PRECISION).unwrap()));
         // Every point of the circle's edge lies in an indexed cell.
         for k in 0..360 {
             let a = (k as f64).to_radians();
@@ -487,9 +440,8 @@ mod tests {
                 lat: c.lat + 999.0 * a.sin() / M_PER_DEG_LAT_MIN,
             };
             assert!(cells.contains(&cell_of(p).unwrap()), "edge point {k}° not covered");
-            assert!(cells.contains(&p.geohash(COARSE_PRECISION).unwrap()), "edge point {k}° not covered");
         }
-        assert!(cells.len() <= 24, "{}", cells.len());
+        assert!(cells.len() <= 20 && cells.iter().all(|c| c.len() == PRECISION), "{cells:?}");
     }
 
     #[test]
@@ -502,15 +454,6 @@ mod tests {
     }
 
     #[test]
-    fn wide_searches_read_coarse_cells_and_few_of_them() {
-        let c = LngLat { lng: 10.5, lat: 51.0 };
-        assert_eq!(fence_search_cells(c, 1000.0).unwrap().iter().map(String::len).max(), Some(PRECISION));
-        let wide = fence_search_cells(c, 5000.0).unwrap();
-        assert!(wide.iter().all(|h| h.len() == COARSE_PRECISION));
-        assert!((6..=20).contains(&wide.len()), "{}", wide.len());
-    }
-
-    #[test]
     fn copy_keys_say_which_neighbours_hold_the_fence_and_searches_read_each_fence_once() {
         let c = LngLat { lng: 10.5, lat: 51.0 };
         let shape = Shape::Circle { center: c, radius_m: 1000.0 };
@@ -519,7 +462,7 @@ mod tests {
         assert!(sks.iter().all(|sk| copy_fence_id(sk) == "0123456789abcdef01234567"));
         // A search around the fence reads it once or a few times, not once per cell it shares.
         for radius in [500.0, 1000.0, 3000.0] {
-            let cover: Vec<String> = fence_search_cells(c, radius).unwrap();
+            let cover: Vec<String> = search_cells(c, radius).unwrap();
             let set: std::collections::HashSet<String> = cover.iter().cloned().collect();
             let read = cells
                 .iter()
@@ -543,13 +486,15 @@ mod tests {
         for (lng, lat) in [(10.5, 51.0), (-73.98, 40.75), (151.2, -33.87), (0.0, 0.0), (-0.001, 84.9)] {
             for radius in [50.0, 1000.0, 2500.0, 5000.0, 10_000.0] {
                 let at = LngLat { lng, lat };
-                let Ok(cells) = fence_search_cells(at, radius) else {
-                    assert!(fence_search_reads(at, radius).is_err());
+                let Ok(cells) = search_cells(at, radius) else {
+                    assert!(SearchPlan::new(at, radius).is_err());
                     continue;
                 };
                 let set: std::collections::HashSet<String> = cells.iter().cloned().collect();
                 let by_name: Vec<(String, SkRange)> = cells.iter().map(|c| (c.clone(), copy_range(c, &set))).collect();
-                assert_eq!(fence_search_reads(at, radius).unwrap(), by_name, "{lng},{lat} {radius} m");
+                let mut plan = SearchPlan::new(at, radius).unwrap();
+                let all: Vec<usize> = (0..plan.cells.len()).collect();
+                assert_eq!(plan.take(&all), by_name, "{lng},{lat} {radius} m");
             }
         }
     }

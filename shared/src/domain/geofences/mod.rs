@@ -5,11 +5,10 @@
 //! - `<project>#F`, sort key fence id: the project's fences in creation order; a deleted fence
 //!   moves to `<project>#FD` (kept, never listed);
 //! - `<project>#C#<geohash>`, sort key the fence id behind a class prefix (see
-//!   [`index::copy_sort_keys`]): a full copy of each fence in every cell its shape
-//!   overlaps, at precision 6 and at precision 5 (the geohash's length tells them apart), so a
-//!   search or an evaluation reads only index items. A fence and all its cell copies are written
-//!   in one transaction, so the index never disagrees with the fence; hence a shape may cover at
-//!   most [`MAX_CELLS`] cells of both precisions together (a circle of 1000 m covers about 15);
+//!   [`index::copy_sort_keys`]): a full copy of each fence in every cell of precision 6 its
+//!   shape overlaps, so a search or an evaluation reads only index items. A fence and all its
+//!   cell copies are written in one transaction, so the index never disagrees with the fence;
+//!   hence a shape may cover at most [`MAX_CELLS`] cells (a circle of 1000 m covers 6 to 15);
 //! - `<project>#CN#<geohash of precision 5>`, sort key a fine cell within it, attribute `n`: how
 //!   many live fences are counted in that cell ([`index::count_cell`] of [`Geofence::anchor`]),
 //!   kept by `ADD` in the same transaction as the fence's create, move or delete, so a search
@@ -27,7 +26,7 @@ mod window;
 use shape::parse_shape;
 pub use shape::{infer_geometry, parse_radius, parse_ring};
 
-pub use search::{FoundView, Hit, search, search_page, write_found};
+pub use search::{FoundView, Hit, search_page, write_found};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -49,10 +48,12 @@ use index::Shape;
 
 /// Circle radius bounds in meters (openapi.yaml, `CreateCircle.geometry_radius`).
 pub const RADIUS_M: std::ops::RangeInclusive<i64> = 50..=1000;
-/// Most cells, of both precisions, one fence may be indexed in (one transaction holds the fence,
+/// Most index cells one fence may be indexed in (one transaction holds the fence,
 /// its deleted copy, every cell copy, the list's 5 page counters (see `domain::list_pages`) and
 /// its cell count).
 pub const MAX_CELLS: usize = 92;
+// The delete: the fence, its deleted copy, its copies, the list's counters and its cell count.
+const _: () = assert!(MAX_CELLS + 2 + list_pages::LEVELS.len() + 1 <= MAX_TRANSACT_OPS);
 /// Most vertices of a polygon.
 pub const MAX_VERTICES: usize = 500;
 /// Most user ids, and most group ids, a fence may be scoped to.
@@ -560,15 +561,8 @@ pub async fn delete(store: &dyn Store, p: &Project, id: &str) -> Result<(), ApiE
         ];
         ops.extend(list_pages::count_ops(Table::Main, &fences_pk(&p.project_id), &g.id, -1));
         ops.push(count_op(&p.project_id, index::count_cell(g.anchor())?, -1));
-        // Fences made when more cells were allowed (98) may not fit with the counters: their
-        // last cell copies go first, on their own (search stops finding a fence being deleted).
-        let mut keys = copy_keys(&g);
-        let room = MAX_TRANSACT_OPS.saturating_sub(ops.len()).min(keys.len());
-        let extra = keys.split_off(room);
-        if !extra.is_empty() {
-            store.delete_many(Table::Main, extra).await?;
-        }
-        for (pk, sk) in keys {
+        // At most MAX_CELLS copies: with the rows above, one transaction.
+        for (pk, sk) in copy_keys(&g) {
             ops.push(WriteOp::Delete { table: Table::Main, pk, sk, cond: Cond::None });
         }
         match store.transact(ops).await {

@@ -1,9 +1,8 @@
-//! Nearby fence search: the index cells of one precision that cover the circle, each copy
-//! decoded for its id and shape alone, with a cheap lower bound (the chord to its center) ruling
-//! out most far fences before the exact distance. [`search`] reads every fence in the circle;
-//! [`search_page`], which the endpoint answers with, counts those of cells wholly inside from the
-//! cells' counts and reads only the cells the edge cuts and the nearest ones the page needs
-//! ([`index::SearchPlan`]). Only the fences shown are decoded whole and rendered.
+//! Nearby fence search ([`search_page`]): the fences of index cells wholly inside the circle are
+//! counted from the cells' counts; only the cells the edge cuts and the nearest ones the page
+//! needs are read ([`index::SearchPlan`]), each copy decoded for its id and shape alone, with a
+//! cheap lower bound (the chord to its center) ruling out most far fences before the exact
+//! distance. Only the fences shown are decoded whole and rendered.
 
 use std::collections::BTreeMap;
 
@@ -175,21 +174,6 @@ fn nearest_first(a: &Hit, b: &Hit) -> std::cmp::Ordering {
     a.distance_m.total_cmp(&b.distance_m).then_with(|| a.id.cmp(&b.id))
 }
 
-/// Every fence whose shape comes within `radius_m` of `at`, nearest first (ties by id), and how
-/// many index items were read: every cell covering the circle read whole.
-pub async fn search(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -> Result<(Vec<Hit>, usize), ApiError> {
-    let reads = index::fence_search_reads(at, radius_m)?;
-    let queries: Vec<Query> =
-        reads.into_iter().map(|(c, range)| Query::new(cell_pk(&p.project_id, &c), range)).collect();
-    let cells = store.query_docs_many(Table::Main, &queries).await?;
-    let read = cells.iter().map(Vec::len).sum();
-    let mut seen = std::collections::HashSet::with_capacity_and_hasher(read, Default::default());
-    let mut hits = Vec::new();
-    measure(cells.iter().flatten(), &at.placed(), radius_m, &mut seen, |h, _| hits.push(h))?;
-    hits.sort_by(nearest_first);
-    Ok((hits, read))
-}
-
 /// A count item of a cell.
 #[derive(Deserialize)]
 struct CellCount {
@@ -198,7 +182,8 @@ struct CellCount {
     n: i64,
 }
 
-/// Page `page` (from 1) of `limit` fences of [`search`]'s answer, and how many it holds in all,
+/// Page `page` (from 1) of `limit` fences whose shapes come within `radius_m` of `at`, nearest
+/// first (ties by id), and how many there are in all,
 /// without reading every fence in the circle ([`index::SearchPlan`]): the counts of the cells
 /// wholly inside, the copies of the cells the circle's edge cuts, and the inner cells nearest
 /// first until the page is settled (its last fence nearer than any unread cell).
