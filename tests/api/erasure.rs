@@ -458,24 +458,3 @@ both!(a_batch_that_raced_the_erasure_is_deleted_by_its_processing_pass, |app| as
     let left = items_naming(&app, &u).await;
     assert!(left.is_empty(), "{left:#?}");
 });
-
-both!(a_user_soft_deleted_before_erasure_existed_is_erased_by_a_delete, |app| async move {
-    let u = tracked(&app).await;
-    let (fixes, _) = stay(HOME, Utc::now() - chrono::Duration::minutes(20), 6);
-    ingest(&app, &u, &fixes).await;
-    // What the soft delete of earlier versions left: the record moved to `<project>#UD`.
-    let store = app.state.store.as_ref();
-    let pid = &app.project.project_id;
-    let mut item = store.get(Table::Main, &format!("{pid}#U"), &u).await.unwrap().expect("user");
-    store.delete(Table::Main, &format!("{pid}#U"), &u, shared::store::Cond::None).await.unwrap();
-    item.insert("pk".into(), format!("{pid}#UD").into());
-    item.insert("is_deleted".into(), true.into());
-    store.put(Table::Main, item, shared::store::Cond::None).await.unwrap();
-    let (s, r) = app.get(&format!("/v1/api/user/?user_id={u}")).await;
-    assert_error(s, &r, StatusCode::NOT_FOUND, "user_id");
-
-    let (s, r) = app.call("DELETE", &format!("/v1/api/user/?user_id={u}"), Key::Secret, None).await;
-    assert_eq!(s, StatusCode::OK, "{r}");
-    let left = items_naming(&app, &u).await;
-    assert!(left.is_empty(), "{left:#?}");
-});

@@ -2,8 +2,7 @@
 //!
 //! Layout (main table): live users at `pk = <project>#U`, `sk = <user id>`, so listing in creation
 //! order, and by creation date, is one Query. Deleting a user erases them and everything derived
-//! from them (see `pipeline::erasure`); `<project>#UD` holds users soft-deleted before erasure
-//! existed, which a DELETE of them erases too.
+//! from them (see `pipeline::erasure`).
 
 use chrono_tz::Tz;
 use serde::de::DeserializeOwned;
@@ -99,10 +98,6 @@ pub struct UpdateUser {
 
 pub fn users_pk(project_id: &str) -> String {
     [project_id, "#U"].concat()
-}
-/// Users soft-deleted by versions before erasure (nothing is written here any more).
-pub(crate) fn deleted_pk(project_id: &str) -> String {
-    [project_id, "#UD"].concat()
 }
 
 fn text(field: &str, v: Option<String>) -> Result<Option<String>, ApiError> {

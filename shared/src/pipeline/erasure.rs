@@ -2,9 +2,8 @@
 //! table holds their id afterwards (privacy law's right to erasure).
 //!
 //! Order, and why:
-//! 1. One transaction removes the user record (live `<project>#U`, or a record soft-deleted
-//!    before erasure existed, `<project>#UD`) and writes an erasure marker at `ERASE`, sort key
-//!    `<project>#<user>`. From then on every read and every ingest of the user is a 404, since
+//! 1. One transaction removes the user record (`<project>#U`) and writes an erasure marker at
+//!    `ERASE`, sort key `<project>#<user>`. From then on every read and every ingest of the user is a 404, since
 //!    they all start from the user record; the marker is the only thing left that names them.
 //! 2. Steps, each idempotent (deletes without conditions; derived keys), in bounded batches of at
 //!    most [`PAGE`] keys, deleted with [`Store::delete_many`] (no transaction: it would double
@@ -254,13 +253,9 @@ async fn start(store: &dyn Store, p: &Project, user_id: &str) -> Result<Marker, 
         if let Some(item) = store.get(Table::Main, MARKERS_PK, &msk).await? {
             return Ok(from_item(item)?);
         }
-        let live = store.get(Table::Main, &users::users_pk(&p.project_id), user_id).await?;
-        let (pk, item) = match live {
-            Some(i) => (users::users_pk(&p.project_id), i),
-            None => match store.get(Table::Main, &users::deleted_pk(&p.project_id), user_id).await? {
-                Some(i) => (users::deleted_pk(&p.project_id), i),
-                None => return Err(ApiError::not_found(format!("user_id: no user '{user_id}' in this project"))),
-            },
+        let pk = users::users_pk(&p.project_id);
+        let Some(item) = store.get(Table::Main, &pk, user_id).await? else {
+            return Err(ApiError::not_found(format!("user_id: no user '{user_id}' in this project")));
         };
         let user: User = from_item(item)?;
         let marker = Marker {
@@ -273,8 +268,7 @@ async fn start(store: &dyn Store, p: &Project, user_id: &str) -> Result<Marker, 
             cursor: None,
             items: 1,
         };
-        // A live user leaves the list's page counts with the record.
-        let counted = pk == users::users_pk(&p.project_id);
+        // The user leaves the list's page counts with the record.
         let mut ops = vec![
             WriteOp::Put { table: Table::Main, item: to_item(MARKERS_PK, &msk, &marker)?, cond: Cond::NotExists },
             WriteOp::Delete {
@@ -284,9 +278,7 @@ async fn start(store: &dyn Store, p: &Project, user_id: &str) -> Result<Marker, 
                 cond: Cond::Equals("version", user.version.into()),
             },
         ];
-        if counted {
-            ops.extend(crate::domain::list_pages::count_ops(Table::Main, &pk, &user.id, -1));
-        }
+        ops.extend(crate::domain::list_pages::count_ops(Table::Main, &pk, &user.id, -1));
         match store.transact(ops).await {
             Ok(()) => return Ok(marker),
             // The user changed, or another request began the erasure: read again.

@@ -21,7 +21,7 @@
 //!
 //! The sweeper does not scan: projects with retention are listed in a small registry
 //! (`RETENTION`, one item per project, written with the setting), users come from the
-//! project's user lists (current and deleted), locations and the user's index of trip events
+//! project's user list, locations and the user's index of trip events
 //! are a key range of each user's partition (ids are time-ordered), geofence events a key range
 //! of the project-wide events list, each of whose items names the fence and user copies to
 //! delete with it, and webhook messages a key range of the project's messages, each deleted with
@@ -79,8 +79,8 @@ struct Cursor {
     after: Option<String>,
 }
 
-/// A project's phases: geofence events, webhook messages, current users, deleted users.
-const PHASES: usize = 4;
+/// A project's phases: geofence events, webhook messages, users.
+const PHASES: usize = 3;
 
 /// The bounds of one sweeper run.
 #[derive(Debug, Clone, Copy)]
@@ -250,10 +250,7 @@ impl Run<'_> {
             let done = match pos.phase {
                 0 => self.geofence_events(pid, &range).await?,
                 1 => self.webhook_messages(pid, &range).await?,
-                list => {
-                    let pk = if list == 2 { users::users_pk(pid) } else { users::deleted_pk(pid) };
-                    self.users(pid, &pk, &range, &mut pos.after).await?
-                }
+                _ => self.users(pid, &users::users_pk(pid), &range, &mut pos.after).await?,
             };
             if !done {
                 return Ok(false);
