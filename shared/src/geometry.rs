@@ -283,30 +283,6 @@ fn push_varint(out: &mut String, v: i64) {
     out.push(char::from((v + 63) as u8));
 }
 
-/// Decode a time-aware polyline back into `(position, unix seconds)`; used by tests and clients.
-pub fn decode_time_aware_polyline(s: &str) -> Option<Vec<(LngLat, i64)>> {
-    let bytes = s.as_bytes();
-    let (mut i, mut acc, mut out) = (0usize, [0i64; 3], Vec::new());
-    while i < bytes.len() {
-        for slot in acc.iter_mut() {
-            let (mut result, mut shift) = (0u64, 0u32);
-            loop {
-                let b = u64::from(*bytes.get(i)?).checked_sub(63)?;
-                i += 1;
-                result |= (b & 0x1f).checked_shl(shift)?;
-                shift += 5;
-                if b < 0x20 {
-                    break;
-                }
-            }
-            let d = if result & 1 == 1 { !(result >> 1) as i64 } else { (result >> 1) as i64 };
-            *slot += d;
-        }
-        out.push((LngLat { lng: acc[1] as f64 / 1e5, lat: acc[0] as f64 / 1e5 }, acc[2]));
-    }
-    Some(out)
-}
-
 /// The `radius` of a nearby search (geofences or users), in meters: one parser and one set of
 /// bounds for both. Roam documents 1000 m when left out and at most 10,000 m; its users search
 /// also a least of 100 m (a geofence search takes any positive radius).
@@ -489,9 +465,6 @@ mod tests {
         ];
         let s = encode_time_aware_polyline(&pts);
         assert_eq!(s, "spxsBsdb|Lymo`qvAx@TKvAr@K");
-        let back = decode_time_aware_polyline(&s).unwrap();
-        assert_eq!(back.len(), 3);
-        assert!((back[2].0.lat - 19.13553).abs() < 1e-9 && back[2].1 == 1_469_079_801);
     }
 
     #[test]

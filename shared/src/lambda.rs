@@ -35,8 +35,11 @@ pub const MAX_RESPONSE_PAYLOAD: usize = 6 * 1024 * 1024;
 /// envelope's own fields.
 const PAYLOAD_ROOM: usize = 16 * 1024;
 
-/// Serve `router` (with the error fallbacks of [`crate::http::service`]) on the Lambda runtime.
-pub async fn run(router: Router<AppState>, state: AppState) -> Result<(), lambda_http::Error> {
+/// Serve `router` (with the error fallbacks of [`crate::http::service`]) on the Lambda runtime:
+/// logs set up and state built once per cold start.
+pub async fn run(router: Router<AppState>) -> Result<(), lambda_http::Error> {
+    crate::http::init_tracing();
+    let state = AppState::dynamodb_from_env().await;
     lambda_http::run(handler(router, state)).await
 }
 

@@ -2,6 +2,7 @@
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
+use shared::geometry::LngLat;
 
 use crate::both;
 use crate::helpers::{Key, TestApp, assert_error};
@@ -120,7 +121,7 @@ both!(points_encoded_decodes_back_to_the_stored_points, |app| async move {
     for (a, b) in decoded.iter().zip(pts.iter()) {
         assert!((a.0 - b.0).abs() < 1e-5 && (a.1 - b.1).abs() < 1e-5, "{a:?} vs {b:?}");
     }
-    let timed = shared::geometry::decode_time_aware_polyline(d["time_aware_polyline"].as_str().unwrap()).unwrap();
+    let timed = decode_time_aware_polyline(d["time_aware_polyline"].as_str().unwrap()).unwrap();
     assert_eq!(timed.len(), 4);
     let t0 = chrono::NaiveDateTime::parse_from_str("2024-06-01T08:00:00", "%Y-%m-%dT%H:%M:%S")
         .unwrap()
@@ -258,3 +259,28 @@ both!(start_and_end_dates_may_be_date_times, |app| async move {
         assert_error(status, &res, StatusCode::BAD_REQUEST, field);
     }
 });
+
+/// A time-aware polyline (HyperTrack's format) back into `(position, unix seconds)`, as a client
+/// decodes it.
+fn decode_time_aware_polyline(s: &str) -> Option<Vec<(LngLat, i64)>> {
+    let bytes = s.as_bytes();
+    let (mut i, mut acc, mut out) = (0usize, [0i64; 3], Vec::new());
+    while i < bytes.len() {
+        for slot in acc.iter_mut() {
+            let (mut result, mut shift) = (0u64, 0u32);
+            loop {
+                let b = u64::from(*bytes.get(i)?).checked_sub(63)?;
+                i += 1;
+                result |= (b & 0x1f).checked_shl(shift)?;
+                shift += 5;
+                if b < 0x20 {
+                    break;
+                }
+            }
+            let d = if result & 1 == 1 { !(result >> 1) as i64 } else { (result >> 1) as i64 };
+            *slot += d;
+        }
+        out.push((LngLat { lng: acc[1] as f64 / 1e5, lat: acc[0] as f64 / 1e5 }, acc[2]));
+    }
+    Some(out)
+}

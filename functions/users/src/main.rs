@@ -3,7 +3,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    shared::http::init_tracing();
-    let state = shared::AppState::dynamodb_from_env().await;
-    shared::lambda::run(users::router(), state).await
+    shared::lambda::run(users::router()).await
 }

@@ -47,13 +47,6 @@ pub const WS_PATH: &str = "/v1/api/streams/ws";
 /// The WebSocket's documented path (the tracking page opens it).
 pub const WS_PATH_SLASH: &str = "/v1/api/streams/ws/";
 
-pub const ROUTES: &[(&str, &str)] = &[
-    ("GET", "/v1/api/streams/sse/"),
-    ("GET", "/v1/api/streams/ws/"),
-    ("POST", "/v1/api/streams/tokens/"),
-    ("DELETE", "/v1/api/streams/tokens/"),
-];
-
 pub fn router() -> Router<AppState> {
     let r = route(Router::new(), "/v1/api/streams/sse/", get(sse::sse));
     let r = route(r, "/v1/api/streams/ws/", get(ws::ws));
