@@ -1,18 +1,9 @@
 //! The public trip tracking page behind `trip_tracking_url`: `/track/{token}` (HTML), its live
-//! data `/track/{token}/data` (JSON, polled by the page while the trip is not ended), its route as
-//! GPX 1.1 `/track/{token}/gpx` (Roam's export `download_url`) and the page's
-//! assets `/track/assets/{file}` (Leaflet, bundled at build time, and the page's own script and
-//! style). No key: the unguessable token is the only credential, and an unknown, malformed or
-//! deleted trip's token gets the same plain 404 page.
-//!
-//! Tiles come from `WAYMARK_TILE_URL` (a `{z}/{x}/{y}` template, e.g.
-//! `https://tile.openstreetmap.org/{z}/{x}/{y}.png`) with `WAYMARK_TILE_ATTRIBUTION`; unset, the
-//! route is drawn on a blank background with a scale. `WAYMARK_TRACKING_REFRESH_SECONDS` sets the
-//! polling interval (default 15). With a stream URL (`WAYMARK_STREAM_URL`: the WebSocket API's
-//! `wss://` URL on AWS; `waymark serve` its own `/v1/api/streams/ws/`), the page follows its trip's
-//! stream instead of polling: its first data carries a stream token for the trip (docs/streams.md),
-//! and the page reads its data again only when the stream says something changed, polling only
-//! while the stream fails.
+//! data `/track/{token}/data` (JSON), its route as GPX 1.1 `/track/{token}/gpx` (Roam's export
+//! `download_url`) and the page's assets `/track/assets/{file}`. No key: the unguessable token is
+//! the only credential, and an unknown, malformed or deleted trip's token gets the same plain 404
+//! page. Settings (`WAYMARK_TILE_URL` and kin): docs/tracking-page.md; following the trip's stream
+//! instead of polling: docs/streams.md, "The trip tracking page".
 
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};

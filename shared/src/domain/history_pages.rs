@@ -1,39 +1,10 @@
-//! Exact `page_number` paging of a user's location history, of the geofence event lists (the
-//! project's, a fence's, a user's), of a user's trip events and of a webhook endpoint's delivery
-//! log, at a cost that does not grow with the page number. All are partitions of items keyed by
-//! time-ordered 24-hex-digit ids ("fixes" below: the others are counted the same way, in the main
-//! table). Writers count through [`put_new_counted`] (put-if-absent) or [`counting`] (around a
-//! transaction); deleters of single entries go through [`deleting`].
-//!
-//! Counting a range is linear in it on both stores (on DynamoDB a `Select=COUNT` query reads
-//! every item), and DynamoDB cannot skip N items without reading them. So a history partition
-//! carries its own counts, beside the fixes, under sort keys from `~` (after every hex id: every
-//! key range of fixes leaves them out, and erasing the partition removes them with it):
-//!
-//! - a *bucket* item per 16^6 ms (≈ 4.7 h) of `recorded_at` that has held fixes, sort key `~` and
-//!   the ids' first 6 hex digits, with the number of fixes in each of its 256 *cells* (16^8 ms ≈
-//!   65 s: the ids' next 2 digits). Every writer counts from a partition's first entry, so a
-//!   bucket with fixes has its item.
-//!
-//! Page N reads the range's bucket items (one per 4.7 h of history, each small), adds up cell
-//! counts to find the cell that holds entry `offset`, and reads from that cell's first key: at
-//! most one cell's fixes plus a page. Cells cut by the range's ends are counted directly. The
-//! bucket reads grow with the range's span, not its page number (83 h of one fix a second: 18
-//! buckets, 9 to 12 read units a page on DynamoDB); a history of many months would want a level
-//! above (counts per 16^8 ms ≈ 50 days), not built yet.
-//!
-//! Exact without transactions, and without a shared item: a writer registers in each bucket it
-//! will write to by putting an item of its own there (a *delta*, `~<bucket>+<writer>`, pending,
-//! with the time) before storing fixes, and when done rewrites it with the fixes that were new to
-//! the log (`put_new` says which), so a re-sent batch adds nothing. A bucket's counts are its base
-//! item's plus its finished deltas'; while a writer is pending a reader counts that bucket itself.
-//! Different writers never write the same item (see `deltas`: passes of different users adding
-//! to one event list collided on a shared bucket item). Deltas are folded into the base now and
-//! then, conditional on the base's nonce. A writer pending for longer than any request lives died
-//! part-way, and a deleter's delta ([`deleting`], retention's sweeper) says nothing is known: the
-//! next reader recounts the bucket and writes it back. DynamoDB TTL deletes fixes without telling
-//! anyone: a cell keeps the earliest `expires_at` of its fixes, and once that has passed the cell
-//! is counted directly.
+//! Exact `page_number` paging of a user's location history, the geofence event lists, a user's
+//! trip events and a webhook endpoint's delivery log, at a cost that does not grow with the page
+//! number: each partition carries its own counts, under sort keys from `~` (after every id).
+//! Writers count through [`put_new_counted`] (put-if-absent) or [`counting`] (around a
+//! transaction), deleters of single entries go through [`deleting`]: a write around them leaves
+//! the counts wrong. Different writers never write the same item (see `deltas`).
+//! See docs/architecture.md, "Counted pages".
 
 mod cells;
 mod deltas;

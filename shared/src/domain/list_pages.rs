@@ -1,23 +1,9 @@
 //! Exact `page_number` paging of the lists keyed by id (a project's users, geofences, moving
-//! geofences, v1/v3 trips) at a cost that does not grow with the page number.
-//!
-//! Counting a range reads all of it on both stores, and DynamoDB cannot skip N items without
-//! reading them, so such a list keeps counts beside it, in a partition of their own
-//! (`<list pk>#N`; queries of the list never meet them). Ids begin with their creation time in
-//! 12 hex digits (ms), and a counter counts the list's items whose ids share a prefix of 4, 6, 8,
-//! 10 or 12 hex digits (≈ 50 days, 4.7 h, 65 s, 256 ms, 1 ms): a tree of fan-out 256 whose root
-//! level has one counter per 50 days that had items. Counters are kept by `ADD` in the same
-//! transaction as the insert or removal they count ([`count_ops`]), so they never drift; an ADD
-//! has no condition to fail (on DynamoDB two transactions on one counter at once may still be
-//! cancelled: the store sends the loser again). A create or delete writes 5 counters more: on
-//! AWS 2 WCU each, in the transaction.
-//!
-//! Page N finds the entry at its offset by walking down the tree: the root counters, then at each
-//! level the (at most 256) counters under the chosen prefix, then the items of one millisecond
-//! (as many as were created in it) — about 6 small queries whatever N is; page 1 reads from the
-//! range's end directly. A date range adds the rank of each end, found the same way.
-//!
-//! Every list is counted from its first insert, so a list without counters is empty.
+//! geofences, v1/v3 trips) at a cost that does not grow with the page number: counters per id
+//! prefix (a tree of fan-out 256 over creation time) in a partition of their own, `<list pk>#N`.
+//! Counters are kept by `ADD` in the same transaction as the insert or removal they count
+//! ([`count_ops`]), so they never drift; every list is counted from its first insert, so a list
+//! without counters is empty. See docs/architecture.md, "Counted pages".
 
 use std::fmt::Write;
 

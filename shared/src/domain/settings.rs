@@ -1,18 +1,10 @@
-//! Project settings: one small record per project (`<project>#SETTINGS`), read where a setting
-//! applies and changed with `PUT /v1/api/project/settings/`. Each setting is optional in the
-//! record, so a setting added later reads as its default in projects stored before it existed.
-//!
-//! To add a setting: a field in [`StoredSettings`], its default and bounds beside
-//! [`TRACKING_LINK_TTL`], one arm in [`SettingsUpdate::parse`] and one line in [`ProjectSettings`].
-//!
-//! `retention_days` is also copied into a small registry (see `pipeline::retention`) in the same
-//! transaction, so the retention sweeper finds the projects that have one without a scan.
-//!
-//! Readers on a hot path (ingest stamping the retention's expiry, the tracking page checking its
-//! link's life) use [`cached`]: one read per project per [`CACHE_SECONDS`] per process. On Lambda
-//! a change made through another instance therefore applies within that delay; in `waymark
-//! serve` at once, since the PUT refreshes the cache of the one process that serves everything.
-//! `GET /v1/api/project/settings/` and the sweeper read the record itself ([`get`]).
+//! Project settings: one small record per project (`<project>#SETTINGS`). Each setting is
+//! optional in the record, so a setting added later reads as its default in projects stored
+//! before it. To add one: a field in [`StoredSettings`], its default and bounds beside
+//! [`TRACKING_LINK_TTL`], an arm in [`SettingsUpdate::parse`], a line in [`ProjectSettings`].
+//! `retention_days` is copied in the same transaction into the registry the retention sweeper
+//! reads. Hot paths read through [`cached`] (once per [`CACHE_SECONDS`] per process); the GET and
+//! the sweeper read the record itself ([`get`]). See docs/endpoints.md, "Retention".
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};

@@ -1,21 +1,9 @@
-//! Ingest of a batch of locations: store them, then derive what they cause through the events
-//! processor (see [`super::processor`]).
-//!
-//! Order of writes, and what a failure at each point leaves:
-//! 1. a batch mark (nothing stored yet: the client gets an error and re-sends);
-//! 2. the locations, put-if-absent (a re-send stores only what is missing);
-//! 3. the processor's pass over everything past the user's watermark. If it fails, the batch is
-//!    still stored and the answer says so (`processed: false`); the derived work completes on the
-//!    user's next ingest or the next sweep (AWS: the stream-fed processor function).
-//!
-//! On the embedded store the mark and the locations are committed without a file sync, and the
-//! answer waits until they are durable ([`crate::store::Unsynced`]): the pass's synced commit
-//! makes them so (redb makes every earlier commit durable with a synced one), so a request syncs
-//! once. A crash before that loses only fixes no client was told were stored; the derived state
-//! never names a lost fix, since it commits after them.
-//!
-//! Fixes recorded more than [`locations::FUTURE_TOLERANCE_SECONDS`] after the server's clock are
-//! refused (listed in `rejected`), so no absurd timestamp can pin derived state.
+//! Ingest of a batch of locations: a batch mark, then the locations put-if-absent, then the
+//! events processor's pass ([`super::processor`]). Locations are stored before anything is
+//! derived from them, so a failure at any step leaves what a re-send or the next pass completes.
+//! On the embedded store the mark and fixes commit unsynced and the answer waits until they are
+//! durable ([`crate::store::Unsynced`]), usually by the pass's synced commit: one sync a request.
+//! See docs/events.md.
 
 use serde_json::{Value, json};
 

@@ -1,30 +1,10 @@
-//! The events processor: everything derived from a user's stored locations, exactly once.
-//!
-//! Derived state (last location, trip progress and trip events, geofence states and events,
-//! stays, moving-fence positions and events, webhook messages) is a function of the location
-//! log. Per user a watermark (`<project>#PW#<user>`: the id of the newest fix processed) says how
-//! far derivation has got. A pass reads the fixes past it, asks each domain module what they
-//! change, and then:
-//! 1. writes the *facts* (events, stays, webhook messages: items whose keys are derived from the
-//!    fixes, so a second pass over the same fixes finds them and writes nothing) put-if-absent;
-//! 2. commits the *states* (user, trips, fence states, stay run, positions), the new watermark
-//!    (checked on its version) and the removal of the batch marks it covered, in one transaction.
-//!
-//! A crash or error anywhere leaves the watermark where it was, so the next pass (the user's next
-//! ingest, the sweep of `waymark serve` every [`SWEEP_SECONDS`], or on AWS the processor function
-//! fed by the locations table's stream) redoes the range and adds only what is missing.
-//!
-//! Batch marks (`PENDING#<shard>`, sort key `<project>#<user>#<batch>`) are written before a
-//! batch's locations, so a sweep finds every user with work left, and carry the batch's oldest
-//! fix: fixes older than the watermark (late) still recompute the figures of trips they fall in.
-//! A mark says `stored: false` until the whole batch is in the log. DynamoDB stores a batch in
-//! several writes, so a pass could otherwise see some of its fixes, move the watermark past them
-//! and leave the rest late (their geofence events lost); a pass therefore stops before the oldest
-//! fix of a batch still being stored. A batch whose request died while storing blocks its user
-//! for at most [`ABANDONED_SECONDS`] (the client's re-send usually comes first and completes it),
-//! unless the process is the store's only writer and the request died before it started
-//! (`waymark serve` after a crash): then a batch wholly in the log is derived at once, by the
-//! sweep that starts with the process (see [`BatchMark::holds`]).
+//! The events processor: everything derived from a user's stored locations (last location,
+//! trips, geofence states and events, stays, moving fences, webhook messages), exactly once.
+//! A pass reads the fixes past the user's watermark and writes the *facts* put-if-absent (keys
+//! derived from the fixes, so a second pass writes nothing new), then commits the *states*, the
+//! version-checked watermark and the removal of the batch marks it covered in one transaction:
+//! a crash anywhere leaves the watermark, and the next pass redoes the range. A pass stops before
+//! the oldest fix of a batch still being stored ([`BatchMark::holds`]). See docs/events.md.
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;

@@ -1,16 +1,10 @@
 //! Storage at the level of a DynamoDB table: items addressed by a string partition key `pk` and a
 //! string sort key `sk`. Two implementations share every line of domain logic: [`DynamoStore`] in
-//! production and [`EmbeddedStore`] (redb, file or memory) for `waymark serve` and tests.
-//!
-//! Items are JSON objects that carry `pk` and `sk`; mapping to DynamoDB attribute values happens
-//! only in `dynamo/` (serde_dynamo), and typed records go through [`to_item`] / [`from_item`].
-//!
-//! Expiry: an item whose numeric [`TTL_ATTRIBUTE`] (epoch seconds) has passed is gone for every
-//! read ([`Store::get`], queries, counts) on both backends, although DynamoDB's TTL deletes it
-//! only later (typically within two days) and the embedded store never does by itself (the
-//! retention sweeper does). Only queries marked [`Query::with_expired`] see such items: the
-//! sweeper and erasure, whose job is to delete them. Conditions of writes still see them, as
-//! DynamoDB's do, so both backends agree there too.
+//! production and [`EmbeddedStore`] (redb, file or memory) for `waymark serve` and tests. Items
+//! are JSON (typed records through [`to_item`] / [`from_item`]; DynamoDB values only in `dynamo/`).
+//! An item whose [`TTL_ATTRIBUTE`] has passed is gone for every read on both backends, before
+//! either deletes it; only queries marked [`Query::with_expired`] (the sweeper, erasure) see it,
+//! and conditions of writes still do, as DynamoDB's. See docs/endpoints.md, "Retention".
 
 mod doc;
 mod dynamo;

@@ -1,16 +1,9 @@
-//! Moving geofences (v3): a circle around each followed user's latest location. Another user
-//! of the project who comes inside it causes `motion:geofence:entry`, leaving it
-//! `motion:geofence:exit` (the event's `user_id` is the user who came near, `geofence_id` the
-//! moving fence); with `only_once`, a pair of users enters at most once, ever. Like Tile38's
-//! roaming geofences.
-//!
-//! Evaluation runs on each stored batch that moves the user's latest location, with that
-//! location: (a) the user against every moving fence that follows someone else, (b) when the
-//! user is followed, everyone near them, found through the index of users' latest positions by
-//! geohash cell (`<project>#UC#<cell>`), so no scan. Events count only for users whose
-//! `geofence_events` flag is on. The state of each pair is stored under
-//! `<project>#MS#<fence>`, sort key `<followed>#<other>`. Moving fences are read whole on each
-//! batch (`<project>#MF`): a project is meant to have tens of them, not thousands.
+//! Moving geofences (v3): a circle around each followed user's latest location; another user of
+//! the project who comes inside it causes `motion:geofence:entry`, leaving it `…:exit`.
+//! Evaluated on each batch that moves a user's latest location: the user against every moving
+//! fence following someone else, and, when the user is followed, everyone near them through the
+//! index of latest positions by geohash cell (no scan). Moving fences are read whole on each
+//! batch: a project is meant to have tens of them. See docs/geofences.md, "Moving geofences".
 
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};

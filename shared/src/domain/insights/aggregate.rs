@@ -1,24 +1,10 @@
-//! The per-user places aggregate: what the insight rules need of every stay, kept up to date as
-//! stays close, so that an insights request reads a few small items instead of every stay.
-//!
-//! One item per user (`<project>#IA#<user>`): up to [`MAX_PLACES`] places, each with up to
-//! [`MAX_ANCHORS`] *anchors* (the mean centre of the stays within [`ANCHOR_M`] of it, with their
-//! recency-weighted dwell, count and accuracy), its totals (dwell, weighted dwell,
-//! weekday weighted dwell, night seconds, days, visit days), and only the recent figures the rules
-//! can still look at: the latest [`MOVE_NIGHTS`] nights of 3 hours or more there (a move), the
-//! weeks of the work window, and the local dates a later stay could still add to. Weights are
-//! kept decayed to the end of the latest stay counted (`at`) and decayed further as it moves.
-//!
-//! A stay joins the place with an anchor within [`PLACE_RADIUS_M`] of its centre (places that it
-//! links are merged: single linkage, as the clustering of all stays), else starts one. A place's
-//! centre is the weighted medoid of its anchors, its polygon their hull, as [`super::places`]
-//! does with every stay. Beyond [`MAX_PLACES`] the place of least weighted dwell is dropped.
-//!
-//! The processor folds the stays a pass closes (in id order, that is start order; a stay at or
-//! before `upto` is counted already) and writes the item in the pass's transaction, checked on
-//! its `version`, so a concurrent writer makes the pass redo rather than lose an update. A user
-//! with stays and no item (history from before it existed) gets one built from the stays, once.
-//! The run in progress is folded at read time, into a copy.
+//! The per-user places aggregate: what the insight rules need of every stay, kept as stays close,
+//! so that an insights request reads one small item instead of every stay. Per user
+//! (`<project>#IA#<user>`): up to [`MAX_PLACES`] places of up to [`MAX_ANCHORS`] anchors each,
+//! their totals, and only the recent figures the rules can still look at. Written in the
+//! processor's transaction, checked on its `version`, so a concurrent writer makes the pass redo
+//! rather than lose an update; a stay at or before `upto` is counted already.
+//! See docs/insights.md, "Places (what a request reads)".
 
 use std::collections::BTreeMap;
 

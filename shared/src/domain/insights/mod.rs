@@ -1,35 +1,9 @@
-//! Insights: home, work and frequently visited places, learned from stays.
-//!
-//! - [`stays`]: stays, detected by the events processor as fixes arrive ([`plan`]), robust to
-//!   sparse sampling, silent nights, arrival/departure-only devices and stray fixes;
-//! - [`aggregate`]: the per-user places aggregate the endpoints read, kept by the processor as
-//!   stays close (anchors of stay centres, totals, the recent nights and weeks the rules use);
-//! - [`places`]: stays clustered into places from scratch (DBSCAN on stay centres, medoid centre,
-//!   buffered hull polygon, recency-weighted dwell), the reference the aggregate is held to;
-//! - here: which place is home, which is work, which are points of interest, and the answer.
-//!
-//! **Home**: the place with the most recency-weighted dwell (any hour, so someone who works nights
-//! and sleeps by day gets the right home; night dwell breaks ties) among places with at least
-//! [`MIN_DAYS`] days; unless the person moved: when the latest [`MOVE_NIGHTS`] nights (each night
-//! the place with at least [`NIGHT_MIN_SECONDS`] of its 22:00-06:00 local, nights without data
-//! skipped) were all spent at one other place, that place is home, with at least `Medium`
-//! confidence, and the old one is not.
-//!
-//! **Work**: a place other than home with a regular weekday pattern: in at least
-//! [`WORK_MIN_WEEKS`] of the latest [`WORK_WINDOW_WEEKS`] weeks, at least
-//! [`WORK_MIN_HOURS_PER_WEEK`] hours there on at least [`WORK_MIN_WEEKDAYS`] weekdays (Monday to
-//! Friday, any hour, so shifts count). Of those, the most recency-weighted weekday dwell, so a
-//! new job replaces the old one once it has its own weeks. None otherwise: someone who works from
-//! home, or whose only regular place is a gym, has no work.
-//!
-//! **Points of interest**: every other place visited on at least [`POI_MIN_DAYS`] distinct local
-//! days (a day counts when a stay there began on it, however short): a café every morning for
-//! ten minutes is one; a hotel for one night, however long, is not.
-//!
-//! Confidence: home and work `High` from 14 days with at least 10% of the weighted dwell,
-//! `Medium` from 5 days, else `Low`; POIs `High` from 8 visit days, `Medium` from 4. `type` of a
-//! POI is `poi`: naming places (road, residential, ...) needs a reverse geocoder, which Waymark
-//! does not have; [`PlaceNamer`] is where one would plug in.
+//! Insights: home, work and frequently visited places, learned from [`stays`] (detected by the
+//! events processor as fixes arrive), never from raw history. Requests read the per-user
+//! [`aggregate`]; [`places`] clusters every stay from scratch, the reference the aggregate is
+//! held to. Here: which place is home, which is work, which are points of interest (thresholds
+//! in [`rules`]), and the answer; [`PlaceNamer`] is where a reverse geocoder would plug in.
+//! See docs/insights.md, "Home, work, points of interest" and "Confidence".
 
 pub mod aggregate;
 pub mod places;

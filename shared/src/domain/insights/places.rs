@@ -1,17 +1,8 @@
-//! Places: stays clustered by their centres, with what they add up to in local time.
-//!
-//! Stay centres are clustered with DBSCAN ([`geo::Dbscan`], every stay a core point, so this is
-//! single linkage at [`PLACE_RADIUS_M`]) in a local metric projection: first regions of stays
-//! within [`REGION_DEG`] of each other (so a traveller's cities are projected separately), then
-//! places within each region. A place's centre is the medoid of its stay centres, weighted by
-//! recency-weighted dwell: one of the real stays, not dragged by a few far ones. Its polygon is
-//! the convex hull of the [`HULL_SHARE`] of its stays nearest the centre, buffered by their median
-//! accuracy (between [`MIN_BUFFER_M`] and [`MAX_BUFFER_M`]), so it does not grow with every stray
-//! stay as months accumulate.
-//!
-//! Recency: a stay weighs its dwell times `0.5^(age / HALF_LIFE_DAYS)`, its age counted back
-//! from the end of the user's latest stay (not from the request's time, so answers depend on the
-//! history only).
+//! Places: stays clustered by their centres (DBSCAN, single linkage at [`PLACE_RADIUS_M`], in a
+//! local metric projection per region of [`REGION_DEG`]), with what they add up to in local
+//! time. The reference the per-user aggregate is held to. A stay's weight decays with its age
+//! counted from the end of the user's latest stay ([`HALF_LIFE_DAYS`]), not from the request's
+//! time, so an answer depends on the history only. See docs/insights.md, "Places (the reference)".
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,17 +1,8 @@
-//! The WebSocket protocol of streams (docs/streams.md, "WebSocket"), the same for `waymark serve`
-//! and API Gateway's WebSocket API: what a client sends (subscribe, unsubscribe) and the frames
-//! the server sends. Pure: parsing and JSON only; the transports authenticate, resolve and feed.
-//!
-//! Client → server (text frames):
-//! `{"action":"subscribe","id":"s1","filter":{"user_id"|"group_id"|"trip_id":"…","events":"a,b"},"since":"<event id>"}`
-//! `{"action":"unsubscribe","id":"s1"}`
-//!
-//! Server → client: `{"subscription":"s1","subscribed":true}` (acknowledged, before any message),
-//! `{"subscription":"s1","message":{…webhook body, byte for byte…}}`,
-//! `{"subscription":"s1","error":{"status":400,"message":"events[0]: …"}}` (the subscription is not
-//! open), `{"subscription":"s1","unsubscribed":true}`, and
-//! `{"subscription":"s1","closed":{"reason":…,"message":…,"last_event_id":…}}` when the server ends
-//! a subscription (resume from `last_event_id`).
+//! The WebSocket protocol of streams, the same for `waymark serve` and API Gateway's WebSocket
+//! API: what a client sends (subscribe, unsubscribe) and the frames the server sends. Pure:
+//! parsing and JSON only; the transports authenticate, resolve and feed. A subscription is
+//! acknowledged before any message of it; a message carries the webhook body byte for byte.
+//! The frames: docs/streams.md, "WebSocket protocol".
 
 use serde_json::{Map, Value, json};
 

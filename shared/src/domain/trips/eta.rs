@@ -1,34 +1,10 @@
 //! Estimated time of arrival at the place a trip is heading to: the next v2 stop not yet arrived
-//! at, or the first v1/v3 destination not yet reached.
-//!
-//! Method (docs/tracking-page.md, "ETA"), from the trip's fixes of the last
-//! [`SPEED_LOOKBACK_SECONDS`] as the route cleaning keeps them (outliers dropped, stops found):
-//! - where: the latest kept fix, if it is at most [`LOST_AFTER_SECONDS`] old; an older one means
-//!   the device is lost and the ETA unknown;
-//! - how far: the great-circle distance from there to the edge of the target's arrival radius
-//!   (`distance_remaining`), times the trip's detour: the ratio of its cleaned path to the
-//!   straight line between its first and latest kept fix, bounded to [`DETOUR_BOUNDS`]. While
-//!   that straight line is short the ratio says little (GPS noise, one street), so it is blended
-//!   with the prior [`DETOUR_PRIOR`]: the learned ratio weighs `d / (d + DETOUR_PRIOR_M)` for a
-//!   straight line of `d` meters (half at 150 m, 87 % at 1 km);
-//! - how fast: the trip's recent speed, meters of cleaned path over the active seconds of the
-//!   last [`SPEED_WINDOW_SECONDS`], halts included: a trip that stopped at lights and stops so
-//!   far will likely stop as often on the way left (on real traces the moving speed alone came
-//!   out early by a median of half the time left); with less than [`MIN_MOVING_SECONDS`] of
-//!   movement in the window there is no speed to judge by and the ETA is unknown; bounded to
-//!   [`SPEED_BOUNDS`];
-//! - when: the latest fix's time plus the travel time, never before now; while stopped, or when
-//!   the device has sent nothing for [`route::GAP_SECONDS`] (phones report rarely while still),
-//!   now plus the travel time, so the estimate slides later as a halt lasts.
-//!
-//! This rule is [`Method::CHOSEN`]; the alternatives measured against it (other speed windows, a
-//! blend with the whole trip's speed, long halts capped, the detour at the scale of the way left)
-//! did no better on real traces than one trace's swing, and a rule picked on half of them did
-//! worse on the other half (docs/tracking-page.md, "ETA").
-//!
-//! Unknown (None) before the start, after the end, while paused, without a target, when lost and
-//! without enough movement. When every target is reached (trip not yet ended) the last one is
-//! reported as arrived: `arrival_at` its arrival, `distance_remaining` 0.
+//! at, or the first v1/v3 destination not yet reached. The straight line to it times the trip's
+//! own detour (blended with [`DETOUR_PRIOR`] while the trip has gone little), over its speed of
+//! the last [`SPEED_WINDOW_SECONDS`] halts included, from the fixes the route cleaning keeps.
+//! [`Method::CHOSEN`] is that rule; the alternatives run through the same code only to be
+//! measured against it. Unknown (None) when lost, paused, outside the trip or without a target.
+//! See docs/tracking-page.md, "ETA".
 
 use serde_json::{Value, json};
 

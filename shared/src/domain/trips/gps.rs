@@ -1,20 +1,11 @@
 //! Which fixes to believe. Phones report positions far off the path (multipath, a fall-back to
 //! cell towers) with good, poor or no accuracy; followed out and back, one such fix adds twice
-//! its error to a trip's distance and can fire a waypoint event. A fix is *implausible* when:
-//! - its accuracy is worse than [`MAX_ACCURACY_M`] (reason `accuracy`), or
-//! - it lies off the line between its accepted neighbours, at its time, by more than the
-//!   movement allows: the distance travelled from the nearer neighbour at the local speed, plus
-//!   [`GATE_SIGMAS`] times the neighbours' combined accuracy, plus [`GATE_FLOOR_M`] (reason
-//!   `outlier`), or
-//! - reaching it and leaving it both need more than [`SPEED_SLACK`] times the speed seen around
-//!   it (beyond the same accuracy slack), or more than [`MAX_SPEED_MPS`].
-//!
-//! A fix's own reported accuracy buys it no leniency: an optimistic accuracy is exactly what an
-//! outlier reports, and a fix with none is judged like any other. Offline (figures), the worst
-//! offenders are removed first and the test repeated, so an outlier never condemns its
-//! neighbours. Online (waypoint events, in ingest order) a fix that agrees with the last accepted
-//! one counts at once; one that does not is held until its successor shows whether the path
-//! really went there (or the trip ends).
+//! its error to a trip's distance and can fire a waypoint event. A fix is implausible when its
+//! accuracy is worse than [`MAX_ACCURACY_M`] or its accepted neighbours contradict it; its own
+//! accuracy buys it no leniency (an optimistic accuracy is what an outlier reports). Offline
+//! ([`judge`]) the worst offender goes first, so an outlier never condemns its neighbours; online
+//! a fix that jumps is held until its successor shows whether the path went there.
+//! See docs/trips.md, "Distance, duration, route", step 1, and "which fixes".
 
 use serde::{Deserialize, Serialize};
 

@@ -1,41 +1,12 @@
-//! What a trip's fixes say: which were stops, how far the user really went, how much they
-//! climbed. Pure functions over location records, so the trip summary and the figures stored at
-//! trip end are the same computation.
+//! What a trip's fixes say: which were stops, how far the user went, how much they climbed.
+//! Pure functions over location records, so the trip summary and the figures stored at trip end
+//! are one computation.
 //!
-//! Distance is measured on a cleaned path, built per *piece* of the trip (the trip is cut at
-//! every pause and at every gap it cannot bridge):
-//! 1. implausible fixes are left out ([`gps::judge`]: accuracy worse than 100 m, or a position
-//!    its neighbours contradict); they stay stored and the summary lists them with the reason;
-//! 2. a fix's accuracy is the one it reports; fixes that report none are taken to be as
-//!    accurate as the piece's fixes show ([`gps::missing_sigma`]);
-//! 3. a stop is a run of fixes that stays within a radius of its running centroid for at least
-//!    [`STOP_MIN_SECONDS`](super::stops::STOP_MIN_SECONDS), most of whose fixes do not show the device going anywhere; the
-//!    radius follows the fixes' own accuracy (twice their mean accuracy, between
-//!    [`STOP_RADIUS_MIN_M`](super::stops::STOP_RADIUS_MIN_M) and [`STOP_RADIUS_MAX_M`](super::stops::STOP_RADIUS_MAX_M)), so a phone lying still at 20–50 m
-//!    accuracy stays one stop, while walking, even back and forth, stays movement. Up to
-//!    [`STRAY_SECONDS`](super::stops::STRAY_SECONDS) of fixes that stray out of the radius and come back belong to the stop,
-//!    and two stops at the same place separated by no more than that are one. The whole stop
-//!    counts as one point (its centroid);
-//! 4. the moving fixes between stops are screened and smoothed ([`smooth`]): a fix that neither
-//!    the fixes before it, nor those after it, nor its two neighbours' line predict is an
-//!    outlier too (what the judge cannot tell from a corner at sparse sampling); the rest are
-//!    smoothed by a constant-velocity Kalman filter and Rauch–Tung–Striebel smoother that trusts
-//!    each fix by its accuracy (a walker's path is held straighter than a car's);
-//! 5. between stops, the smoothed path (simplified by Ramer–Douglas–Peucker at half the piece's
-//!    median accuracy, 2 to 8 m, to drop what wiggle remains) counts unless it is shorter than
-//!    the recorded fixes' own path less what their noise adds to it: then smoothing cut real
-//!    corners, and the recorded path counts, measured along the curve through its points rather
-//!    than its chords ([`path_steps`](super::length::path_steps)); in geodesic meters (WGS 84).
-//!
-//! Measured on real traces with an independent truth (`../shared/data/trip-truth`, see
-//! `tests/api/trip_truth.rs` and docs/trips.md) as well as on generated ones.
-//!
-//! Pauses: nothing between a pause and its resume counts, not even the straight line from where
-//! the trip was paused to where it resumed. Gaps: two consecutive fixes more than
-//! [`GAP_SECONDS`] apart are joined by a straight line when the speed that implies is plausible
-//! (at most [`gps::MAX_SPEED_MPS`]); otherwise, and for consecutive fixes of any spacing that
-//! imply such a speed (the whole trace jumps), the distance between them is not counted. Gaps
-//! and pauses are listed in the summary.
+//! Each *piece* (the trip cut at pauses and at gaps it cannot bridge) is measured on a cleaned
+//! path: implausible fixes left out ([`gps::judge`]; they stay stored and are listed), a stop
+//! counted as its centroid, moving fixes screened and smoothed ([`smooth`]). Nothing between a
+//! pause and its resume counts; fixes more than [`GAP_SECONDS`] apart are joined by a straight
+//! line only at a plausible speed. See docs/trips.md, "Distance, duration, route".
 
 use std::ops::Range;
 

@@ -1,31 +1,11 @@
 //! The estimator behind trip distance: a constant-velocity Kalman filter over the moving fixes,
-//! run forwards and then smoothed backwards (Rauch–Tung–Striebel), in a local flat frame in
-//! meters. Each fix is trusted by its accuracy (as the caller takes it: reported, or what the
-//! fixes show, see `route`); the mover may accelerate in proportion to its
-//! typical speed ([`ACCELERATION_PER_SPEED`] times the run's median speed, between
-//! [`MIN_ACCELERATION_NOISE`] and [`MAX_ACCELERATION_NOISE`]): a walker's path is held
-//! straighter than a car's, whose corners are sharp and fast.
-//!
-//! Before smoothing, each fix is screened against the track. It has three predictions: from the
-//! fixes before it (the filter run forwards), from those after it (run backwards), and the line
-//! between its two neighbours at its time. A real corner agrees with one of them (the road it
-//! leaves, the road it joins, or the chord across), a light stop with the fixes after it; a
-//! multipath fix thrown off the road agrees with none. The one-sided predictions count the miss
-//! across the direction of travel, and along it only how far the fix lies behind where the
-//! prediction started: braking and stopping make large misses along the way that say nothing,
-//! but no braking puts a vehicle back where it came from (a U-turn agrees with the fixes after
-//! it). Misses are in standard deviations of the prediction combined with the fix's
-//! accuracy, a fix's own optimistic accuracy buying it nothing (it is judged with the run's
-//! median accuracy when that is worse); the model's variances are only roughly right (GPS error
-//! is correlated, vehicles stop and turn), so they are rescaled by the median miss of the run, a
-//! robust scale since most fixes are honest. A fix whose smallest miss is beyond
-//! [`SCREEN_SIGMAS`] of that scale, and the worst of its neighbourhood, is an outlier, and the
-//! rest are screened again without it. This catches what [`gps::judge`] lets through at sparse
-//! sampling, where a car travels as far between fixes as an outlier lies off the road.
-//!
-//! Both axes share one covariance (it depends only on the times, the accuracies and the
-//! acceleration density), so each pass costs a few multiplications per fix and the only
-//! allocations are one record per fix.
+//! forwards and smoothed backwards (Rauch–Tung–Striebel) in a local flat frame in meters, each
+//! fix trusted by its accuracy, accelerations allowed in proportion to the run's typical speed
+//! ([`ACCELERATION_PER_SPEED`]). First each fix is screened against its three predictions
+//! (before, after, its neighbours' line): beyond [`SCREEN_SIGMAS`] of the run's median miss it
+//! is an outlier, one per neighbourhood a round, since an outlier spoils its neighbours'
+//! predictions. Both axes share one covariance (it depends only on the times, the accuracies
+//! and the acceleration density). See docs/trips.md, "Distance, duration, route", step 3.
 
 use super::gps;
 use crate::geometry::LngLat;

@@ -1,20 +1,8 @@
 //! Delivery: the worker that sends pending messages, signed as the Standard Webhooks
-//! specification says, and retries them.
-//!
-//! - Request: `POST` with `content-type: application/json`, `webhook-id` (the event id),
-//!   `webhook-timestamp` (Unix seconds), `webhook-signature` (`v1,<base64 HMAC-SHA256 of
-//!   "{id}.{timestamp}.{body}">`, one per signing secret, space-separated, during a rotation)
-//!   and `user-agent` [`USER_AGENT`].
-//! - Success is any 2xx within the timeout (10 s). Anything else (redirects included) is retried
-//!   after the delays of [`DEFAULT_SCHEDULE`] with ±20 % jitter, or after `Retry-After` when a 429
-//!   or 503 carries one; after the last retry the delivery is marked failed and kept.
-//! - Order: per endpoint and user, a message is sent only once the ones before it are delivered
-//!   or failed.
-//! - An endpoint whose every attempt failed for [`DEFAULT_DISABLE_AFTER_SECONDS`] is disabled
-//!   with a reason; enabling it again (PUT) resumes its pending deliveries.
-//! - Addresses: every name is resolved here and refused when it points at a loopback, private,
-//!   link-local or metadata address (checked at each delivery, against DNS rebinding), unless
-//!   `WAYMARK_WEBHOOK_ALLOW_PRIVATE=1`.
+//! specification says, and retries them on [`DEFAULT_SCHEDULE`] (or a 429's or 503's
+//! `Retry-After`). Per endpoint and user a message is sent only once the ones before it are
+//! delivered or failed. Every address is resolved and checked here, at each delivery (against
+//! DNS rebinding), unless `WAYMARK_WEBHOOK_ALLOW_PRIVATE=1`. See docs/events.md, "Webhooks".
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

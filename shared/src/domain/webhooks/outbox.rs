@@ -1,19 +1,9 @@
 //! The outbox: messages written in the same step as the events they carry, and per endpoint a
-//! delivery log and a pending index that the worker ([`super::deliver`]) works through.
-//!
-//! Layout (main table):
-//! - `<project>#WM`, sort key event id: the message body, exactly the bytes every attempt and
-//!   every replay sends (so the same event keeps its id and content);
-//! - `<project>#WL#<webhook>`, sort key event id: the delivery of that message to that endpoint,
-//!   with its status and attempts (the delivery log);
-//! - `<project>#WP#<webhook>`, sort key `<user>#<event id>`: deliveries still to make. Sorted by
-//!   user, then by event, so the head of each user's run is the one to send next: a later event
-//!   of a user waits while an earlier one is retried;
-//! - `WORK#<shard>`, sort key `<project>#<webhook>`: endpoints with pending deliveries, so the
-//!   worker finds work without a scan.
-//!
-//! All keys are derived from the event id, so writing the same events twice (a re-run after a
-//! crash) adds nothing; the worker skips a pending entry whose delivery is already final.
+//! delivery log and a pending index that the worker ([`super::deliver`]) works through. Pending
+//! entries sort by user, then event, so the head of each user's run is the one to send next.
+//! All keys derive from the event id, so writing the same events twice (a re-run after a crash)
+//! adds nothing; the worker skips a pending entry whose delivery is already final. The keys:
+//! `#WM`, `#WL`, `#WP` and `WORK#` in docs/architecture.md.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -1,24 +1,10 @@
-//! The embedded store's cache of small reads: answers of small queries kept in memory until their
-//! partition is written (their invalidation, all of it: [`ReadCache::mark`]). A warm list reads
-//! the same few partitions on every request (a page of users and the list's counts, a page of
-//! trips' events, a search's index cells), each a read transaction and a B-tree walk.
-//!
-//! Point reads are kept the same way, by their item's key ([`ReadCache::get_points`]): every
-//! request's key check, the markers lists read on every page, the records a page of trips names.
-//! Looked up without building anything per key (the query of one key cost three strings, and
-//! hashing and comparing them, for each of a page's records).
-//!
-//! Never stale: this process is the file's only writer (redb locks it against others), and
-//! every write, once its group has committed and before it returns, marks the partitions it wrote
-//! as written at the next position of a counter ([`ReadCache::mark`]). It marks them before the
-//! commit too, as committing: reads begun then may see the write or not, so none of them is kept
-//! (kept, a read from before the commit could replace one from after it, and a reader who had
-//! seen the new value would then be shown the old one). An answer is kept with the
-//! position its partition had when the read began, and served only while the partition still has
-//! it: a read overtaken by a write keeps nothing useful (its position is old), and a write after
-//! an answer was kept retires it. Positions are kept per partition hash (two partitions sharing
-//! one only retire each other's answers more often). Items that expire do so at a known time:
-//! an answer is served only before its earliest item's expiry.
+//! The embedded store's cache of small reads (queries and point reads), kept in memory until
+//! their partition is written; all of its invalidation is [`ReadCache::mark`]. Never stale only
+//! because this process is the file's only writer: every write marks its partitions as
+//! committing before its group commits (reads begun then keep nothing) and as written at the next
+//! position after; an answer is served only while its partition still has the position it had
+//! when the read began, and before its earliest item's expiry.
+//! See docs/architecture.md, "The embedded store's cache of small reads".
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;

@@ -1,18 +1,10 @@
-//! The embedded store's writes, committed in groups. redb takes one write transaction at a time,
-//! and each commit costs: it writes the transaction's dirty pages to the file, checksums them and
-//! records the pages it freed; a durable one also syncs the file. An ingest with geofence events
-//! made about seven small write transactions, and their commits and the hand-offs around redb's
-//! writer lock were half of the server's time (docs/measurements.md). So writes queue here, and
-//! one thread at a time (the leader, from tokio's blocking pool while there is work) applies all
-//! that is queued in one write transaction, in queue order, and commits it once: synced when any
-//! write of the group must be durable on return. A write returns only once its group committed,
-//! as before; writes that arrive while a group commits form the next group.
-//!
-//! Each write stays all or nothing: it does whatever can fail, but the writes themselves, before
-//! it changes anything (its conditions, a counter's read; see [`Failed`]), so a write that fails
-//! there leaves the group's other changes standing. A write that fails after (redb failing to
-//! write) may have changed part of what it meant to: the group's transaction is aborted and every
-//! write applied in it fails with that error; those not yet applied go back to the queue.
+//! The embedded store's writes, committed in groups: redb takes one write transaction at a time
+//! and each commit costs (pages written and checksummed, a sync when durable), which was half the
+//! server's time (docs/measurements.md). Writes queue; one leader applies all that is queued in
+//! one transaction, in queue order, and commits once, synced when any write must be durable.
+//! Each write does whatever can fail before it changes anything (see [`Failed`]), so its failure
+//! leaves the group's other changes standing; redb failing aborts the whole group.
+//! See docs/architecture.md, "A request".
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
