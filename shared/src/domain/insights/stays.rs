@@ -53,9 +53,6 @@ pub struct Stay {
     pub centre: LngLat,
     pub start: Timestamp,
     pub end: Timestamp,
-    /// Offset east of UTC (seconds) of stays stored before `zone` existed.
-    #[serde(default)]
-    pub offset_s: i32,
     /// `timezone_offset` of its latest record (an offset or an IANA name), if any.
     #[serde(default)]
     pub zone: Option<String>,
@@ -77,12 +74,9 @@ impl Stay {
     pub fn dwell_s(&self) -> i64 {
         (self.end.0 - self.start.0).num_seconds().max(0)
     }
-    /// Its time zone: the record's zone, else the fixed offset of older stays (UTC without one).
+    /// Its time zone: the record's zone, else UTC.
     pub fn zone(&self) -> Zone {
-        self.zone
-            .as_deref()
-            .and_then(Zone::parse)
-            .unwrap_or_else(|| Zone::Fixed(chrono::FixedOffset::east_opt(self.offset_s).unwrap_or(chrono::Utc.fix())))
+        self.zone.as_deref().and_then(Zone::parse).unwrap_or(Zone::Fixed(chrono::Utc.fix()))
     }
 }
 
@@ -181,7 +175,6 @@ impl Run {
             centre: self.centre(),
             start: first.recorded_at,
             end,
-            offset_s: 0,
             zone: self.zone.clone(),
             accuracy_m: if self.n_acc > 0.0 { self.sum_acc / self.n_acc } else { DEFAULT_ACCURACY_M },
             fixes: self.n as u32,
