@@ -103,7 +103,10 @@ fn curve_m(p0: LngLat, p1: LngLat, p2: LngLat, p3: LngLat) -> f64 {
     let kx = p1.lat.to_radians().cos();
     let xy = |p: LngLat| (gps::wrap_deg(p.lng - p1.lng) * kx, p.lat - p1.lat);
     let [a, b, c, d] = [p0, p1, p2, p3].map(xy);
-    let knot = |u: (f64, f64), v: (f64, f64)| (v.0 - u.0).hypot(v.1 - u.1).sqrt();
+    // Not `hypot`: its guard against overflow, out of reach at these sizes, cost more than the
+    // rest of this function (eleven lengths a step).
+    let len = |u: (f64, f64), v: (f64, f64)| ((v.0 - u.0).powi(2) + (v.1 - u.1).powi(2)).sqrt();
+    let knot = |u: (f64, f64), v: (f64, f64)| len(u, v).sqrt();
     let t1 = knot(a, b);
     let t2 = t1 + knot(b, c);
     let t3 = t2 + knot(c, d);
@@ -119,10 +122,10 @@ fn curve_m(p0: LngLat, p1: LngLat, p2: LngLat, p3: LngLat) -> f64 {
     let (mut prev, mut along) = (b, 0.0);
     for i in 1..=CURVE_PARTS {
         let q = point(t1 + (t2 - t1) * i as f64 / CURVE_PARTS as f64);
-        along += (q.0 - prev.0).hypot(q.1 - prev.1);
+        along += len(prev, q);
         prev = q;
     }
-    along * chord / (c.0 - b.0).hypot(c.1 - b.1)
+    along * chord / len(b, c)
 }
 
 /// Meters between consecutive path points on the WGS 84 ellipsoid: for a short segment (most
