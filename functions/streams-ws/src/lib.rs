@@ -15,7 +15,7 @@ use aws_lambda_events::apigw::ApiGatewayWebsocketProxyRequest;
 use serde_json::{Value, json};
 use shared::ApiError;
 use shared::apigw::{Delivery, Poster};
-use shared::domain::streams::connections::{self, Connection, MAX_SUBSCRIPTIONS, Subscription};
+use shared::domain::streams::connections::{self, Connection, Subscription};
 use shared::domain::streams::protocol::{self, Request, Subscribe};
 use shared::domain::streams::{Matcher, resume, tokens};
 use shared::error::Kind;
@@ -171,21 +171,9 @@ async fn subscribe(store: &dyn Store, poster: &dyn Poster, conn: &str, s: Subscr
     }
 }
 
-/// Whether connection `c` may open subscription `id`: a new id, within [`MAX_SUBSCRIPTIONS`].
+/// Whether connection `c` may open subscription `id` ([`connections::room_for`]).
 fn room_for(c: &Connection, id: &str) -> Result<(), ApiError> {
-    if c.subscriptions.contains_key(id) {
-        return Err(ApiError::new(
-            Kind::Conflict,
-            format!("id: subscription '{id}' is open on this connection; unsubscribe it first or choose another id"),
-        ));
-    }
-    if c.subscriptions.len() >= MAX_SUBSCRIPTIONS {
-        return Err(ApiError::new(
-            Kind::TooMany,
-            format!("id: a connection has at most {MAX_SUBSCRIPTIONS} subscriptions; unsubscribe one first"),
-        ));
-    }
-    Ok(())
+    connections::room_for(c.subscriptions.len(), c.subscriptions.contains_key(id), id)
 }
 
 /// Send the stored messages after `since`, then let the subscription go live and send what was

@@ -1,5 +1,5 @@
 //! The WebSocket at `GET /v1/api/streams/ws/` (docs/streams.md): one connection, any number of
-//! subscriptions up to [`MAX_SUBSCRIPTIONS`], each a [`Feed`] as an SSE stream is. The client
+//! subscriptions up to [`connections::MAX_SUBSCRIPTIONS`], each a [`Feed`] as an SSE stream is. The client
 //! sends `{"action":"subscribe","id":"s1","filter":{…},"since":"<event id>"}` and
 //! `{"action":"unsubscribe","id":"s1"}`; the server answers with frames naming the subscription:
 //! `subscribed`, `message` (the webhook body), `error` (status and a message naming the field),
@@ -19,6 +19,7 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgr
 use axum::http::request::Parts;
 use axum::response::Response;
 use futures::{SinkExt, StreamExt};
+use shared::domain::streams::connections;
 use shared::domain::streams::protocol::{self, Request, Subscribe};
 use shared::error::Kind;
 use shared::{ApiError, AppState, Params};
@@ -29,8 +30,6 @@ use crate::guard::ConnectionPlace;
 
 use super::{KEEP_ALIVE, Opener, feed::Feed, feed::Item, open};
 
-/// Subscriptions one connection holds at once.
-pub const MAX_SUBSCRIPTIONS: usize = 32;
 /// A connection without a subscription for this long is closed (as API Gateway closes idle ones).
 pub const IDLE: Duration = Duration::from_secs(600);
 /// Frames waiting for a slow connection before its subscriptions wait in turn.
@@ -150,24 +149,8 @@ async fn request(
         }),
         Request::Subscribe(sub) => {
             let id = sub.id.clone();
-            if subs.tasks.contains_key(&id) {
-                return Some(protocol::error(
-                    Some(&id),
-                    &ApiError::conflict(format!(
-                        "id: subscription '{id}' is open on this connection; unsubscribe first"
-                    )),
-                ));
-            }
-            if subs.tasks.len() >= MAX_SUBSCRIPTIONS {
-                return Some(protocol::error(
-                    Some(&id),
-                    &ApiError::new(
-                        Kind::TooMany,
-                        format!(
-                            "id: a connection holds at most {MAX_SUBSCRIPTIONS} subscriptions; unsubscribe one first"
-                        ),
-                    ),
-                ));
+            if let Err(e) = connections::room_for(subs.tasks.len(), subs.tasks.contains_key(&id), &id) {
+                return Some(protocol::error(Some(&id), &e));
             }
             let feed = match subscribe(s, opener, &sub).await {
                 Ok(f) => f,

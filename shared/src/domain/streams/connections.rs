@@ -31,8 +31,26 @@ use crate::time::Timestamp;
 pub const TTL_SECONDS: i64 = 2 * 3600;
 /// WebSocket connections open at once per project (all its keys and tokens together).
 pub const MAX_PER_PROJECT: usize = 1000;
-/// Subscriptions per connection.
+/// Subscriptions per connection (on either transport: API Gateway's and `waymark serve`'s).
 pub const MAX_SUBSCRIPTIONS: usize = 20;
+
+/// Whether a connection holding `open` subscriptions, `id` among them or not (`has`), may open
+/// subscription `id`: a new id, within [`MAX_SUBSCRIPTIONS`].
+pub fn room_for(open: usize, has: bool, id: &str) -> Result<(), ApiError> {
+    if has {
+        return Err(ApiError::new(
+            Kind::Conflict,
+            format!("id: subscription '{id}' is open on this connection; unsubscribe it first or choose another id"),
+        ));
+    }
+    if open >= MAX_SUBSCRIPTIONS {
+        return Err(ApiError::new(
+            Kind::TooMany,
+            format!("id: a connection has at most {MAX_SUBSCRIPTIONS} subscriptions; unsubscribe one first"),
+        ));
+    }
+    Ok(())
+}
 
 const SK: &str = "-";
 
@@ -300,4 +318,19 @@ async fn revoked(store: &dyn Store, poster: &dyn Poster, c: &Connection) -> Resu
         tracing::warn!(connection_id = %c.connection_id, error = %e, "hanging up failed");
     }
     remove(store, &c.project_id, &c.connection_id).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subscription_needs_a_new_id_and_room() {
+        assert!(room_for(0, false, "s1").is_ok());
+        assert!(room_for(MAX_SUBSCRIPTIONS - 1, false, "s1").is_ok());
+        let taken = room_for(3, true, "s1").unwrap_err();
+        assert_eq!((taken.kind.http_status(), taken.msg.starts_with("id: subscription 's1'")), (409, true));
+        let full = room_for(MAX_SUBSCRIPTIONS, false, "s2").unwrap_err();
+        assert_eq!((full.kind.http_status(), full.msg.starts_with("id: ")), (429, true), "{}", full.msg);
+    }
 }
