@@ -8,13 +8,14 @@ use crate::error::ApiError;
 use crate::http_error::V2Error;
 use crate::project::{KeyKind, Project};
 use crate::state::AppState;
+use crate::store::Store;
 
-async fn resolve(state: &AppState, secret: &str) -> Result<Option<Project>, ApiError> {
+async fn resolve(store: &dyn Store, secret: &str) -> Result<Option<Project>, ApiError> {
     // Longer than any key we issue or accept: refuse before hashing attacker-sized input.
     if secret.is_empty() || secret.len() > 256 {
         return Ok(None);
     }
-    crate::domain::keys::authenticate(state.store.as_ref(), secret).await
+    crate::domain::keys::authenticate(store, secret).await
 }
 
 fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
@@ -23,7 +24,7 @@ fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
 
 async fn api_key(parts: &Parts, state: &AppState) -> Result<Project, ApiError> {
     let key = header(parts, "api-key").ok_or_else(|| ApiError::unauthorized("Api-Key: header is required"))?;
-    match resolve(state, key).await? {
+    match resolve(state.store.as_ref(), key).await? {
         Some(p) if p.kind != KeyKind::Access => Ok(p),
         _ => Err(ApiError::unauthorized("Api-Key: not a valid API key")),
     }
@@ -36,13 +37,20 @@ pub struct SecretKey(pub Project);
 impl FromRequestParts<AppState> for SecretKey {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let p = api_key(parts, state).await?;
-        if p.kind == KeyKind::Publishable {
-            return Err(ApiError::forbidden(
-                "Api-Key: this is the publishable SDK key; it may only ingest locations and create or update users. Use the secret API key",
-            ));
-        }
-        Ok(Self(p))
+        let key = header(parts, "api-key").ok_or_else(|| ApiError::unauthorized("Api-Key: header is required"))?;
+        secret_project(state.store.as_ref(), key).await.map(Self)
+    }
+}
+
+/// The project of a secret API key, as [`SecretKey`] extracts it: for callers without a
+/// request's parts (the WebSocket function's handshake).
+pub async fn secret_project(store: &dyn Store, key: &str) -> Result<Project, ApiError> {
+    match resolve(store, key).await? {
+        Some(p) if p.kind == KeyKind::Secret => Ok(p),
+        Some(p) if p.kind == KeyKind::Publishable => Err(ApiError::forbidden(
+            "Api-Key: this is the publishable SDK key; it may only ingest locations and create or update users. Use the secret API key",
+        )),
+        _ => Err(ApiError::unauthorized("Api-Key: not a valid API key")),
     }
 }
 
@@ -72,7 +80,7 @@ impl FromRequestParts<AppState> for Bearer {
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map(|(_, t)| t.trim())
             .ok_or_else(|| ApiError::unauthorized("Authorization: must be 'Bearer <access token>'"))?;
-        match resolve(state, token).await? {
+        match resolve(state.store.as_ref(), token).await? {
             Some(p) if matches!(p.kind, KeyKind::Access | KeyKind::Secret) => Ok(Self(p)),
             _ => Err(ApiError::unauthorized("Authorization: not a valid access token or secret API key").into()),
         }

@@ -19,7 +19,6 @@ use shared::domain::streams::connections::{self, Connection, Subscription};
 use shared::domain::streams::protocol::{self, Request, Subscribe};
 use shared::domain::streams::{Matcher, resume, tokens};
 use shared::error::Kind;
-use shared::project::{KeyKind, Project};
 use shared::store::Store;
 
 /// Stored messages one subscribe sends at most, and the time it spends on them (the function's
@@ -80,24 +79,12 @@ async fn connect(store: &dyn Store, conn: &str, e: &ApiGatewayWebsocketProxyRequ
             Some((p, filter)) => (p, Some((t, filter))),
             None => return Err(ApiError::unauthorized("token: not a live stream token (unknown, expired or revoked)")),
         },
-        (None, Some(k)) => (secret_key(store, k).await?, None),
+        (None, Some(k)) => (shared::auth::secret_project(store, k).await?, None),
         (None, None) => {
             return Err(ApiError::unauthorized("Api-Key: header is required (or ?token= with a stream token)"));
         }
     };
     connections::connect(store, &p, conn, token).await.map(drop)
-}
-
-/// The project of a secret key (the publishable key may not stream: 403).
-async fn secret_key(store: &dyn Store, key: &str) -> Result<Project, ApiError> {
-    let found = if key.len() > 256 { None } else { shared::domain::keys::authenticate(store, key).await? };
-    match found {
-        Some(p) if p.kind == KeyKind::Secret => Ok(p),
-        Some(p) if p.kind == KeyKind::Publishable => Err(ApiError::forbidden(
-            "Api-Key: this is the publishable SDK key; streams take the secret API key or a stream token",
-        )),
-        _ => Err(ApiError::unauthorized("Api-Key: not a valid API key")),
-    }
 }
 
 /// A client's message: answered with frames (a connection found gone is forgotten).
