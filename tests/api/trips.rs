@@ -10,7 +10,7 @@ use crate::both;
 use crate::helpers::{Key, TestApp, assert_error};
 
 mod races;
-mod summary;
+pub(crate) mod summary;
 
 const VERSIONS: [&str; 2] = ["v1", "v3"];
 

@@ -2,6 +2,22 @@
 
 use super::*;
 
+/// A summary's fields, v1/v3 and v2 alike, sorted.
+pub(crate) const SUMMARY_KEYS: [&str; 12] = [
+    "distance_covered",
+    "duration",
+    "excluded_points",
+    "gaps",
+    "paused_intervals",
+    "project_id",
+    "route",
+    "route_indexes",
+    "total_elevation_gain",
+    "trip_id",
+    "trip_status",
+    "user_id",
+];
+
 both!(summary_reports_route_distance_and_duration, |app| async move {
     let (id, user) = trip_with_user(&app, "v1").await;
     let now = Utc::now();
@@ -31,23 +47,7 @@ both!(summary_reports_route_distance_and_duration, |app| async move {
     let s = res["data"].as_object().unwrap();
     let mut keys: Vec<&str> = s.keys().map(String::as_str).collect();
     keys.sort();
-    assert_eq!(
-        keys,
-        [
-            "distance_covered",
-            "duration",
-            "excluded_points",
-            "gaps",
-            "paused_intervals",
-            "project_id",
-            "route",
-            "route_indexes",
-            "total_elevation_gain",
-            "trip_id",
-            "trip_status",
-            "user_id"
-        ]
-    );
+    assert_eq!(keys, SUMMARY_KEYS);
     assert_eq!(s["trip_id"], id.as_str());
     assert_eq!(s["user_id"], user.as_str());
     assert_eq!(s["project_id"], app.project.project_id.as_str());

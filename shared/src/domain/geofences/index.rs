@@ -156,10 +156,7 @@ impl Shape {
     /// The cells of [`PRECISION`] the shape overlaps.
     pub fn cells(&self, field: &str) -> Result<Vec<String>, ApiError> {
         let bbox = self.bbox(field)?;
-        grid_in(field, &bbox, PRECISION, |cell| self.overlaps(cell))?
-            .into_iter()
-            .map(|g| g.geohash(PRECISION))
-            .collect()
+        names(grid_in(field, &bbox, PRECISION, |cell| self.overlaps(cell))?)
     }
 }
 
@@ -277,7 +274,7 @@ pub fn cell_of(p: LngLat) -> Result<String, ApiError> {
 
 /// The cells of [`PRECISION`] covering a circle (nearby users are indexed in them too).
 pub fn search_cells(center: LngLat, radius_m: f64) -> Result<Vec<String>, ApiError> {
-    cover_grid(center, radius_m, PRECISION)?.into_iter().map(|g| g.geohash(PRECISION)).collect()
+    names(cover_grid(center, radius_m)?)
 }
 
 /// The fine cell whose rectangle (closed, as [`Grid::rect`] computes it) holds `p`: floor may
@@ -345,7 +342,7 @@ pub struct SearchPlan {
 
 impl SearchPlan {
     pub fn new(center: LngLat, radius_m: f64) -> Result<Self, ApiError> {
-        let cells = cover_grid(center, radius_m, PRECISION)?
+        let cells = cover_grid(center, radius_m)?
             .into_iter()
             .map(|g| {
                 let r = g.rect(PRECISION);
@@ -409,10 +406,15 @@ impl SearchPlan {
     }
 }
 
-/// The cells of `precision` covering a circle, as places in the grid.
-fn cover_grid(center: LngLat, radius_m: f64, precision: usize) -> Result<Vec<Grid>, ApiError> {
+/// The cells of [`PRECISION`] covering a circle, as places in the grid.
+fn cover_grid(center: LngLat, radius_m: f64) -> Result<Vec<Grid>, ApiError> {
     let circle = Shape::Circle { center, radius_m };
-    grid_in("radius", &circle.bbox("radius")?, precision, |cell| circle.overlaps(cell))
+    grid_in("radius", &circle.bbox("radius")?, PRECISION, |cell| circle.overlaps(cell))
+}
+
+/// The geohashes of cells of [`PRECISION`].
+fn names(cells: Vec<Grid>) -> Result<Vec<String>, ApiError> {
+    cells.into_iter().map(|g| g.geohash(PRECISION)).collect()
 }
 
 #[cfg(test)]

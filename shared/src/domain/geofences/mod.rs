@@ -52,9 +52,7 @@ pub const RADIUS_M: std::ops::RangeInclusive<i64> = 50..=1000;
 /// its deleted copy, every cell copy, the list's 5 page counters (see `domain::list_pages`) and
 /// its cell count).
 pub const MAX_CELLS: usize = 92;
-// The delete: the fence, its deleted copy, its cell count, the list's counters and its copies.
-const DELETE_OPS: usize = 3 + list_pages::LEVELS.len() + MAX_CELLS;
-const _: () = assert!(DELETE_OPS <= MAX_TRANSACT_OPS);
+const _: () = assert!(3 + list_pages::LEVELS.len() + MAX_CELLS <= MAX_TRANSACT_OPS);
 /// Most vertices of a polygon.
 pub const MAX_VERTICES: usize = 500;
 /// Most user ids, and most group ids, a fence may be scoped to.
