@@ -22,9 +22,12 @@ fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
     parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
 }
 
+fn api_key_header(parts: &Parts) -> Result<&str, ApiError> {
+    header(parts, "api-key").ok_or_else(|| ApiError::unauthorized("Api-Key: header is required"))
+}
+
 async fn api_key(parts: &Parts, state: &AppState) -> Result<Project, ApiError> {
-    let key = header(parts, "api-key").ok_or_else(|| ApiError::unauthorized("Api-Key: header is required"))?;
-    match resolve(state.store.as_ref(), key).await? {
+    match resolve(state.store.as_ref(), api_key_header(parts)?).await? {
         Some(p) if p.kind != KeyKind::Access => Ok(p),
         _ => Err(ApiError::unauthorized("Api-Key: not a valid API key")),
     }
@@ -37,8 +40,7 @@ pub struct SecretKey(pub Project);
 impl FromRequestParts<AppState> for SecretKey {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let key = header(parts, "api-key").ok_or_else(|| ApiError::unauthorized("Api-Key: header is required"))?;
-        secret_project(state.store.as_ref(), key).await.map(Self)
+        secret_project(state.store.as_ref(), api_key_header(parts)?).await.map(Self)
     }
 }
 

@@ -250,7 +250,7 @@ impl Run<'_> {
             let done = match pos.phase {
                 0 => self.geofence_events(pid, &range).await?,
                 1 => self.webhook_messages(pid, &range).await?,
-                _ => self.users(pid, &users::users_pk(pid), &range, &mut pos.after).await?,
+                _ => self.users(pid, &range, &mut pos.after).await?,
             };
             if !done {
                 return Ok(false);
@@ -331,18 +331,13 @@ impl Run<'_> {
 
     /// The users of one user list after `after`: each one's locations and index of trip events.
     /// `after` moves past each user once both are swept.
-    async fn users(
-        &mut self,
-        pid: &str,
-        list: &str,
-        range: &SkRange,
-        after: &mut Option<String>,
-    ) -> Result<bool, ApiError> {
+    async fn users(&mut self, pid: &str, range: &SkRange, after: &mut Option<String>) -> Result<bool, ApiError> {
+        let list = users::users_pk(pid);
         loop {
             if self.spent() {
                 return Ok(false);
             }
-            let q = Query::new(list, SkRange::All).after(after.clone()).limit(USERS_PAGE);
+            let q = Query::new(&list, SkRange::All).after(after.clone()).limit(USERS_PAGE);
             let page = self.query(Table::Main, q).await?;
             for u in &page.items {
                 let (_, uid) = key_of(u)?;

@@ -1,6 +1,6 @@
 //! The WebSocket at `GET /v1/api/streams/ws/` (docs/streams.md): one connection, any number of
-//! subscriptions up to [`connections::MAX_SUBSCRIPTIONS`], each a [`Feed`] as an SSE stream is. The client
-//! sends `{"action":"subscribe","id":"s1","filter":{…},"since":"<event id>"}` and
+//! subscriptions up to [`connections::MAX_SUBSCRIPTIONS`], each a [`Feed`] as an SSE stream is.
+//! The client sends `{"action":"subscribe","id":"s1","filter":{…},"since":"<event id>"}` and
 //! `{"action":"unsubscribe","id":"s1"}`; the server answers with frames naming the subscription:
 //! `subscribed`, `message` (the webhook body), `error` (status and a message naming the field),
 //! `closed` (reason and where to resume) and `unsubscribed`. The same frames as the WebSocket API
