@@ -1,8 +1,7 @@
 //! Insights answered from the maintained per-user places aggregate, on both backends: the answer
 //! equals one computed from scratch (an aggregate built from every stored stay, the stay in
 //! progress included) however the fixes arrive (late and re-sent batches, two at once, a stay that
-//! grows between requests); a user whose aggregate is missing gets it built once from the stays,
-//! then maintained; two writers of one aggregate cannot both win.
+//! grows between requests); two writers of one aggregate cannot both win.
 
 use axum::http::StatusCode;
 use chrono::NaiveDate;
@@ -53,7 +52,7 @@ async fn same_as_from_scratch(app: &TestApp, user: &str, when: &str) -> Vec<(Vec
     for (kind, name) in [(Kind::Home, "home"), (Kind::Work, "work"), (Kind::Poi, "poi")] {
         let got = stable(get_insights(app, name, user).await);
         assert_eq!(got, stable(insights::answer(&rebuilt, kind)), "{name} {when}");
-        out.push((got, stable(insights::insights_from_stays(store, &p, user, kind).await.expect("legacy"))));
+        out.push((got, stable(crate::insights_oracle::insights_from_stays(store, &p, user, kind).await)));
     }
     out
 }
@@ -114,37 +113,6 @@ both!(the_maintained_aggregate_answers_as_one_built_from_every_stay, |app| async
     assert!(geodesic(centre(&home[0]), NEW_HOME) < 40.0, "{home:?}");
 });
 
-both!(a_missing_aggregate_is_built_once_from_the_stays_then_maintained, |app| async move {
-    let fixes = live(monday(), 21, "Europe/Berlin", Sampling::Every(600), 21, |d, _| commuter(d, HOME, Some(OFFICE)));
-    let (before, after) = fixes.split_at(fixes.len() * 2 / 3);
-    let u = app.create_user(json!({})).await;
-    for b in before.chunks(1000) {
-        post(&app, &u, b).await;
-    }
-    let p = project(&app);
-    let store = app.state.store.as_ref();
-    let pk = aggregate::aggregate_pk(&p.project_id, &u);
-    let kept = aggregate::read(store, &p, &u).await.expect("read").expect("the processor keeps one");
-    // As for history from before the aggregate existed.
-    store.delete(Table::Main, &pk, "-", Cond::None).await.expect("delete");
-    same_as_from_scratch(&app, &u, "built on read").await;
-    let built = aggregate::read(store, &p, &u).await.expect("read").expect("stored by the read");
-    let mut same = built.clone();
-    same.version = kept.version;
-    assert_eq!(same, kept, "the same as the one maintained");
-    for b in after.chunks(500) {
-        post(&app, &u, b).await;
-    }
-    let answers = same_as_from_scratch(&app, &u, "maintained after").await;
-    same_places(&answers);
-    let now = aggregate::read(store, &p, &u).await.expect("read").expect("kept");
-    assert!(now.version > built.version && now.upto > built.upto, "maintained: {:?} {:?}", now.upto, built.upto);
-    // Without the processor's item either (erased copies, a restore): built from the stays the
-    // run in progress says are closed, the same answer.
-    store.delete(Table::Main, &pk, "-", Cond::None).await.expect("delete");
-    same_as_from_scratch(&app, &u, "built again").await;
-});
-
 both!(two_writers_of_one_aggregate_cannot_both_win, |app| async move {
     let fixes = live(monday(), 3, "Europe/Berlin", Sampling::Every(600), 31, |d, _| commuter(d, HOME, Some(OFFICE)));
     let u = app.create_user(json!({})).await;
@@ -168,33 +136,4 @@ both!(two_writers_of_one_aggregate_cannot_both_win, |app| async move {
     let (a, b) = more.split_at(more.len() / 2);
     tokio::join!(post(&app, &u, a), post(&app, &u, b));
     same_as_from_scratch(&app, &u, "after two writers").await;
-});
-
-both!(an_aggregate_of_the_older_format_is_rebuilt_with_dates_counted_once, |app| async move {
-    // Format 1 kept days and visit days as counts ("y", "v"); a stored item of it, however
-    // wrong its counts, is replaced by one built from the stays, checked on its version.
-    let fixes = live(monday(), 21, "Europe/Berlin", Sampling::Every(600), 41, |d, _| commuter(d, HOME, Some(OFFICE)));
-    let u = app.create_user(json!({})).await;
-    for b in fixes.chunks(1000) {
-        post(&app, &u, b).await;
-    }
-    let want = stable(get_insights(&app, "home", &u).await);
-    let p = project(&app);
-    let store = app.state.store.as_ref();
-    let pk = aggregate::aggregate_pk(&p.project_id, &u);
-    let item = store.get(Table::Main, &pk, "-").await.expect("get").expect("an aggregate");
-    let mut old: Value = from_item(item).expect("decoded");
-    let version = old["version"].as_u64().expect("a version");
-    old.as_object_mut().expect("an object").remove("format");
-    for place in old["places"].as_array_mut().expect("places") {
-        let place = place.as_object_mut().expect("a place");
-        place.remove("ds");
-        place.remove("vs");
-        place.insert("y".into(), json!(0));
-        place.insert("v".into(), json!(0));
-    }
-    store.put(Table::Main, to_item(&pk, "-", &old).expect("item"), Cond::None).await.expect("put");
-    assert_eq!(stable(get_insights(&app, "home", &u).await), want, "rebuilt on read");
-    let now = aggregate::read(store, &p, &u).await.expect("read").expect("stored");
-    assert_eq!(now.version, version + 1, "replaced, checked on the version");
 });

@@ -6,6 +6,7 @@ mod helpers;
 mod insights;
 mod insights_aggregate;
 mod insights_life;
+mod insights_oracle;
 mod insights_rules;
 mod isolation;
 mod keys;

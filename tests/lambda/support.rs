@@ -38,8 +38,6 @@ pub struct Function {
     /// matching prefix wins: `trips-v2-` over `trips-`).
     pub event_prefix: &'static str,
     pub auth: Auth,
-    /// (method, path with trailing slash) the crate declares.
-    pub routes: &'static [(&'static str, &'static str)],
     pub router: fn() -> Router<AppState>,
 }
 
@@ -57,7 +55,6 @@ pub const FUNCTIONS: &[Function] = &[
         binary: "users",
         event_prefix: "users-",
         auth: Auth::ApiKey,
-        routes: users::ROUTES,
         router: users::router,
     },
     Function {
@@ -65,7 +62,6 @@ pub const FUNCTIONS: &[Function] = &[
         binary: "locations",
         event_prefix: "locations-",
         auth: Auth::ApiKey,
-        routes: locations::ROUTES,
         router: locations::router,
     },
     Function {
@@ -73,7 +69,6 @@ pub const FUNCTIONS: &[Function] = &[
         binary: "groups",
         event_prefix: "groups-",
         auth: Auth::ApiKey,
-        routes: groups::ROUTES,
         router: groups::router,
     },
     Function {
@@ -81,7 +76,6 @@ pub const FUNCTIONS: &[Function] = &[
         binary: "trips",
         event_prefix: "trips-",
         auth: Auth::ApiKey,
-        routes: trips::ROUTES,
         router: trips::router,
     },
     Function {
@@ -89,7 +83,6 @@ pub const FUNCTIONS: &[Function] = &[
         binary: "trips-v2",
         event_prefix: "trips-v2-",
         auth: Auth::Bearer,
-        routes: trips_v2::ROUTES,
         router: trips_v2::router,
     },
     Function {
@@ -97,7 +90,6 @@ pub const FUNCTIONS: &[Function] = &[
         binary: "geofences",
         event_prefix: "geofences-",
         auth: Auth::ApiKey,
-        routes: geofences::ROUTES,
         router: geofences::router,
     },
     Function {
@@ -105,7 +97,6 @@ pub const FUNCTIONS: &[Function] = &[
         binary: "search",
         event_prefix: "search-",
         auth: Auth::ApiKey,
-        routes: search::ROUTES,
         router: search::router,
     },
     Function {
@@ -113,7 +104,6 @@ pub const FUNCTIONS: &[Function] = &[
         binary: "moving-geofences",
         event_prefix: "moving-geofences-",
         auth: Auth::ApiKey,
-        routes: moving_geofences::ROUTES,
         router: moving_geofences::router,
     },
     Function {
@@ -121,7 +111,6 @@ pub const FUNCTIONS: &[Function] = &[
         binary: "insights",
         event_prefix: "insights-",
         auth: Auth::ApiKey,
-        routes: insights::ROUTES,
         router: insights::router,
     },
     Function {
@@ -129,7 +118,6 @@ pub const FUNCTIONS: &[Function] = &[
         binary: "tracking",
         event_prefix: "tracking-",
         auth: Auth::Public,
-        routes: tracking::ROUTES,
         router: tracking_as_deployed,
     },
     Function {
@@ -137,7 +125,6 @@ pub const FUNCTIONS: &[Function] = &[
         binary: "webhooks",
         event_prefix: "webhooks-",
         auth: Auth::ApiKey,
-        routes: webhooks::ROUTES,
         router: webhooks::router,
     },
     Function {
@@ -145,7 +132,6 @@ pub const FUNCTIONS: &[Function] = &[
         binary: "keys",
         event_prefix: "keys-",
         auth: Auth::ApiKey,
-        routes: keys::ROUTES,
         router: keys::router,
     },
     Function {
@@ -153,7 +139,6 @@ pub const FUNCTIONS: &[Function] = &[
         binary: "settings",
         event_prefix: "settings-",
         auth: Auth::ApiKey,
-        routes: settings::ROUTES,
         router: settings::router,
     },
 ];
@@ -232,16 +217,6 @@ pub fn workspace_root() -> PathBuf {
 
 /// A route as the HTTP API and the router see it: (METHOD, path).
 pub type Route = (String, String);
-
-/// Both spellings of each declared route: with and without the trailing slash. (Where a crate
-/// declares the bare spelling as an operation of its own, as geofences does for
-/// `GET /v1/api/geofence`, the two coincide: the route is served once, by that operation.)
-pub fn with_bare_paths(routes: &[(&str, &str)]) -> BTreeSet<Route> {
-    routes
-        .iter()
-        .flat_map(|(m, p)| [(m.to_string(), p.to_string()), (m.to_string(), p.trim_end_matches('/').to_string())])
-        .collect()
-}
 
 // ---------------------------------------------------------------------------------------------
 // template.yaml

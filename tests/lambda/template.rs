@@ -12,7 +12,7 @@ use shared::store::tables::{PARTITION_KEY, SORT_KEY};
 
 use crate::support::{
     Auth, EVENT_FUNCTIONS, FUNCTIONS, Function, Route, WS_FUNCTION, resource, resources_of, send_raw, template,
-    template_routes, with_bare_paths,
+    template_routes,
 };
 
 #[test]
@@ -259,23 +259,15 @@ async fn serves(f: &Function, router: &axum::Router, method: &str, path: &str) -
 #[tokio::test]
 async fn routes_are_what_each_function_serves() {
     let t = template();
-    // Every path anyone mentions, both spellings, probed with every method.
+    // Every path the template routes (both spellings), probed with every method.
     let mut paths: BTreeSet<String> = BTreeSet::new();
     for f in FUNCTIONS {
         paths.extend(template_routes(&t, f.id).into_iter().map(|(_, p)| p));
-        paths.extend(with_bare_paths(f.routes).into_iter().map(|(_, p)| p));
     }
     let methods = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
     for f in FUNCTIONS {
-        let declared = with_bare_paths(f.routes);
-        assert_eq!(
-            template_routes(&t, f.id),
-            declared,
-            "{}: HttpApi events of template.yaml vs {}::ROUTES (with and without trailing slash)",
-            f.id,
-            f.binary
-        );
+        let declared = template_routes(&t, f.id);
         let router = shared::http::service((f.router)(), AppState::memory().expect("memory store"));
         let mut served: BTreeSet<Route> = BTreeSet::new();
         for path in &paths {
@@ -285,7 +277,7 @@ async fn routes_are_what_each_function_serves() {
                 }
             }
         }
-        assert_eq!(served, declared, "{}: routes {}::router() serves vs {}::ROUTES", f.id, f.binary, f.binary);
+        assert_eq!(served, declared, "{}: routes {}::router() serves vs its HttpApi events in template.yaml", f.id, f.binary);
     }
 
     // One HTTP API route goes to one function.

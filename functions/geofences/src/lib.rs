@@ -20,21 +20,6 @@ use shared::http::route;
 use shared::store::from_jsons;
 use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
-/// Every operation this function serves: (HTTP method, path with its trailing slash). The v1
-/// metadata list is the one path whose bare form is a different operation.
-pub const ROUTES: &[(&str, &str)] = &[
-    ("POST", "/v1/api/geofence/"),
-    ("PUT", "/v1/api/geofence/"),
-    ("GET", "/v1/api/geofence/"),
-    ("DELETE", "/v1/api/geofence/"),
-    ("GET", "/v1/api/geofence"),
-    ("POST", "/v3/api/geofence/"),
-    ("PUT", "/v3/api/geofence/"),
-    ("GET", "/v3/api/geofence/"),
-    ("DELETE", "/v3/api/geofence/"),
-    ("GET", "/v1/api/event/"),
-];
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ver {
     V1,

@@ -13,9 +13,6 @@ use shared::{ApiError, ApiJson, AppState, Envelope};
 const PATH: &str = "/v1/api/group/user/";
 const CREATE_PATH: &str = "/v1/api/group/";
 
-/// Every operation this function serves: (HTTP method, path with its trailing slash).
-pub const ROUTES: &[(&str, &str)] = &[("POST", CREATE_PATH), ("PUT", PATH), ("POST", PATH)];
-
 pub fn router() -> Router<AppState> {
     let r = route(Router::new(), CREATE_PATH, post(create));
     route(r, PATH, put(add_users).post(add_users))

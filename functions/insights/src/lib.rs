@@ -11,16 +11,6 @@ use shared::domain::users;
 use shared::http::route;
 use shared::{ApiError, AppState, Envelope, Params};
 
-/// Every operation this function serves: (HTTP method, path with its trailing slash).
-pub const ROUTES: &[(&str, &str)] = &[
-    ("GET", "/v1/api/insights/home/"),
-    ("GET", "/v1/api/insights/work/"),
-    ("GET", "/v1/api/insights/poi/"),
-    ("GET", "/v3/api/insights/home/"),
-    ("GET", "/v3/api/insights/work/"),
-    ("GET", "/v3/api/insights/poi/"),
-];
-
 pub fn router() -> Router<AppState> {
     let mut r = Router::new();
     for v in ["v1", "v3"] {

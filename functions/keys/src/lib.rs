@@ -11,9 +11,6 @@ use shared::domain::keys;
 use shared::http::route;
 use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
-/// Every operation this function serves: (HTTP method, path with its trailing slash).
-pub const ROUTES: &[(&str, &str)] = &[("GET", "/v1/api/keys/"), ("POST", "/v1/api/keys/"), ("DELETE", "/v1/api/keys/")];
-
 pub fn router() -> Router<AppState> {
     route(Router::new(), "/v1/api/keys/", get(list).post(create).delete(revoke))
 }

@@ -29,32 +29,6 @@ pub fn routes() -> Router<AppState> {
         .merge(streams::router())
 }
 
-/// Every operation the service answers, as (HTTP method, path with its trailing slash); each path
-/// is also served without the slash.
-pub fn all_routes() -> Vec<(&'static str, &'static str)> {
-    users::ROUTES
-        .iter()
-        .chain(locations::ROUTES)
-        .chain(groups::ROUTES)
-        .chain(trips::ROUTES)
-        .chain(trips_v2::ROUTES)
-        .chain(geofences::ROUTES)
-        .chain(search::ROUTES)
-        .chain(moving_geofences::ROUTES)
-        .chain(insights::ROUTES)
-        .chain(webhooks::ROUTES)
-        .chain(keys::ROUTES)
-        .chain(settings::ROUTES)
-        .copied()
-        .collect()
-}
-
-/// The public operations (no key): the trip tracking page, its data and assets. Kept apart from
-/// [`all_routes`], whose operations all ask for a key and are documented in openapi.yaml.
-pub fn public_routes() -> Vec<(&'static str, &'static str)> {
-    tracking::ROUTES.to_vec()
-}
-
 /// The whole service over `state`, ready to serve.
 pub fn app(state: AppState) -> Router {
     shared::http::service(routes(), state)

@@ -17,9 +17,6 @@ use shared::{ApiError, ApiJson, AppState, Envelope, GpxFile, Params};
 
 const PATH: &str = "/v1/api/location/";
 
-/// Every operation this function serves: (HTTP method, path with its trailing slash).
-pub const ROUTES: &[(&str, &str)] = &[("GET", PATH), ("POST", PATH), ("GET", GPX_PATH)];
-
 const GPX_PATH: &str = "/v1/api/location/gpx/";
 
 pub fn router() -> Router<AppState> {

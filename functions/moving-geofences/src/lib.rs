@@ -11,18 +11,6 @@ use shared::domain::geofences::{UpdateGeofence, events};
 use shared::http::route;
 use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
-/// Every operation this function serves: (HTTP method, path with its trailing slash).
-pub const ROUTES: &[(&str, &str)] = &[
-    ("POST", "/v1/api/moving-geofence/"),
-    ("PUT", "/v1/api/moving-geofence/"),
-    ("GET", "/v1/api/moving-geofence/"),
-    ("DELETE", "/v1/api/moving-geofence/"),
-    ("POST", "/v3/api/moving-geofence/"),
-    ("PUT", "/v3/api/moving-geofence/"),
-    ("GET", "/v3/api/moving-geofence/"),
-    ("DELETE", "/v3/api/moving-geofence/"),
-];
-
 pub fn router() -> Router<AppState> {
     let ops = || post(create).put(update).get(list).delete(delete);
     route(route(Router::new(), "/v1/api/moving-geofence/", ops()), "/v3/api/moving-geofence/", ops())

@@ -18,9 +18,6 @@ use shared::geometry::{LngLat, SearchRadius};
 use shared::http::route;
 use shared::{ApiError, AppState, Envelope, Params};
 
-/// Every operation this function serves: (HTTP method, path with its trailing slash).
-pub const ROUTES: &[(&str, &str)] = &[("GET", "/v1/api/search/geofences/"), ("GET", "/v1/api/search/users/")];
-
 /// `page_limit`: entries per page, 1 to 100, default 10.
 pub const MAX_PAGE_LIMIT: usize = 100;
 

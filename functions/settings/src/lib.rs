@@ -10,9 +10,6 @@ use shared::domain::settings::{self, SettingsUpdate};
 use shared::http::route;
 use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
-/// Every operation this function serves: (HTTP method, path with its trailing slash).
-pub const ROUTES: &[(&str, &str)] = &[("GET", "/v1/api/project/settings/"), ("PUT", "/v1/api/project/settings/")];
-
 pub fn router() -> Router<AppState> {
     route(Router::new(), "/v1/api/project/settings/", get(read).put(update))
 }

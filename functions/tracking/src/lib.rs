@@ -21,14 +21,6 @@ use shared::time::Timestamp;
 
 mod view;
 
-/// Every operation this function serves: (HTTP method, path). Public: no key.
-pub const ROUTES: &[(&str, &str)] = &[
-    ("GET", "/track/{token}/"),
-    ("GET", "/track/{token}/data/"),
-    ("GET", "/track/{token}/gpx/"),
-    ("GET", "/track/assets/{file}"),
-];
-
 /// At most this many route points go to the page (a long trip is thinned evenly, ends kept).
 pub const MAX_ROUTE_POINTS: usize = 2000;
 

@@ -18,17 +18,6 @@ use shared::project::Project;
 use shared::time::Timestamp;
 use shared::{ApiError, AppState, V2Envelope, V2Error, V2Json, V2Params};
 
-/// Every operation this function serves: (HTTP method, path with its trailing slash).
-pub const ROUTES: &[(&str, &str)] = &[
-    ("POST", "/v2/trips/"),
-    ("GET", "/v2/trips/"),
-    ("GET", "/v2/trips/{id}/"),
-    ("PUT", "/v2/trips/{id}/"),
-    ("DELETE", "/v2/trips/{id}/"),
-    ("GET", "/v2/trips/{id}/summary/"),
-    ("POST", "/v2/trips/{id}/controls/"),
-];
-
 /// Stop radius bounds (meters) and default.
 pub const STOP_RADIUS: std::ops::RangeInclusive<u32> = 10..=10_000;
 

@@ -45,30 +45,6 @@ async fn export(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -
     Ok(Envelope::ok(shared::envelope::SUCCESS, json!({"download_url": url})))
 }
 
-/// Every operation this function serves: (HTTP method, path with its trailing slash).
-pub const ROUTES: &[(&str, &str)] = &[
-    ("POST", "/v1/api/trips/"),
-    ("GET", "/v1/api/trips/"),
-    ("PUT", "/v1/api/trips/"),
-    ("DELETE", "/v1/api/trips/"),
-    ("GET", "/v1/api/trips/summary/"),
-    ("GET", "/v1/api/trips/gpx/"),
-    ("GET", "/v1/api/trips/export/"),
-    ("POST", "/v1/api/trips/controls/"),
-    ("POST", "/v1/api/trips/quick/"),
-    ("POST", "/v1/api/trips/revoke-link/"),
-    ("POST", "/v3/api/trips/"),
-    ("GET", "/v3/api/trips/"),
-    ("PUT", "/v3/api/trips/"),
-    ("DELETE", "/v3/api/trips/"),
-    ("GET", "/v3/api/trips/summary/"),
-    ("GET", "/v3/api/trips/gpx/"),
-    ("GET", "/v3/api/trips/export/"),
-    ("POST", "/v3/api/trips/controls/"),
-    ("POST", "/v3/api/trips/quick/"),
-    ("GET", EVENTS_PATH),
-];
-
 const EVENTS_PATH: &str = "/v1/api/event/trips/";
 
 /// A user's trip events in a date range, newest first (Roam's "Get Trip Events").

@@ -13,9 +13,6 @@ use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
 const PATH: &str = "/v1/api/user/";
 
-/// Every operation this function serves: (HTTP method, path with its trailing slash).
-pub const ROUTES: &[(&str, &str)] = &[("POST", PATH), ("GET", PATH), ("PUT", PATH), ("DELETE", PATH)];
-
 pub fn router() -> Router<AppState> {
     route(Router::new(), PATH, post(create).get(list).put(update).delete(delete))
 }

@@ -15,18 +15,6 @@ use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
 const BASE: &str = "/v1/api/webhooks/";
 
-/// Every operation this function serves: (HTTP method, path with its trailing slash).
-pub const ROUTES: &[(&str, &str)] = &[
-    ("POST", "/v1/api/webhooks/"),
-    ("GET", "/v1/api/webhooks/"),
-    ("PUT", "/v1/api/webhooks/"),
-    ("DELETE", "/v1/api/webhooks/"),
-    ("POST", "/v1/api/webhooks/rotate-secret/"),
-    ("POST", "/v1/api/webhooks/test/"),
-    ("GET", "/v1/api/webhooks/deliveries/"),
-    ("POST", "/v1/api/webhooks/replay/"),
-];
-
 pub fn router() -> Router<AppState> {
     let r = route(Router::new(), BASE, post(create).get(read).put(update).delete(delete));
     let r = route(r, "/v1/api/webhooks/rotate-secret/", post(rotate));

@@ -28,9 +28,6 @@ pub const MAX_PLACES: usize = 32;
 pub const MAX_ANCHORS: usize = 8;
 /// A stay within this distance (meters) of an anchor's centre is counted on it.
 pub const ANCHOR_M: f64 = 10.0;
-/// The aggregate's format: 2 keeps dates as sets (1 kept counts, which places that merged
-/// added up twice for a date both had).
-const FORMAT: u32 = 2;
 /// Local dates this many days or more before the latest stay's start can gain no more time (a
 /// stay starts after the previous one; the margin covers a change of time zone).
 const SETTLE_DAYS: i64 = 2;
@@ -159,9 +156,6 @@ struct Agg {
 pub struct Aggregate {
     #[serde(default)]
     pub version: u64,
-    /// [`FORMAT`] when written; an item of an older format is rebuilt from the stays.
-    #[serde(default)]
-    format: u32,
     /// Id of the newest stay counted.
     #[serde(default)]
     pub upto: Option<String>,
@@ -443,7 +437,7 @@ impl Aggregate {
     pub fn build<'a>(stays: impl IntoIterator<Item = &'a Stay>) -> Self {
         let mut sorted: Vec<&Stay> = stays.into_iter().collect();
         sorted.sort_by(|a, b| a.id.cmp(&b.id));
-        let mut agg = Aggregate { format: FORMAT, ..Aggregate::default() };
+        let mut agg = Aggregate::default();
         for s in sorted {
             agg.fold(s);
         }
@@ -456,32 +450,17 @@ pub async fn read(store: &dyn Store, p: &Project, user_id: &str) -> Result<Optio
     Ok(get_as(store, Table::Main, &aggregate_pk(&p.project_id, user_id), "-").await?)
 }
 
-async fn all_stays(store: &dyn Store, p: &Project, user_id: &str) -> Result<Vec<Stay>, ApiError> {
-    let q = Query::new(stays_pk(&p.project_id, user_id), SkRange::All);
-    Ok(query_as(store, Table::Main, &q).await?)
-}
-
 /// The write that counts `closed` (the stays a processor pass closes, in order): a put checked
-/// on the version read, for the pass's transaction. A user without an aggregate gets one built
-/// from the stays stored (those of an earlier attempt at this pass among them) and `closed`.
+/// on the version read, for the pass's transaction. A user's first closed stay creates the
+/// aggregate (stays and the aggregate commit in the same pass, so no stay is ever stored
+/// without it).
 pub async fn plan(store: &dyn Store, p: &Project, user_id: &str, closed: &[Stay]) -> Result<Option<WriteOp>, ApiError> {
     if closed.is_empty() {
         return Ok(None);
     }
-    let (mut agg, cond) = match read(store, p, user_id).await? {
-        Some(a) if a.format == FORMAT => {
-            let v = a.version;
-            (a, Cond::Equals("version", v.into()))
-        }
-        found => {
-            let mut stored: BTreeMap<String, Stay> =
-                all_stays(store, p, user_id).await?.into_iter().map(|s| (s.id.clone(), s)).collect();
-            stored.extend(closed.iter().map(|s| (s.id.clone(), s.clone())));
-            let mut agg = Aggregate::build(stored.values());
-            agg.version = found.as_ref().map_or(0, |a| a.version);
-            (agg, found.map_or(Cond::NotExists, |a| Cond::Equals("version", a.version.into())))
-        }
-    };
+    let found = read(store, p, user_id).await?;
+    let cond = found.as_ref().map_or(Cond::NotExists, |a| Cond::Equals("version", a.version.into()));
+    let mut agg = found.unwrap_or_default();
     for s in closed {
         agg.fold(s);
     }
@@ -491,36 +470,6 @@ pub async fn plan(store: &dyn Store, p: &Project, user_id: &str, closed: &[Stay]
         item: to_item(&aggregate_pk(&p.project_id, user_id), "-", &agg)?,
         cond,
     }))
-}
-
-/// The aggregate for an answer: as stored, or for a user without one, built from the stays the
-/// committed run says are closed (those before its first fix) and stored if still absent (a
-/// processor pass that got in first wins; it counts the same stays).
-pub async fn current(
-    store: &dyn Store,
-    p: &Project,
-    user_id: &str,
-    run_first: Option<&str>,
-) -> Result<Aggregate, ApiError> {
-    // An item of an older format is replaced, checked on its version.
-    let older = match read(store, p, user_id).await? {
-        Some(a) if a.format == FORMAT => return Ok(a),
-        found => found.map(|a| a.version),
-    };
-    let stays = all_stays(store, p, user_id).await?;
-    let closed = stays.iter().filter(|s| run_first.is_none_or(|f| s.id.as_str() < f));
-    let mut agg = Aggregate::build(closed);
-    if agg.upto.is_none() {
-        return Ok(agg);
-    }
-    agg.version = older.unwrap_or(0) + 1;
-    let cond = older.map_or(Cond::NotExists, |v| Cond::Equals("version", v.into()));
-    let item = to_item(&aggregate_pk(&p.project_id, user_id), "-", &agg)?;
-    match store.put(Table::Main, item, cond).await {
-        Ok(()) => Ok(agg),
-        Err(StoreError::ConditionFailed) => Ok(read(store, p, user_id).await?.unwrap_or(agg)),
-        Err(e) => Err(e.into()),
-    }
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use crate::project::Project;
 use crate::store::Store;
 use crate::store::{Item, WriteOp};
 use crate::time::Timestamp;
-pub use places::{PLACE_RADIUS_M, Place, places};
+pub use places::{PLACE_RADIUS_M, Place};
 pub use rules::{
     MIN_DAYS, MOVE_NIGHTS, NIGHT_MIN_SECONDS, POI_MIN_DAYS, WORK_MIN_HOURS_PER_WEEK, WORK_MIN_WEEKDAYS, WORK_MIN_WEEKS,
     WORK_WINDOW_WEEKS,
@@ -191,8 +191,8 @@ pub fn answer(places: &[Place], kind: Kind) -> Vec<Value> {
 /// The user's places from the maintained aggregate (two small reads: the run in progress and
 /// the aggregate, which counts every closed stay), the run in progress counted as a stay.
 pub async fn current_places(store: &dyn Store, p: &Project, user_id: &str) -> Result<Vec<Place>, ApiError> {
-    let (open, run_first) = stays::open_run(store, p, user_id).await?;
-    let mut agg = aggregate::current(store, p, user_id, run_first.as_deref()).await?;
+    let open = stays::open_run(store, p, user_id).await?;
+    let mut agg = aggregate::read(store, p, user_id).await?.unwrap_or_default();
     if let Some(s) = open {
         agg.fold(&s);
     }
@@ -202,14 +202,4 @@ pub async fn current_places(store: &dyn Store, p: &Project, user_id: &str) -> Re
 /// The insights of `kind` for a user (empty with too little history).
 pub async fn insights(store: &dyn Store, p: &Project, user_id: &str, kind: Kind) -> Result<Vec<Value>, ApiError> {
     Ok(answer(&current_places(store, p, user_id).await?, kind))
-}
-
-/// The same from every stay, clustered from scratch (the reference the aggregate is held to).
-pub async fn insights_from_stays(
-    store: &dyn Store,
-    p: &Project,
-    user_id: &str,
-    kind: Kind,
-) -> Result<Vec<Value>, ApiError> {
-    Ok(answer(&places(stays(store, p, user_id).await?), kind))
 }

@@ -219,15 +219,10 @@ pub async fn plan(store: &dyn Store, p: &Project, user_id: &str, fixes: &[Locati
     Ok(StaysPlan { run: run_op, closed, stays })
 }
 
-/// The run in progress as committed: its stay, if long enough, and the id of its first fix
-/// (every stay closed before it has a smaller id).
-pub async fn open_run(
-    store: &dyn Store,
-    p: &Project,
-    user_id: &str,
-) -> Result<(Option<Stay>, Option<String>), ApiError> {
+/// The run in progress as committed: its stay, if long enough.
+pub async fn open_run(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<Stay>, ApiError> {
     let run: Option<Run> = get_as(store, Table::Main, &run_pk(&p.project_id, user_id), "-").await?;
-    Ok(run.map_or((None, None), |r| (r.stay(None), r.first.as_ref().map(|f| f.id.clone()))))
+    Ok(run.and_then(|r| r.stay(None)))
 }
 
 /// The user's stays, the run in progress included when it is long enough.
