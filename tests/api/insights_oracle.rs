@@ -77,7 +77,6 @@ pub fn places(mut stays: Vec<Stay>) -> Vec<Place> {
     out
 }
 
-
 fn place(plane: &Plane, members: &[(Point<f64>, &Stay)], weight_of: &dyn Fn(&Stay) -> f64) -> Place {
     let weights: Vec<f64> = members.iter().map(|(_, s)| weight_of(s).max(1e-9)).collect();
     let dist = |a: Point<f64>, b: Point<f64>| (a.x() - b.x()).hypot(a.y() - b.y());
@@ -133,7 +132,6 @@ fn place(plane: &Plane, members: &[(Point<f64>, &Stay)], weight_of: &dyn Fn(&Sta
     p.weeks = weeks.into_iter().map(|(wk, (secs, days))| (wk, (secs, days.len()))).collect();
     p
 }
-
 
 #[cfg(test)]
 mod tests {

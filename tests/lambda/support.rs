@@ -127,13 +127,7 @@ pub const FUNCTIONS: &[Function] = &[
         auth: Auth::ApiKey,
         router: webhooks::router,
     },
-    Function {
-        id: "KeysFunction",
-        binary: "keys",
-        event_prefix: "keys-",
-        auth: Auth::ApiKey,
-        router: keys::router,
-    },
+    Function { id: "KeysFunction", binary: "keys", event_prefix: "keys-", auth: Auth::ApiKey, router: keys::router },
     Function {
         id: "SettingsFunction",
         binary: "settings",

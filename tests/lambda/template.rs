@@ -277,7 +277,11 @@ async fn routes_are_what_each_function_serves() {
                 }
             }
         }
-        assert_eq!(served, declared, "{}: routes {}::router() serves vs its HttpApi events in template.yaml", f.id, f.binary);
+        assert_eq!(
+            served, declared,
+            "{}: routes {}::router() serves vs its HttpApi events in template.yaml",
+            f.id, f.binary
+        );
     }
 
     // One HTTP API route goes to one function.

@@ -14,12 +14,12 @@ use serde::{Deserialize, Serialize};
 
 use super::places::{self, DAY_MIN_SECONDS, HALF_LIFE_DAYS, PLACE_RADIUS_M, Place, Plane, monday_of};
 use super::rules::{MOVE_NIGHTS, NIGHT_MIN_SECONDS, WORK_WINDOW_WEEKS};
-use super::stays::{Stay, stays_pk};
+use super::stays::Stay;
 use crate::domain::locations::Location;
 use crate::error::ApiError;
 use crate::geometry::LngLat;
 use crate::project::Project;
-use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, get_as, query_as, to_item};
+use crate::store::{Cond, Store, Table, WriteOp, get_as, to_item};
 use crate::time::Timestamp;
 
 /// Most places kept per user (the least weighted goes beyond).
@@ -431,17 +431,6 @@ impl Aggregate {
         let mut out: Vec<Place> = self.places.iter().map(Agg::place).collect();
         out.sort_by(|a, b| b.weight.total_cmp(&a.weight).then_with(|| a.first_id.cmp(&b.first_id)));
         out
-    }
-
-    /// An aggregate of these stays, from scratch.
-    pub fn build<'a>(stays: impl IntoIterator<Item = &'a Stay>) -> Self {
-        let mut sorted: Vec<&Stay> = stays.into_iter().collect();
-        sorted.sort_by(|a, b| a.id.cmp(&b.id));
-        let mut agg = Aggregate::default();
-        for s in sorted {
-            agg.fold(s);
-        }
-        agg
     }
 }
 
