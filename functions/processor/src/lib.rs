@@ -20,15 +20,17 @@ struct Keys {
     sk: String,
 }
 
+/// The keys of the items a stream batch wrote (removals are no work).
+fn written_keys(event: &StreamEvent) -> impl Iterator<Item = Keys> + '_ {
+    let written = event.records.iter().filter(|r| r.event_name != "REMOVE");
+    written.filter_map(|r| serde_dynamo::from_item::<_, Keys>(r.change.keys.clone()).ok())
+}
+
 /// The (project, user) pairs whose location partitions a stream batch wrote fixes to. Removals
 /// (TTL expiry, the retention sweeper) are no work, nor are writes of a history's page counts
 /// (sort keys from `~`, see `history_pages`); the stream's filter drops both already.
 pub fn users_in(event: &StreamEvent) -> BTreeSet<(String, String)> {
-    event
-        .records
-        .iter()
-        .filter(|r| r.event_name != "REMOVE")
-        .filter_map(|r| serde_dynamo::from_item::<_, Keys>(r.change.keys.clone()).ok())
+    written_keys(event)
         .filter(|k| !k.sk.starts_with('~'))
         .filter_map(|k| k.pk.split_once('#').map(|(p, u)| (p.to_owned(), u.to_owned())))
         .collect()
@@ -92,11 +94,7 @@ pub async fn send(worker: &shared::domain::webhooks::deliver::Worker, event: &Va
 
 /// The work-mark shards (`WORK#<shard>`) a stream batch wrote to; removals are no work.
 pub fn work_shards_in(event: &StreamEvent) -> BTreeSet<u32> {
-    event
-        .records
-        .iter()
-        .filter(|r| r.event_name != "REMOVE")
-        .filter_map(|r| serde_dynamo::from_item::<_, Keys>(r.change.keys.clone()).ok())
+    written_keys(event)
         .filter_map(|k| k.pk.strip_prefix("WORK#").and_then(|s| s.parse().ok()))
         .filter(|s| *s < shared::domain::webhooks::outbox::WORK_SHARDS)
         .collect()
