@@ -3,8 +3,9 @@
 //!
 //! Order, and why:
 //! 1. One transaction removes the user record (`<project>#U`) and writes an erasure marker at
-//!    `ERASE`, sort key `<project>#<user>`. From then on every read and every ingest of the user is a 404, since
-//!    they all start from the user record; the marker is the only thing left that names them.
+//!    `ERASE`, sort key `<project>#<user>`. From then on every read and every ingest of the user
+//!    is a 404, since they all start from the user record; the marker is the only thing left
+//!    that names them.
 //! 2. Steps, each idempotent (deletes without conditions; derived keys), in bounded batches of at
 //!    most [`PAGE`] keys, deleted with [`Store::delete_many`] (no transaction: it would double
 //!    the write cost, and a step cut short is simply run again). Trips come first so their tracking links die

@@ -329,7 +329,7 @@ impl Run<'_> {
         }
     }
 
-    /// The users of one user list after `after`: each one's locations and index of trip events.
+    /// The project's users after `after`: each one's locations and index of trip events.
     /// `after` moves past each user once both are swept.
     async fn users(&mut self, pid: &str, range: &SkRange, after: &mut Option<String>) -> Result<bool, ApiError> {
         let list = users::users_pk(pid);

@@ -426,7 +426,7 @@ impl Aggregate {
         }
     }
 
-    /// The places, most weight first (as [`places::places`] orders them).
+    /// The places, most weight first (ties by their first stay's id).
     pub fn places(&self) -> Vec<Place> {
         let mut out: Vec<Place> = self.places.iter().map(Agg::place).collect();
         out.sort_by(|a, b| b.weight.total_cmp(&a.weight).then_with(|| a.first_id.cmp(&b.first_id)));

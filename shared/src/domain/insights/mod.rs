@@ -191,6 +191,9 @@ pub fn answer(places: &[Place], kind: Kind) -> Vec<Value> {
 /// The user's places from the maintained aggregate (two small reads: the run in progress and
 /// the aggregate, which counts every closed stay), the run in progress counted as a stay.
 pub async fn current_places(store: &dyn Store, p: &Project, user_id: &str) -> Result<Vec<Place>, ApiError> {
+    // The run first: a pass committing in between closes its stay into the aggregate read after,
+    // which `fold` then skips (at or before `upto`); read the other way round, that stay could
+    // be in neither.
     let open = stays::open_run(store, p, user_id).await?;
     let mut agg = aggregate::read(store, p, user_id).await?.unwrap_or_default();
     if let Some(s) = open {
