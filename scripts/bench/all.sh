@@ -6,6 +6,8 @@
 #     user by user_id) against a hello-world axum server: wrk -t2 -c32, requests/s and p99;
 #   - the other read endpoints (locations, geofences, trips, one trip, events, search, insights,
 #     settings; scripts/bench/seed_reads.py), each against the axum server measured right before it;
+#   - each of those reads' answers served whole by an axum handler doing nothing else (the peers'
+#     same-bytes), right after the read: the cost of sending that answer alone (a second table);
 #   - POST /v1/api/location/ (100 new locations a request, wrk -t2 -c8) against the issue's target;
 #   - start to ready of every Lambda function binary against a hello-world lambda_http binary
 #     (coldstart.py, runs interleaved);
@@ -96,12 +98,22 @@ WM_USER="$(curl -sf "$url/v1/api/user/" -H "Api-Key: $WM_KEY" |
 export WM_USER
 run_wrk waymark_get -t2 -c32 -s scripts/bench/get.lua "$url/v1/api/user/"
 run_wrk waymark_get_one -t2 -c32 -s scripts/bench/get.lua "$url/v1/api/user/?user_id=$WM_USER"
-# Every other kind of read, on seeded data, for the same time each (READ_DURATION).
+# Each read's answer, fetched once and served whole by an axum handler that does nothing else
+# (the peers' same-bytes), measured right after the read: what sending that answer costs alone.
+mkdir "$out/bodies"
+curl -sf "$url/v1/api/user/" -H "Api-Key: $WM_KEY" >"$out/bodies/users"
 python3 scripts/bench/seed_reads.py "$url" >"$out/reads"
+while read -r name path; do curl -sf "$url$path" -H "Api-Key: $WM_KEY" >"$out/bodies/$name"; done <"$out/reads"
+sport=$(free_port)
+"$bin/same-bytes" "$sport" "$out/bodies" & pids+=($!)
+wait_port "$sport"
+run_wrk same_users -t2 -c32 -s scripts/bench/get.lua "http://127.0.0.1:$sport/users"
+# Every other kind of read, on seeded data, for the same time each (READ_DURATION).
 while read -r name path; do
   wrk -d"$read_dur" --latency -t2 -c32 "http://127.0.0.1:$hport/v1/api/user/" >"$out/peer_$name"
   wrk -d1s -t2 -c32 -s scripts/bench/get.lua "$url$path" >/dev/null
   wrk -d"$read_dur" --latency -t2 -c32 -s scripts/bench/get.lua "$url$path" >"$out/read_$name"
+  wrk -d"$read_dur" --latency -t2 -c32 -s scripts/bench/get.lua "http://127.0.0.1:$sport/$name" >"$out/same_$name"
 done <"$out/reads"
 run_wrk waymark_ingest -t2 -c8 -s scripts/bench/ingest.lua "$url/v1/api/location/"
 kill "${pids[@]}"
@@ -116,6 +128,6 @@ fi
 # shellcheck disable=SC2086
 python3 scripts/bench/coldstart.py --json --runs "$runs" "$bin/hello-lambda" $(for f in $functions; do echo "$bin/$f"; done) \
   >"$out/coldstart.json"
-for f in hello-lambda hello-axum waymark $functions; do echo "$f $(stat -c %s "$bin/$f")"; done >"$out/sizes"
+for f in hello-lambda hello-axum same-bytes waymark $functions; do echo "$f $(stat -c %s "$bin/$f")"; done >"$out/sizes"
 
 python3 scripts/bench/report.py "$out" "$dur" "$runs"

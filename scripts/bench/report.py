@@ -69,6 +69,7 @@ sizes = dict(line.split() for line in open(os.path.join(out, "sizes")))
 sizes = {k: int(v) for k, v in sizes.items()}
 hello = sizes.pop("hello-lambda")
 sizes.pop("hello-axum")
+sizes.pop("same-bytes")
 mb = lambda b: f"{b / 1e6:.1f} MB"  # noqa: E731
 for name, size in sorted(sizes.items()):
     limit = name != "waymark"  # the local server is not deployed; shown for information
@@ -105,5 +106,16 @@ print("| Figure | Waymark | Peer, same run | Ratio | Target | Met |")
 print("|---|---|---|---|---|---|")
 for r in rows:
     print("| " + " | ".join(r) + " |")
+
+# Each read against the same bytes served with no work (all.sh's same-bytes): the share of a
+# read's cost that is its answer's sending alone, and what is left to the handler.
+alone = [("users", "waymark_get", "same_users")]
+alone += [(line.split()[0], f"read_{line.split()[0]}", f"same_{line.split()[0]}") for line in open(os.path.join(out, "reads"))]
+print("\n| Read | Waymark, requests/s | The same bytes, no work | Waymark ÷ same bytes | Answer, bytes |")
+print("|---|---|---|---|---|")
+for name, read, served in alone:
+    r_rps, s_rps = wrk(read)[0], wrk(served)[0]
+    size = os.path.getsize(os.path.join(out, "bodies", name))
+    print(f"| {name} | {r_rps:,.0f} | {s_rps:,.0f} | {r_rps / s_rps:.0%} | {size:,} |")
 for n in notes:
     print(f"\nProblem: {n}")
