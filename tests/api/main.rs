@@ -23,6 +23,7 @@ mod event_order;
 mod expiry;
 mod geofence_events;
 mod geofence_index;
+mod geofence_lists;
 mod geofence_search_totals;
 mod geofences;
 mod gps_truth;
