@@ -128,6 +128,6 @@ fi
 # shellcheck disable=SC2086
 python3 scripts/bench/coldstart.py --json --runs "$runs" "$bin/hello-lambda" $(for f in $functions; do echo "$bin/$f"; done) \
   >"$out/coldstart.json"
-for f in hello-lambda hello-axum same-bytes waymark $functions; do echo "$f $(stat -c %s "$bin/$f")"; done >"$out/sizes"
+for f in hello-lambda hello-axum waymark $functions; do echo "$f $(stat -c %s "$bin/$f")"; done >"$out/sizes"
 
 python3 scripts/bench/report.py "$out" "$dur" "$runs"

@@ -69,7 +69,6 @@ sizes = dict(line.split() for line in open(os.path.join(out, "sizes")))
 sizes = {k: int(v) for k, v in sizes.items()}
 hello = sizes.pop("hello-lambda")
 sizes.pop("hello-axum")
-sizes.pop("same-bytes")
 mb = lambda b: f"{b / 1e6:.1f} MB"  # noqa: E731
 for name, size in sorted(sizes.items()):
     limit = name != "waymark"  # the local server is not deployed; shown for information
@@ -109,8 +108,8 @@ for r in rows:
 
 # Each read against the same bytes served with no work (all.sh's same-bytes): the share of a
 # read's cost that is its answer's sending alone, and what is left to the handler.
-alone = [("users", "waymark_get", "same_users")]
-alone += [(line.split()[0], f"read_{line.split()[0]}", f"same_{line.split()[0]}") for line in open(os.path.join(out, "reads"))]
+names = [line.split()[0] for line in open(os.path.join(out, "reads"))]
+alone = [("users", "waymark_get", "same_users")] + [(n, f"read_{n}", f"same_{n}") for n in names]
 print("\n| Read | Waymark, requests/s | The same bytes, no work | Waymark ÷ same bytes | Answer, bytes |")
 print("|---|---|---|---|---|")
 for name, read, served in alone:

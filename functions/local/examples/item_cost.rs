@@ -36,9 +36,10 @@ async fn run() {
                     for n in 0..items / tasks / group {
                         let batch = (0..group).map(|k| {
                             // An event's copy: the fence's partition, a time-ordered id.
-                            let pk = match random {
-                                true => format!("p1#FE#{:016x}", rand::random::<u64>() % 100_000),
-                                false => format!("p1#UE#{task}"),
+                            let pk = if random {
+                                format!("p1#FE#{:016x}", rand::random::<u64>() % 100_000)
+                            } else {
+                                format!("p1#UE#{task}")
                             };
                             let id = format!("{task:08x}{:016x}", n * group + k);
                             let event = json!({"id": id, "event_type": "motion:geofence:entry",
