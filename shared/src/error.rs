@@ -25,6 +25,9 @@ pub enum Kind {
     TooLarge,
     /// Too many requests from this client (429).
     TooMany,
+    /// The store stayed throttled or failing through the retry budget: try again later (503,
+    /// with `Retry-After`).
+    Unavailable,
     /// Our fault; the cause is logged, never sent (500).
     Internal,
 }
@@ -46,6 +49,7 @@ impl Kind {
             Kind::TooLarge => 413,
             Kind::TooMany => 429,
             Kind::Internal => 500,
+            Kind::Unavailable => 503,
         }
     }
 }

@@ -55,6 +55,7 @@ pub fn v2_message(kind: Kind) -> &'static str {
         Kind::Timeout => "request_timeout",
         Kind::TooMany => "too_many_requests",
         Kind::Internal => "internal_error",
+        Kind::Unavailable => "service_unavailable",
     }
 }
 
@@ -67,7 +68,7 @@ impl IntoResponse for ApiError {
         let (errors, error) = (field_errors(&self), roam_error(&self));
         let body = json!({"status": false, "msg": self.msg, "code": status.as_u16(), "data": null,
             "errors": errors, "error": error});
-        (status, axum::Json(body)).into_response()
+        with_retry_after(self.kind, (status, axum::Json(body)).into_response())
     }
 }
 
@@ -92,6 +93,19 @@ impl IntoResponse for V2Error {
         let status = status(e.kind);
         let body = json!({"code": status.as_u16(), "message": v2_message(e.kind), "description": e.msg,
             "errors": field_errors(&e)});
-        (status, axum::Json(body)).into_response()
+        with_retry_after(e.kind, (status, axum::Json(body)).into_response())
     }
+}
+
+/// Seconds a client is asked to wait after a 503: the store's retry budget (about 3 s) was spent
+/// on throttling or errors, which on DynamoDB pass within a second or two as partitions split or
+/// the fault clears.
+pub const RETRY_AFTER_SECONDS: u32 = 1;
+
+/// A 503 says when to come back (`Retry-After`, RFC 9110 §10.2.3); other answers are unchanged.
+fn with_retry_after(kind: Kind, mut r: Response) -> Response {
+    if kind == Kind::Unavailable {
+        r.headers_mut().insert(axum::http::header::RETRY_AFTER, RETRY_AFTER_SECONDS.into());
+    }
+    r
 }

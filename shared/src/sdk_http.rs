@@ -8,12 +8,15 @@
 //! What the SDK expects of a connector and this one does: connect and read timeouts from the
 //! SDK's settings; a pool of kept-alive connections (idle ones closed after 90 s, as the SDK's
 //! client does); failures to connect and broken connections (a stale pooled connection after a
-//! Lambda freeze) reported as I/O errors, which the SDK's retry strategy retries.
+//! Lambda freeze) reported as I/O errors, which the store's retry policy retries
+//! (`store::dynamo::retry`); and each request's connection lent to the SDK, which closes it after
+//! a transient error (connection poisoning).
 
 use std::error::Error;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use aws_smithy_runtime_api::client::connection::{CaptureSmithyConnection, ConnectionMetadata};
 use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient, SharedHttpConnector,
 };
@@ -23,7 +26,7 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::body::SdkBody;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector as TcpConnector;
+use hyper_util::client::legacy::connect::{HttpConnector as TcpConnector, capture_connection};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 pub(crate) type Pool = Client<HttpsConnector<TcpConnector>, SdkBody>;
@@ -92,10 +95,11 @@ struct Http1Connector {
 
 impl HttpConnector for Http1Connector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        let request = match request.try_into_http1x() {
+        let mut request = match request.try_into_http1x() {
             Ok(request) => request,
             Err(e) => return HttpConnectorFuture::ready(Err(ConnectorError::user(e.into()))),
         };
+        lend_connection(&mut request);
         let (pool, read_timeout) = (self.pool.clone(), self.read_timeout);
         HttpConnectorFuture::new(async move {
             let sent = pool.request(request);
@@ -110,6 +114,24 @@ impl HttpConnector for Http1Connector {
                 .map_err(|e| ConnectorError::other(e.into(), None))
         })
     }
+}
+
+/// Tells the SDK which connection carries `request`, so that after a transient error (a 500, a
+/// throttle, a timeout) its connection-poisoning step can close it rather than send the retry down
+/// the same, possibly broken, connection (without it the SDK logs an ERROR at every such error).
+fn lend_connection<B>(request: &mut hyper::Request<B>) {
+    let Some(smithy) = request.extensions().get::<CaptureSmithyConnection>().cloned() else { return };
+    let hyper = capture_connection(request);
+    smithy.set_connection_retriever(move || {
+        let proxied = hyper.connection_metadata().as_ref()?.is_proxied();
+        let conn = hyper.clone();
+        let poison = move || {
+            if let Some(c) = conn.connection_metadata().as_ref() {
+                c.poison();
+            }
+        };
+        Some(ConnectionMetadata::builder().proxied(proxied).poison_fn(poison).build())
+    });
 }
 
 /// Connecting failed, or the connection broke or closed under the request: I/O, retried by the

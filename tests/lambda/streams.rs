@@ -146,7 +146,14 @@ fn stream_and_schedule_events_are_real_shapes() {
         }
         if f.id == "ProcessorFunction" {
             let users = processor::users_in(&batch);
-            assert_eq!(users, [("p1".to_owned(), "u1".to_owned())].into(), "{stream}: <project>#<user> keys");
+            let keys: Vec<_> = users.keys().cloned().collect();
+            assert_eq!(keys, [("p1".to_owned(), "u1".to_owned())], "{stream}: <project>#<user> keys");
+            let seqs: Vec<&str> = batch.records.iter().filter_map(|r| r.change.sequence_number.as_deref()).collect();
+            assert_eq!(
+                users.values().flatten().map(String::as_str).collect::<Vec<_>>(),
+                seqs,
+                "{stream}: sequence numbers"
+            );
             // Removals (TTL expiry, retention) are no work, should one pass the stream's filter.
             let mut removed = batch.clone();
             removed.records.iter_mut().for_each(|r| r.event_name = "REMOVE".into());
@@ -217,7 +224,7 @@ async fn processor_finishes_a_stored_batch_from_its_stream_event_within_its_poli
     let values = [("REPLACE_PROJECT_ID", p.project_id.as_str()), ("REPLACE_USER_ID", fx.user_id.as_str())];
     let stream = filled(f.events[0], &values);
     let out = processor::process(store.as_ref(), stream.clone()).await.expect("processor");
-    assert_eq!(out, json!({"processed_users": 1}));
+    assert_eq!(out, json!({"processed_users": 1, "batchItemFailures": []}));
     let mut needed = fx.store.take();
 
     // The entry into the fence, and its webhook message waiting for the sender.
@@ -237,7 +244,10 @@ async fn processor_finishes_a_stored_batch_from_its_stream_event_within_its_poli
 
     // A redelivered batch (retries, bisection) adds nothing; the schedule finds no work left.
     fx.store.take();
-    assert_eq!(processor::process(store.as_ref(), stream).await.expect("again"), json!({"processed_users": 1}));
+    assert_eq!(
+        processor::process(store.as_ref(), stream).await.expect("again"),
+        json!({"processed_users": 1, "batchItemFailures": []})
+    );
     let swept = processor::process(store.as_ref(), filled(f.events[1], &values)).await.expect("sweep");
     assert_eq!(swept, json!({"swept_users": 0, "erased_users": 0, "expired_items": 0}));
     needed.extend(fx.store.take());
@@ -359,7 +369,10 @@ async fn webhook_sender_reads_only_the_work_shards_a_stream_batch_names() {
     fx.store.actions();
     // An empty batch (a cold start's first event can be one): answered without a DynamoDB call.
     let empty = json!({"Records": []});
-    assert_eq!(processor::send(&worker, &empty).await.expect("send"), json!({"next_attempt_at": null}));
+    assert_eq!(
+        processor::send(&worker, &empty).await.expect("send"),
+        json!({"next_attempt_at": null, "batchItemFailures": []})
+    );
     assert_eq!(fx.store.actions(), 0, "DynamoDB actions for an empty stream batch");
     // A batch that wrote one work mark: that shard's marks are read, no other shard's.
     let one: Value = serde_json::from_str(&event_text("webhook-sender-work-stream")).expect("stream event");

@@ -388,7 +388,7 @@ async fn committed_messages_are_posted_to_matching_connections_and_a_gone_one_is
     let values = [("REPLACE_PROJECT_ID", p.project_id.as_str()), ("REPLACE_USER_ID", user.as_str())];
     let stream: Value = serde_json::from_str(&event_with("processor-locations-stream", &values)).expect("event");
     let out = connections::with_poster(api.clone(), processor::process(fx.store_ref(), stream)).await;
-    assert_eq!(out.expect("processor"), json!({"processed_users": 1}));
+    assert_eq!(out.expect("processor"), json!({"processed_users": 1, "batchItemFailures": []}));
 
     // A got exactly the stored messages (its location.updated and the fence entry), each body
     // byte for byte inside its frame, in id order; B and the others nothing.

@@ -1,7 +1,7 @@
 //! Handlers of the two event-driven functions, kept apart from their `main`s so tests feed them
 //! real event shapes.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use serde::Deserialize;
@@ -20,26 +20,37 @@ struct Keys {
     sk: String,
 }
 
-/// The keys of the items a stream batch wrote (removals are no work).
-fn written_keys(event: &StreamEvent) -> impl Iterator<Item = Keys> + '_ {
-    let written = event.records.iter().filter(|r| r.event_name != "REMOVE");
-    written.filter_map(|r| serde_dynamo::from_item::<_, Keys>(r.change.keys.clone()).ok())
+/// The (project, user) pairs whose location partitions a stream batch wrote fixes to, each with
+/// its records' sequence numbers. Removals (TTL expiry, the retention sweeper) are no work, nor
+/// are writes of a history's page counts (sort keys from `~`, see `history_pages`); the stream's
+/// filter drops both already.
+pub fn users_in(event: &StreamEvent) -> BTreeMap<(String, String), Vec<String>> {
+    let mut users: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for r in event.records.iter().filter(|r| r.event_name != "REMOVE") {
+        let Ok(k) = serde_dynamo::from_item::<_, Keys>(r.change.keys.clone()) else { continue };
+        if k.sk.starts_with('~') {
+            continue;
+        }
+        if let Some((p, u)) = k.pk.split_once('#') {
+            let seqs = users.entry((p.to_owned(), u.to_owned())).or_default();
+            seqs.extend(r.change.sequence_number.clone());
+        }
+    }
+    users
 }
 
-/// The (project, user) pairs whose location partitions a stream batch wrote fixes to. Removals
-/// (TTL expiry, the retention sweeper) are no work, nor are writes of a history's page counts
-/// (sort keys from `~`, see `history_pages`); the stream's filter drops both already.
-pub fn users_in(event: &StreamEvent) -> BTreeSet<(String, String)> {
-    written_keys(event)
-        .filter(|k| !k.sk.starts_with('~'))
-        .filter_map(|k| k.pk.split_once('#').map(|(p, u)| (p.to_owned(), u.to_owned())))
-        .collect()
+/// The answer to a stream batch with `ReportBatchItemFailures` (template.yaml): the records of
+/// the users whose pass failed. Lambda sends the batch again from the earliest of them; the
+/// other users' passes are done, and doing one again changes nothing (a pass resumes from its
+/// watermark), so a failing user neither blocks nor repeats the rest.
+fn batch_item_failures(failed: impl IntoIterator<Item = String>) -> Value {
+    Value::Array(failed.into_iter().map(|id| serde_json::json!({"itemIdentifier": id})).collect())
 }
 
 /// Processor: a stream batch processes each user it names; any other event (the schedule)
 /// sweeps every user with unfinished work, then runs the retention sweeper (items written before
-/// a project set retention carry no TTL attribute). An error fails the batch, so Lambda retries
-/// it, bisects it and finally sends it to the on-failure queue; the sweep still finds the user.
+/// a project set retention carry no TTL attribute). A user whose pass fails is reported in
+/// `batchItemFailures`; the others are done. The sweep finds a failed user's batch mark too.
 pub async fn process(store: &dyn Store, event: Value) -> Result<Value, String> {
     if event.get("Records").is_none() {
         let n = processor::sweep(store).await.map_err(|e| e.msg)?;
@@ -52,23 +63,31 @@ pub async fn process(store: &dyn Store, event: Value) -> Result<Value, String> {
         return Ok(serde_json::json!({"swept_users": n, "erased_users": erased, "expired_items": r.items}));
     }
     let event: StreamEvent = serde_json::from_value(event).map_err(|e| format!("not a DynamoDB stream event: {e}"))?;
-    let mut done = 0;
+    let (mut done, mut failed) = (0, Vec::new());
     // A stream batch mostly holds users of a few projects: read each project once.
     let mut accounts = std::collections::HashMap::new();
-    for (project_id, user_id) in users_in(&event) {
+    for ((project_id, user_id), seqs) in users_in(&event) {
         let account_id = match accounts.get(&project_id) {
-            Some(a) => String::clone(a),
-            None => {
-                let a = project_account(store, &project_id).await?;
-                accounts.insert(project_id.clone(), a.clone());
-                a
-            }
+            Some(a) => Ok(String::clone(a)),
+            None => project_account(store, &project_id).await,
         };
-        let p = Project { project_id, account_id, kind: KeyKind::Secret };
-        processor::process_user(store, &p, &user_id).await.map_err(|e| e.msg)?;
-        done += 1;
+        let pass = match account_id {
+            Ok(account_id) => {
+                accounts.insert(project_id.clone(), account_id.clone());
+                let p = Project { project_id, account_id, kind: KeyKind::Secret };
+                processor::process_user(store, &p, &user_id).await.map_err(|e| e.msg)
+            }
+            Err(e) => Err(e),
+        };
+        match pass {
+            Ok(_) => done += 1,
+            Err(e) => {
+                tracing::warn!(error = %e, user_id = %user_id, "stream pass failed; reported for a retry");
+                failed.extend(seqs);
+            }
+        }
     }
-    Ok(serde_json::json!({"processed_users": done}))
+    Ok(serde_json::json!({"processed_users": done, "batchItemFailures": batch_item_failures(failed)}))
 }
 
 async fn project_account(store: &dyn Store, project_id: &str) -> Result<String, String> {
@@ -80,22 +99,40 @@ async fn project_account(store: &dyn Store, project_id: &str) -> Result<String, 
 /// it without a DynamoDB call); on any other event (the schedule), over every endpoint with
 /// pending messages, which is what finds retries coming due.
 pub async fn send(worker: &shared::domain::webhooks::deliver::Worker, event: &Value) -> Result<Value, String> {
-    let next = match event.get("Records") {
-        None => worker.run_once().await,
-        Some(_) => {
-            let stream: StreamEvent =
-                serde_json::from_value(event.clone()).map_err(|e| format!("not a DynamoDB stream event: {e}"))?;
-            worker.run_shards(work_shards_in(&stream)).await
+    if event.get("Records").is_none() {
+        let next = worker.run_once().await.map_err(|e| e.msg)?;
+        return Ok(serde_json::json!({"next_attempt_at": next.map(|t| t.format(None))}));
+    }
+    let stream: StreamEvent =
+        serde_json::from_value(event.clone()).map_err(|e| format!("not a DynamoDB stream event: {e}"))?;
+    // A shard whose pass fails is reported with its records (`batchItemFailures`); the others'
+    // deliveries are made and recorded.
+    let (mut next, mut failed) = (None::<shared::time::Timestamp>, Vec::new());
+    for (shard, seqs) in work_shards_in(&stream) {
+        match worker.run_shards([shard]).await {
+            Ok(Some(t)) => next = Some(next.map_or(t, |n| n.min(t))),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e.msg, shard, "webhook pass failed; reported for a retry");
+                failed.extend(seqs);
+            }
         }
-    };
-    let next = next.map_err(|e| e.msg)?;
-    Ok(serde_json::json!({"next_attempt_at": next.map(|t| t.format(None))}))
+    }
+    Ok(
+        serde_json::json!({"next_attempt_at": next.map(|t| t.format(None)), "batchItemFailures": batch_item_failures(failed)}),
+    )
 }
 
-/// The work-mark shards (`WORK#<shard>`) a stream batch wrote to; removals are no work.
-pub fn work_shards_in(event: &StreamEvent) -> BTreeSet<u32> {
-    written_keys(event)
-        .filter_map(|k| k.pk.strip_prefix("WORK#").and_then(|s| s.parse().ok()))
-        .filter(|s| *s < shared::domain::webhooks::outbox::WORK_SHARDS)
-        .collect()
+/// The work-mark shards (`WORK#<shard>`) a stream batch wrote to, each with its records'
+/// sequence numbers; removals are no work.
+pub fn work_shards_in(event: &StreamEvent) -> BTreeMap<u32, Vec<String>> {
+    let mut shards: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for r in event.records.iter().filter(|r| r.event_name != "REMOVE") {
+        let Ok(k) = serde_dynamo::from_item::<_, Keys>(r.change.keys.clone()) else { continue };
+        let Some(shard) = k.pk.strip_prefix("WORK#").and_then(|s| s.parse().ok()) else { continue };
+        if shard < shared::domain::webhooks::outbox::WORK_SHARDS {
+            shards.entry(shard).or_default().extend(r.change.sequence_number.clone());
+        }
+    }
+    shards
 }

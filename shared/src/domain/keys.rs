@@ -144,13 +144,62 @@ pub fn register_ops(p: &Project, secret: &str, label: &str, now: Timestamp) -> R
     ])
 }
 
-/// The project a key acts for, or None for an unknown or revoked key. Keeps `last_used_at`
-/// (hourly).
+/// How long this instance trusts a key it read (seconds): a key revoked on another instance (a
+/// Lambda function other than the one that revoked it) is refused within this time. A revoke
+/// forgets the key on its own instance at once, so `waymark serve`, the only writer of its store,
+/// refuses it immediately. Without the cache every request read `KEY#<hash>`: one partition read
+/// by all of a project's traffic (3,000 reads a second at most).
+pub const KEY_CACHE_SECONDS: u64 = 10;
+/// Most keys remembered; past it the cache starts over.
+const KEY_CACHE_ENTRIES: usize = 10_000;
+
+/// Keys read by this instance: (store, hash) to the record and when it was read. The store is
+/// part of the key so that stores side by side in one process (tests) never share an answer.
+type KeyCache = std::sync::Mutex<std::collections::HashMap<(usize, String), (KeyRecord, std::time::Instant)>>;
+
+fn key_cache() -> &'static KeyCache {
+    static CACHE: std::sync::OnceLock<KeyCache> = std::sync::OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+fn store_id(store: &dyn Store) -> usize {
+    std::ptr::from_ref(store).cast::<()>() as usize
+}
+
+fn cached(store: &dyn Store, hash: &str) -> Option<KeyRecord> {
+    let cache = key_cache().lock().unwrap_or_else(|e| e.into_inner());
+    let (record, at) = cache.get(&(store_id(store), hash.to_owned()))?;
+    (at.elapsed().as_secs() < KEY_CACHE_SECONDS).then(|| record.clone())
+}
+
+fn remember(store: &dyn Store, hash: &str, record: &KeyRecord) {
+    let mut cache = key_cache().lock().unwrap_or_else(|e| e.into_inner());
+    if cache.len() >= KEY_CACHE_ENTRIES {
+        cache.clear();
+    }
+    cache.insert((store_id(store), hash.to_owned()), (record.clone(), std::time::Instant::now()));
+}
+
+/// Forget a key on this instance, for every store (a revoke).
+fn forget(hash: &str) {
+    key_cache().lock().unwrap_or_else(|e| e.into_inner()).retain(|(_, h), _| h != hash);
+}
+
+/// The project a key acts for, or None for an unknown or revoked key: from this instance's
+/// cache when read in the last [`KEY_CACHE_SECONDS`]. Keeps `last_used_at` (hourly).
 pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Project>, ApiError> {
     let hash = hash_secret(secret);
     let pk = key_pk(&hash);
-    let Some(doc) = store.get_doc(Table::Main, &pk, KEY_SK).await? else { return Ok(None) };
-    let mut record: KeyRecord = from_json(&doc)?;
+    let mut record = match cached(store, &hash) {
+        Some(r) => r,
+        None => {
+            // Unknown keys are not remembered: a key just created elsewhere works at once.
+            let Some(doc) = store.get_doc(Table::Main, &pk, KEY_SK).await? else { return Ok(None) };
+            let record: KeyRecord = from_json(&doc)?;
+            remember(store, &hash, &record);
+            record
+        }
+    };
     if record.revoked_at.is_some() {
         return Ok(None);
     }
@@ -159,6 +208,7 @@ pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Proj
     let stale = record.last_used_at.is_none_or(|t| now_s - t.0.timestamp() > LAST_USED_GRANULARITY_SECONDS);
     if stale {
         record.last_used_at = Some(Timestamp::now());
+        remember(store, &hash, &record);
         // Never over a revocation made meanwhile (a tombstone is not `listed`).
         match store.put(Table::Main, to_item(&pk, KEY_SK, &record)?, Cond::Equals("listed", true.into())).await {
             Ok(()) | Err(StoreError::ConditionFailed) => {}
@@ -263,7 +313,10 @@ pub async fn revoke(store: &dyn Store, project_id: &str, key_id: &str) -> Result
             }
         }
         match store.transact(ops).await {
-            Ok(()) => return Ok(entry.json(record.last_used_at)),
+            Ok(()) => {
+                forget(&entry.hash);
+                return Ok(entry.json(record.last_used_at));
+            }
             Err(StoreError::ConditionFailed) => continue,
             Err(e) => return Err(e.into()),
         }

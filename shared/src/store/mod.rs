@@ -55,6 +55,13 @@ pub enum StoreError {
     /// The item would exceed [`MAX_ITEM_BYTES`].
     #[error("item too large: {0} bytes")]
     TooLarge(usize),
+    /// Throttled, or failing with errors that may pass (a 500, a timeout, a dropped connection),
+    /// through the whole retry budget (`dynamo::retry`): the caller may try again later.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    /// A transaction kept meeting concurrent transactions on its items through the retry budget.
+    #[error("contended: {0}")]
+    Contended(String),
 }
 
 /// A store failure as the caller sees it: a record too large is their input's fault; anything
@@ -68,6 +75,17 @@ impl From<StoreError> for crate::error::ApiError {
                     "body: the record would take {n} bytes, more than the {MAX_ITEM_BYTES} a record may hold; send less text, metadata or fewer items"
                 ),
             ),
+            StoreError::Unavailable(cause) => {
+                tracing::warn!(%cause, "store unavailable through the retry budget");
+                Self::new(
+                    crate::error::Kind::Unavailable,
+                    "the service is busy or briefly unavailable; try again after the Retry-After seconds",
+                )
+            }
+            StoreError::Contended(cause) => {
+                tracing::warn!(%cause, "transaction contended through the retry budget");
+                Self::conflict("the record kept changing under concurrent writes; read it again and retry")
+            }
             other => Self::internal(other),
         }
     }
@@ -109,11 +127,14 @@ pub struct Query {
     pub descending: bool,
     /// Include items whose TTL has passed (deleting them); reads leave them out.
     pub with_expired: bool,
+    /// May miss writes of the last second or so (DynamoDB's eventually consistent read, at half
+    /// the read units); the embedded store reads consistently anyway.
+    pub eventual: bool,
 }
 
 impl Query {
     pub fn new(pk: impl Into<String>, range: SkRange) -> Self {
-        Self { pk: pk.into(), range, limit: None, after: None, descending: false, with_expired: false }
+        Self { pk: pk.into(), range, limit: None, after: None, descending: false, with_expired: false, eventual: false }
     }
     pub fn limit(mut self, n: usize) -> Self {
         self.limit = Some(n);
@@ -125,6 +146,12 @@ impl Query {
     }
     pub fn descending(mut self) -> Self {
         self.descending = true;
+        self
+    }
+    /// Eventually consistent: for reads where an answer a second old is harmless and the
+    /// partition is read by many (a busy geofence cell).
+    pub fn eventual(mut self) -> Self {
+        self.eventual = true;
         self
     }
     /// See expired items too (the retention sweeper and erasure, which delete them).

@@ -643,8 +643,9 @@ pub async fn list(
 /// Fences indexed in one cell (copies from the index).
 pub async fn in_cell(store: &dyn Store, p: &Project, cell: &str) -> Result<Vec<Geofence>, ApiError> {
     // Through `query_docs_many`: one small read on the calling task (embedded store), decoded
-    // straight into fences.
-    let q = [Query::new(cell_pk(&p.project_id, cell), SkRange::All)];
+    // straight into fences. Eventually consistent: every batch of every user in the cell reads
+    // it, and a fence written in the last second or so is found by the next batch instead.
+    let q = [Query::new(cell_pk(&p.project_id, cell), SkRange::All).eventual()];
     let docs = store.query_docs_many(Table::Main, &q).await?.into_iter().flatten();
     Ok(docs.map(|d| from_json(&d)).collect::<Result<_, _>>()?)
 }

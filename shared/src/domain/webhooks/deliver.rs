@@ -33,6 +33,10 @@ pub const DEFAULT_TIMEOUT_SECONDS: u64 = 10;
 pub const DEFAULT_DISABLE_AFTER_SECONDS: u64 = 5 * 24 * 3600;
 /// Longest `Retry-After` honoured.
 const MAX_RETRY_AFTER_SECONDS: u64 = 24 * 3600;
+/// How long the record of an attempt the receiver accepted is written again while the store is
+/// throttled or failing, past the store's own retry budget: giving up would send the message
+/// again (a duplicate that no crash or replay explains).
+const RECORD_PATIENCE: Duration = Duration::from_secs(30);
 /// Most characters of a receiver's response kept in the log.
 const RESPONSE_KEPT: usize = 1000;
 /// Users served at once per endpoint.
@@ -308,11 +312,16 @@ impl Worker {
                     }
                 });
             }
-            match store.transact(ops).await {
+            match record(store, ops, success).await {
                 Ok(()) => return Ok((outcome, success)),
                 Err(StoreError::ConditionFailed) => {
                     let Some(item) = store.get(Table::Main, &lpk, &r.event_id).await? else { break };
                     current = from_item(item)?;
+                    // Our own write, its answer lost (on DynamoDB the transaction's token makes
+                    // that a success; this is the check where it did not).
+                    if current.attempts.iter().any(|a| a.at == attempt.at) {
+                        return Ok((Outcome::Wait(Timestamp::now()), success));
+                    }
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -432,6 +441,22 @@ fn log_attempt(d: &mut Delivery, attempt: Attempt) {
     d.attempts.push(attempt);
     if d.attempts.len() > MAX_ATTEMPTS_KEPT {
         d.attempts.remove(0);
+    }
+}
+
+/// Writes an attempt's record (and its pending reference). After a delivered attempt a store
+/// that stays unavailable is tried again for [`RECORD_PATIENCE`]; a failed attempt's record may
+/// be lost (the attempt is then made again).
+async fn record(store: &dyn Store, ops: Vec<WriteOp>, delivered: bool) -> Result<(), StoreError> {
+    let started = Instant::now();
+    loop {
+        match store.transact(ops.clone()).await {
+            Err(StoreError::Unavailable(cause)) if delivered && started.elapsed() < RECORD_PATIENCE => {
+                tracing::warn!(%cause, "webhook delivered, its record not written yet; writing again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            other => return other,
+        }
     }
 }
 

@@ -1,19 +1,19 @@
 //! DynamoDB through aws-sdk-dynamodb. Items are mapped with serde_dynamo; this is the only module
 //! that sees `AttributeValue`. Reads are strongly consistent so that a write is visible to the
-//! next request (read-your-writes, as the embedded store gives).
+//! next request (read-your-writes, as the embedded store gives). Every call goes through the one
+//! retry policy of `retry`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::client::Waiters;
-use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, ConditionCheck, Delete, DeleteRequest, KeySchemaElement, KeyType,
-    KeysAndAttributes, Put, ReturnConsumedCapacity, ScalarAttributeType, Select, TransactWriteItem, Update,
-    WriteRequest,
+    AttributeValue, CancellationReason, ConditionCheck, Delete, DeleteRequest, KeysAndAttributes, Put,
+    ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure, Select, TransactWriteItem, Update, WriteRequest,
 };
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
@@ -21,13 +21,17 @@ use tokio::sync::OnceCell;
 
 use super::tables::{PARTITION_KEY, SORT_KEY};
 use super::{
-    Cond, Doc, EachChunk, Item, MAX_TRANSACT_OPS, Page, Query, SkRange, Store, StoreError, TABLES, TTL_ATTRIBUTE,
-    Table, TableNames, WriteOp, encode_doc, epoch_now, is_expired,
+    Cond, Doc, EachChunk, Item, MAX_TRANSACT_OPS, Page, Query, SkRange, Store, StoreError, TTL_ATTRIBUTE, Table,
+    TableNames, WriteOp, encode_doc, epoch_now, is_expired,
 };
 
 mod capacity;
+mod client;
+mod retry;
 
 use capacity::Meter;
+use client::{client_from_env, client_in_lambda};
+use retry::Class;
 
 type Av = HashMap<String, AttributeValue>;
 
@@ -39,8 +43,6 @@ const BATCH_WRITE: usize = 25;
 const BATCHES_IN_FLIGHT: usize = 8;
 /// Most keys of one BatchGetItem (DynamoDB's limit).
 const BATCH_GET: usize = 100;
-/// Sends of a transaction cancelled by a conflict with another before giving up.
-const TRANSACT_TRIES: usize = 8;
 
 #[derive(Clone)]
 pub struct DynamoStore {
@@ -63,68 +65,17 @@ fn backend<E: std::fmt::Debug>(e: E) -> StoreError {
     StoreError::Backend(format!("{e:?}"))
 }
 
-/// A client from the standard AWS configuration chain. `AWS_ENDPOINT_URL_DYNAMODB` points it at
-/// DynamoDB Local; there, when no credentials are configured, dummy ones are used (DynamoDB Local
-/// accepts any). HTTPS trusts the bundled roots of [`crate::tls`].
-fn client_from_env() -> BoxFuture<'static, Client> {
-    Box::pin(client_from_chain())
-}
-
-async fn client_from_chain() -> Client {
-    let started = std::time::Instant::now();
-    let mut loader =
-        aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(crate::sdk_http::sdk_http_client());
-    let env = crate::config::Env::process();
-    let local = env.has("AWS_ENDPOINT_URL_DYNAMODB");
-    if local && !env.has("AWS_ACCESS_KEY_ID") && !env.has("AWS_PROFILE") {
-        loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-            "local",
-            "local",
-            None,
-            None,
-            "waymark-local",
-        ));
-    }
-    if !env.has("AWS_REGION") && !env.has("AWS_DEFAULT_REGION") {
-        loader = loader.region(aws_config::Region::new("us-east-1"));
-    }
-    let client = Client::new(&loader.load().await);
-    tracing::debug!(elapsed = ?started.elapsed(), "DynamoDB client built");
-    client
-}
-
-/// A client from what Lambda gives every function: region and the function role's credentials
-/// in environment variables (`AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-/// `AWS_SESSION_TOKEN`), plus `AWS_ENDPOINT_URL_DYNAMODB` or `AWS_ENDPOINT_URL` if set. Retries,
-/// timeouts and the clock are the SDK's defaults for the same behaviour version.
-fn client_in_lambda() -> BoxFuture<'static, Client> {
-    let env = crate::config::Env::process();
-    let region = ["AWS_REGION", "AWS_DEFAULT_REGION"].iter().find_map(|n| env.get(n)).unwrap_or("us-east-1").to_owned();
-    let mut config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new(region))
-        .credentials_provider(aws_config::environment::EnvironmentVariableCredentialsProvider::new())
-        .http_client(crate::sdk_http::sdk_http_client());
-    if let Some(url) = ["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"].iter().find_map(|n| env.get(n)) {
-        config = config.endpoint_url(url);
-    }
-    Box::pin(std::future::ready(Client::from_conf(config.build())))
-}
-
 impl DynamoStore {
     /// One BatchWriteItem of deletes; what DynamoDB leaves unprocessed (throttling) is sent again
     /// after a growing pause, as AWS advises.
     async fn batch_delete(&self, name: &str, mut reqs: Vec<WriteRequest>) -> Result<(), StoreError> {
+        let client = self.client().await;
         for attempt in 0..8u32 {
-            let out = self
-                .client()
-                .await
+            let call = client
                 .batch_write_item()
                 .request_items(name, reqs)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .send()
-                .await
-                .map_err(backend)?;
+                .return_consumed_capacity(ReturnConsumedCapacity::Total);
+            let out = retry::send(|| call.clone().send()).await?;
             self.meter.count(out.consumed_capacity.iter().flatten());
             match out.unprocessed_items.and_then(|mut u| u.remove(name)).filter(|r| !r.is_empty()) {
                 None => return Ok(()),
@@ -132,7 +83,7 @@ impl DynamoStore {
             }
             tokio::time::sleep(std::time::Duration::from_millis(25 << attempt)).await;
         }
-        Err(StoreError::Backend(format!("BatchWriteItem on {name}: deletes still unprocessed after retries")))
+        Err(StoreError::Unavailable(format!("BatchWriteItem on {name}: deletes still unprocessed after retries")))
     }
 
     /// One BatchGetItem of `keys` (strongly consistent), its items by sort key; what DynamoDB
@@ -141,16 +92,13 @@ impl DynamoStore {
         let mut req =
             KeysAndAttributes::builder().set_keys(Some(keys)).consistent_read(true).build().map_err(backend)?;
         let now = epoch_now();
+        let client = self.client().await;
         for attempt in 0..8u32 {
-            let out = self
-                .client()
-                .await
+            let call = client
                 .batch_get_item()
                 .request_items(name, req)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .send()
-                .await
-                .map_err(backend)?;
+                .return_consumed_capacity(ReturnConsumedCapacity::Total);
+            let out = retry::send(|| call.clone().send()).await?;
             self.meter.count(out.consumed_capacity.iter().flatten());
             for av in out.responses.and_then(|mut r| r.remove(name)).unwrap_or_default() {
                 let item = from_av(av)?;
@@ -164,7 +112,7 @@ impl DynamoStore {
             }
             tokio::time::sleep(std::time::Duration::from_millis(25 << attempt)).await;
         }
-        Err(StoreError::Backend(format!("BatchGetItem on {name}: keys still unprocessed after retries")))
+        Err(StoreError::Unavailable(format!("BatchGetItem on {name}: keys still unprocessed after retries")))
     }
 
     pub fn new(client: Client, names: TableNames) -> Self {
@@ -277,11 +225,44 @@ fn cond_expr(cond: &Cond) -> Result<CondExpr, StoreError> {
     })
 }
 
-fn is_condition_failure<E, R>(e: &SdkError<E, R>) -> bool
-where
-    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
-{
-    e.as_service_error().and_then(|s| s.code()).is_some_and(|c| c == "ConditionalCheckFailedException")
+/// Asks a conditional write that fails for the item it met, which tells a try's own earlier
+/// write (its answer lost) from another's (free: no capacity is consumed).
+fn own_check(cond: &Cond) -> Option<ReturnValuesOnConditionCheckFailure> {
+    (*cond != Cond::None).then_some(ReturnValuesOnConditionCheckFailure::AllOld)
+}
+
+/// Whether two items are the same, numbers compared by value (DynamoDB gives `5` for `5.0`).
+fn same_item(a: &Item, b: &Item) -> bool {
+    fn same(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+        use serde_json::Value as V;
+        match (a, b) {
+            (V::Number(x), V::Number(y)) => x.as_f64() == y.as_f64(),
+            (V::Array(x), V::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y)),
+            (V::Object(x), V::Object(y)) => same_item(x, y),
+            _ => a == b,
+        }
+    }
+    a.len() == b.len() && a.iter().all(|(k, v)| b.get(k).is_some_and(|w| same(v, w)))
+}
+
+/// What cancelled a transaction, from its reasons: a failed condition stands; throttling and
+/// conflicts are retried.
+fn cancelled(reasons: &[CancellationReason]) -> Class {
+    let has = |code: &str| reasons.iter().any(|r| r.code() == Some(code));
+    if has("ConditionalCheckFailed") {
+        Class::Condition
+    } else if has("ThrottlingError") || has("ProvisionedThroughputExceeded") {
+        Class::Throttled
+    } else if has("TransactionConflict") {
+        Class::Conflict
+    } else {
+        Class::Final
+    }
+}
+
+/// A transaction's idempotency token (`ClientRequestToken`, at most 36 characters).
+fn client_token() -> String {
+    format!("{:032x}", rand::random::<u128>())
 }
 
 /// One Query call of `q` from `start` (exclusive), reading at most `limit` items (a filter may
@@ -303,7 +284,7 @@ fn query_call(
         .set_expression_attribute_names(names)
         .set_expression_attribute_values(Some(values))
         .scan_index_forward(!q.descending)
-        .consistent_read(true)
+        .consistent_read(!q.eventual)
         .set_limit(limit.map(|r| r.min(i32::MAX as usize) as i32))
         .set_exclusive_start_key(start)
         .return_consumed_capacity(ReturnConsumedCapacity::Total)
@@ -348,44 +329,64 @@ impl Store for DynamoStore {
     }
 
     async fn get(&self, table: Table, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
-        let out = self
+        let call = self
             .client()
             .await
             .get_item()
             .table_name(self.name(table))
             .set_key(Some(key_av(pk, sk)))
             .consistent_read(true)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map_err(backend)?;
+            .return_consumed_capacity(ReturnConsumedCapacity::Total);
+        let out = retry::send(|| call.clone().send()).await?;
         self.meter.count(&out.consumed_capacity);
         Ok(out.item.map(from_av).transpose()?.filter(|i| !is_expired(i, epoch_now())))
     }
 
     async fn put(&self, table: Table, item: Item, cond: Cond) -> Result<(), StoreError> {
         let req = self.client().await.put_item().table_name(self.name(table)).set_item(Some(to_av(&item)?));
-        let r = conditioned!(req, &cond).return_consumed_capacity(ReturnConsumedCapacity::Total).send().await;
-        match r {
+        let call = conditioned!(req, &cond)
+            .set_return_values_on_condition_check_failure(own_check(&cond))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total);
+        match retry::send(|| call.clone().send()).await {
             Ok(out) => {
                 self.meter.count(&out.consumed_capacity);
                 Ok(())
             }
-            Err(e) if is_condition_failure(&e) => Err(StoreError::ConditionFailed),
-            Err(e) => Err(backend(e)),
+            Err(f) if f.class == Class::Condition => {
+                // A try whose answer was lost may have written this very item: the condition then
+                // failed on our own write, which stands (a fix stored, not a duplicate).
+                let old = match f.error.as_service_error() {
+                    Some(PutItemError::ConditionalCheckFailedException(c)) => c.item.clone(),
+                    _ => None,
+                };
+                match old.map(from_av).transpose()? {
+                    Some(old) if f.after_unknown && same_item(&old, &item) => Ok(()),
+                    _ => Err(StoreError::ConditionFailed),
+                }
+            }
+            Err(f) => Err(f.into()),
         }
     }
 
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError> {
         let req = self.client().await.delete_item().table_name(self.name(table)).set_key(Some(key_av(pk, sk)));
-        let r = conditioned!(req, &cond).return_consumed_capacity(ReturnConsumedCapacity::Total).send().await;
-        match r {
+        let call = conditioned!(req, &cond)
+            .set_return_values_on_condition_check_failure(own_check(&cond))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total);
+        match retry::send(|| call.clone().send()).await {
             Ok(out) => {
                 self.meter.count(&out.consumed_capacity);
                 Ok(())
             }
-            Err(e) if is_condition_failure(&e) => Err(StoreError::ConditionFailed),
-            Err(e) => Err(backend(e)),
+            Err(f) if f.class == Class::Condition => {
+                // Gone after a try whose answer was lost: that try deleted it.
+                let old = match f.error.as_service_error() {
+                    Some(DeleteItemError::ConditionalCheckFailedException(c)) => c.item.as_ref(),
+                    _ => None,
+                };
+                if f.after_unknown && old.is_none() { Ok(()) } else { Err(StoreError::ConditionFailed) }
+            }
+            Err(f) => Err(f.into()),
         }
     }
 
@@ -399,10 +400,8 @@ impl Store for DynamoStore {
             if remaining == Some(0) {
                 break;
             }
-            let out = query_call(self.client().await, self.name(table), q, start.take(), remaining)
-                .send()
-                .await
-                .map_err(backend)?;
+            let call = query_call(self.client().await, self.name(table), q, start.take(), remaining);
+            let out = retry::send(|| call.clone().send()).await?;
             self.meter.count(&out.consumed_capacity);
             for av in out.items.unwrap_or_default() {
                 items.push(from_av(av)?);
@@ -425,7 +424,8 @@ impl Store for DynamoStore {
         // DynamoDB reads it while the caller decodes.
         let client = self.client().await;
         let fetch = |start: Option<Av>, limit: Option<usize>| {
-            tokio::spawn(query_call(client, self.name(table), q, start, limit).send())
+            let call = query_call(client, self.name(table), q, start, limit);
+            tokio::spawn(async move { retry::send(|| call.clone().send()).await.map_err(StoreError::from) })
         };
         let mut left = q.limit;
         if left == Some(0) {
@@ -433,7 +433,7 @@ impl Store for DynamoStore {
         }
         let mut next = Some(fetch(q.after.as_ref().map(|sk| key_av(&q.pk, sk)), left));
         while let Some(call) = next.take() {
-            let out = call.await.map_err(backend)?.map_err(backend)?;
+            let out = call.await.map_err(backend)??;
             self.meter.count(&out.consumed_capacity);
             let items = out.items.unwrap_or_default();
             left = left.map(|l| l.saturating_sub(items.len()));
@@ -464,7 +464,7 @@ impl Store for DynamoStore {
         let mut start = None;
         let mut total = 0usize;
         loop {
-            let out = self
+            let call = self
                 .client()
                 .await
                 .query()
@@ -476,10 +476,8 @@ impl Store for DynamoStore {
                 .select(Select::Count)
                 .consistent_read(true)
                 .set_exclusive_start_key(start.take())
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .send()
-                .await
-                .map_err(backend)?;
+                .return_consumed_capacity(ReturnConsumedCapacity::Total);
+            let out = retry::send(|| call.clone().send()).await?;
             self.meter.count(&out.consumed_capacity);
             total += out.count.max(0) as usize;
             match out.last_evaluated_key {
@@ -536,14 +534,17 @@ impl Store for DynamoStore {
             };
             items.push(item);
         }
-        // A transaction that met another on one of its items (counters kept by `WriteOp::Add` are
-        // shared by every insert of a list) is cancelled without effect: sent again, briefly later.
-        for attempt in 0..TRANSACT_TRIES {
-            let r = self
-                .client()
-                .await
+        // One client token for the tries of one transaction: a try whose answer was lost and that
+        // committed makes the next try's answer that success, not a failed condition (DynamoDB
+        // keeps a token 10 minutes). A try cancelled outright applied nothing: a new token then.
+        let client = self.client().await;
+        let mut token = client_token();
+        let mut tries = retry::Tries::new();
+        loop {
+            let r = client
                 .transact_write_items()
                 .set_transact_items(Some(items.clone()))
+                .client_request_token(&token)
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
                 .await;
@@ -554,21 +555,17 @@ impl Store for DynamoStore {
                 }
                 Err(e) => e,
             };
-            let reasons = e.as_service_error().and_then(|s| match s {
-                TransactWriteItemsError::TransactionCanceledException(c) => c.cancellation_reasons.as_deref(),
+            let class = retry::classify(&e, |s| match s {
+                TransactWriteItemsError::TransactionCanceledException(c) => Some(cancelled(c.cancellation_reasons())),
                 _ => None,
             });
-            let has = |code: &str| reasons.is_some_and(|rs| rs.iter().any(|r| r.code.as_deref() == Some(code)));
-            if has("ConditionalCheckFailed") {
-                return Err(StoreError::ConditionFailed);
+            if !tries.again(class).await {
+                return Err(retry::failure(class, e));
             }
-            if !has("TransactionConflict") || attempt + 1 == TRANSACT_TRIES {
-                return Err(backend(e));
+            if class != Class::Unknown {
+                token = client_token();
             }
-            let jitter = rand::random::<u64>() % 20;
-            tokio::time::sleep(std::time::Duration::from_millis(5 + 10 * attempt as u64 + jitter)).await;
         }
-        Err(StoreError::Backend("transaction conflicts".into()))
     }
 
     async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError> {
@@ -627,16 +624,14 @@ impl Store for DynamoStore {
         let mut start = None;
         let mut items = Vec::new();
         loop {
-            let out = self
+            let call = self
                 .client()
                 .await
                 .scan()
                 .table_name(self.name(table))
                 .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(backend)?;
+                .set_exclusive_start_key(start.take());
+            let out = retry::send(|| call.clone().send()).await?;
             for av in out.items.unwrap_or_default() {
                 items.push(from_av(av)?);
             }
@@ -648,42 +643,6 @@ impl Store for DynamoStore {
     }
 
     async fn ensure_tables(&self) -> Result<(), StoreError> {
-        let existing = self.client().await.list_tables().send().await.map_err(backend)?.table_names.unwrap_or_default();
-        for def in TABLES {
-            let name = self.name(def.table);
-            if existing.iter().any(|n| n == name) {
-                continue;
-            }
-            let attr = |n: &str| {
-                AttributeDefinition::builder().attribute_name(n).attribute_type(ScalarAttributeType::S).build()
-            };
-            let key = |n: &str, t: KeyType| KeySchemaElement::builder().attribute_name(n).key_type(t).build();
-            let r = self
-                .client()
-                .await
-                .create_table()
-                .table_name(name)
-                .attribute_definitions(attr(PARTITION_KEY).map_err(backend)?)
-                .attribute_definitions(attr(SORT_KEY).map_err(backend)?)
-                .key_schema(key(PARTITION_KEY, KeyType::Hash).map_err(backend)?)
-                .key_schema(key(SORT_KEY, KeyType::Range).map_err(backend)?)
-                .billing_mode(BillingMode::PayPerRequest)
-                .send()
-                .await;
-            match r {
-                Ok(_) => {}
-                // Another process created it meanwhile.
-                Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => {}
-                Err(e) => return Err(backend(e)),
-            }
-            self.client()
-                .await
-                .wait_until_table_exists()
-                .table_name(name)
-                .wait(std::time::Duration::from_secs(60))
-                .await
-                .map_err(backend)?;
-        }
-        Ok(())
+        client::ensure_tables(self.client().await, &self.names).await
     }
 }
