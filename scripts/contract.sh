@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The contract from outside: schemathesis' status-code conformance (every status an operation
-# answers is one openapi.yaml lists for it) over every operation, against `waymark serve --memory`
-# on a free port. The server is seeded first (a user, v1 and v2 trips, a geofence, a moving
+# The contract from outside: schemathesis' conformance checks (every status an operation answers
+# is one openapi.yaml lists for it, every answer's body valid under its schema, its content type
+# and headers the documented ones; CONTRACT_CHECKS to choose others) over every operation,
+# against `waymark serve --memory` on a free port. The server is seeded first (a user, v1 and v2 trips, a geofence, a moving
 # geofence, a webhook) and generated ids are those real ones most of the time, so operations are
 # exercised past their 404s. At most CONTRACT_EXAMPLES (default 10) generated cases per operation
 # and phase, seeded (CONTRACT_SEED, default 1): about two minutes on two cores. Installs
@@ -100,7 +101,7 @@ EOF
 
 run() {
   "$venv/bin/st" --config-file "$work/schemathesis.toml" run openapi.yaml --url "$base" \
-    --checks status_code_conformance --max-examples "${CONTRACT_EXAMPLES:-10}" --seed "${CONTRACT_SEED:-1}" \
+    --checks "${CONTRACT_CHECKS:-status_code_conformance,response_schema_conformance,content_type_conformance,response_headers_conformance}" --max-examples "${CONTRACT_EXAMPLES:-10}" --seed "${CONTRACT_SEED:-1}" \
     --phases examples,coverage,fuzzing --workers 1 --no-color --generation-database none \
     -H "Api-Key: $WAYMARK_API_KEY" -H "Authorization: Bearer $WAYMARK_ACCESS_TOKEN" "$@"
 }
@@ -109,7 +110,7 @@ status=0
 run --exclude-operation-id revokeKey || status=$?
 run --include-operation-id revokeKey || status=$?
 if [ "$status" != 0 ]; then
-  echo "contract: schemathesis found statuses openapi.yaml does not list (server log: last lines below)" >&2
+  echo "contract: schemathesis found answers openapi.yaml does not describe (server log: last lines below)" >&2
   tail -20 "$work/server.log" >&2
 fi
 exit "$status"

@@ -231,7 +231,7 @@ both!(create_with_an_empty_body_and_bad_input, |app| async move {
     let (status, res) = app.get(&format!("/v1/api/trips/?trip_id={UNKNOWN_ID}")).await;
     assert_error(status, &res, StatusCode::NOT_FOUND, "trip_id");
     let (status, res) = app.get("/v3/api/trips/?trip_id=not-an-id").await;
-    assert_error(status, &res, StatusCode::NOT_FOUND, "trip_id");
+    assert_error(status, &res, StatusCode::BAD_REQUEST, "trip_id");
 });
 
 both!(v1_list_pages_twelve_trips_newest_first, |app| async move {

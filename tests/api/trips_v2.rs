@@ -308,9 +308,10 @@ both!(v2_get_and_delete, |app| async move {
     assert_eq!(res["trips"], res["trip"], "Roam's name for the object, beside ours");
     assert_eq!(res["trip"]["id"], id);
     assert_eq!(res["trip"]["user"]["id"], user.as_str());
-    for missing in [UNKNOWN_ID, "nope"] {
+    // An id that names no trip is a 404; one that cannot be an id is bad input (400).
+    for (missing, code) in [(UNKNOWN_ID, StatusCode::NOT_FOUND), ("nope", StatusCode::BAD_REQUEST)] {
         let (status, res) = v2(&app, "GET", &format!("/v2/trips/{missing}"), None).await;
-        assert_v2_error(status, &res, StatusCode::NOT_FOUND, missing);
+        assert_v2_error(status, &res, code, missing);
     }
 
     let (status, res) = v2(&app, "DELETE", &format!("/v2/trips/{id}"), None).await;

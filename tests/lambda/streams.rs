@@ -383,3 +383,25 @@ async fn webhook_sender_reads_only_the_work_shards_a_stream_batch_names() {
     processor::send(&worker, &schedule).await.expect("send");
     assert_eq!(fx.store.actions(), webhooks::outbox::WORK_SHARDS as usize);
 }
+
+#[tokio::test]
+async fn a_stream_batch_reports_the_failed_user_alone() {
+    // A record of a project that does not exist (its pass fails) beside the fixture's user:
+    // the answer names the failed record's sequence number (`ReportBatchItemFailures`), and the
+    // other user's pass is done, so Lambda retries only from the failed record.
+    let f = event_function("ProcessorFunction");
+    let fx = Fixture::new().await;
+    let p = fx.caller();
+    let values = [("REPLACE_PROJECT_ID", p.project_id.as_str()), ("REPLACE_USER_ID", fx.user_id.as_str())];
+    let mut stream = filled(f.events[0], &values);
+    let records = stream["Records"].as_array_mut().expect("Records");
+    let mut bad = records[0].clone();
+    bad["dynamodb"]["Keys"]["pk"] = json!({"S": "000000000000000000000000#000000000000000000000001"});
+    bad["dynamodb"]["SequenceNumber"] = json!("999000000000000000000001");
+    records.push(bad);
+    let out = processor::process(fx.state.store.as_ref(), stream).await.expect("processor");
+    assert_eq!(
+        out,
+        json!({"processed_users": 1, "batchItemFailures": [{"itemIdentifier": "999000000000000000000001"}]})
+    );
+}

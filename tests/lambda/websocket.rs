@@ -253,7 +253,9 @@ async fn a_refused_subscribe_gets_an_error_frame_naming_the_field() {
     let (s, m) = refused(&fx, &api, &calls, "k=", sub(json!({"events": "location.updated,nope"}))).await;
     assert_eq!((s, m.starts_with("events[1]:")), (400, true), "{m}");
     let (s, m) = refused(&fx, &api, &calls, "k=", sub(json!({"user_id": "nobody"}))).await;
-    assert_eq!((s, m.starts_with("user_id:")), (404, true), "{m}");
+    assert_eq!((s, m.starts_with("user_id:")), (400, true), "a malformed id: {m}");
+    let (s, m) = refused(&fx, &api, &calls, "k=", sub(json!({"user_id": "bbbbbbbbbbbbbbbbbbbbbbbb"}))).await;
+    assert_eq!((s, m.starts_with("user_id:")), (404, true), "an unknown one: {m}");
     let (s, m) =
         refused(&fx, &api, &calls, "k=", json!({"action": "subscribe", "id": "s1", "since": "yesterday"})).await;
     assert_eq!((s, m.starts_with("since:")), (400, true), "{m}");

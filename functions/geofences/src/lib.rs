@@ -55,7 +55,17 @@ async fn create(
 ) -> Result<Envelope<Value>, ApiError> {
     let g = geofences::create(s.store.as_ref(), &p, body).await?;
     let data = if g.scoped { geofences::scoped_created_json(&g) } else { geofence_json(&g, ver.id_key()) };
-    Ok(Envelope::created("Geofence created successfully.", data))
+    Ok(Envelope::created("Geofence created successfully.", with_window(ver, &g, data)))
+}
+
+/// v3 answers a create and an update with the active window as `enable_at` / `disable_at` too
+/// (Roam's v3 create page shows them), each a UTC time or null; v1 answers as before.
+fn with_window(ver: Ver, g: &geofences::Geofence, mut data: Value) -> Value {
+    if ver == Ver::V3 {
+        data["enable_at"] = json!(g.active_from.map(|t| t.format(None)));
+        data["disable_at"] = json!(g.active_until.map(|t| t.format(None)));
+    }
+    data
 }
 
 fn id_text(v: &Value) -> Result<String, ApiError> {
@@ -74,7 +84,7 @@ async fn update(
 ) -> Result<Envelope<Value>, ApiError> {
     let id = id_text(&body.geofence_id)?;
     let g = geofences::update(s.store.as_ref(), &p, &id, body).await?;
-    Ok(Envelope::ok(shared::envelope::SUCCESS, geofence_json(&g, ver.id_key())))
+    Ok(Envelope::ok(shared::envelope::SUCCESS, with_window(ver, &g, geofence_json(&g, ver.id_key()))))
 }
 
 /// Delete one (`geofence_id` in the query, or a string in the body) or many (an array of up to

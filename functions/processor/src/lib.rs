@@ -10,6 +10,8 @@ use shared::pipeline::{erasure, processor, retention};
 use shared::project::{KeyKind, Project};
 use shared::store::Store;
 
+/// Time an invocation of the webhook sender spends on passes that have more due at once.
+const SEND_BUDGET: std::time::Duration = std::time::Duration::from_secs(60);
 /// Time a scheduled run spends on unfinished erasures (the function's timeout is 120 s).
 const ERASURE_SWEEP: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -99,8 +101,11 @@ async fn project_account(store: &dyn Store, project_id: &str) -> Result<String, 
 /// it without a DynamoDB call); on any other event (the schedule), over every endpoint with
 /// pending messages, which is what finds retries coming due.
 pub async fn send(worker: &shared::domain::webhooks::deliver::Worker, event: &Value) -> Result<Value, String> {
+    // Passes go on while work is due at once, within the function's timeout (120 s).
+    let deadline = std::time::Instant::now() + SEND_BUDGET;
     if event.get("Records").is_none() {
-        let next = worker.run_once().await.map_err(|e| e.msg)?;
+        let all: Vec<u32> = (0..shared::domain::webhooks::outbox::WORK_SHARDS).collect();
+        let next = worker.drain(&all, deadline).await.map_err(|e| e.msg)?;
         return Ok(serde_json::json!({"next_attempt_at": next.map(|t| t.format(None))}));
     }
     let stream: StreamEvent =
@@ -109,7 +114,7 @@ pub async fn send(worker: &shared::domain::webhooks::deliver::Worker, event: &Va
     // deliveries are made and recorded.
     let (mut next, mut failed) = (None::<shared::time::Timestamp>, Vec::new());
     for (shard, seqs) in work_shards_in(&stream) {
-        match worker.run_shards([shard]).await {
+        match worker.drain(&[shard], deadline).await {
             Ok(Some(t)) => next = Some(next.map_or(t, |n| n.min(t))),
             Ok(None) => {}
             Err(e) => {

@@ -66,6 +66,11 @@ impl Filter {
         let scope = match named.as_slice() {
             [] => Scope::Project,
             [(f, "")] => return Err(ApiError::field(f, "must not be empty")),
+            // A malformed id is bad input (400), as everywhere; a well-formed one that names
+            // nothing of the project is a 404 when the filter is resolved.
+            [(f @ ("user_id" | "trip_id"), v)] if !crate::ids::is_id(v) => {
+                return Err(ApiError::field(f, format!("'{v}' is not an id (24 hexadecimal characters)")));
+            }
             [("user_id", v)] => Scope::User((*v).to_owned()),
             [("group_id", v)] => Scope::Group((*v).to_owned()),
             [(_, v)] => Scope::Trip((*v).to_owned()),
@@ -227,8 +232,9 @@ mod tests {
 
     #[test]
     fn a_filter_takes_one_scope_and_known_types() {
-        let f = Filter::parse(Some("u1"), None, None, Some("geofence.entry, location.updated")).unwrap();
-        assert_eq!(f.scope, Scope::User("u1".into()));
+        let f = Filter::parse(Some("0123456789abcdef01234561"), None, None, Some("geofence.entry, location.updated"))
+            .unwrap();
+        assert_eq!(f.scope, Scope::User("0123456789abcdef01234561".into()));
         assert_eq!(f.types, Some(vec!["geofence.entry".into(), "location.updated".into()]));
         assert_eq!(Filter::parse(None, None, None, Some("*")).unwrap().types, None);
         let e = Filter::parse(Some("u"), None, Some("t"), None).unwrap_err();
@@ -236,6 +242,11 @@ mod tests {
         let e = Filter::parse(None, None, None, Some("geofence.entry,webhook.test")).unwrap_err();
         assert!(e.msg.starts_with("events[1]"), "{}", e.msg);
         assert!(Filter::parse(Some(" "), None, None, None).unwrap_err().msg.contains("user_id"));
+        // A malformed id is bad input naming its field (a well-formed unknown one is a 404 later).
+        for (user, trip, field) in [(Some("u1"), None, "user_id"), (None, Some("t1"), "trip_id")] {
+            let e = Filter::parse(user, None, trip, None).unwrap_err();
+            assert_eq!((e.kind, e.msg.starts_with(field)), (crate::error::Kind::Invalid, true), "{}", e.msg);
+        }
     }
 
     #[test]

@@ -155,11 +155,12 @@ mod tests {
 
     #[test]
     fn a_subscribe_names_its_filter_and_resume_id() {
-        let r =
-            parse(r#"{"action":"subscribe","id":"s1","filter":{"trip_id":"t1","events":"trip.ended"},"since":"x"}"#);
+        let r = parse(
+            r#"{"action":"subscribe","id":"s1","filter":{"trip_id":"0123456789abcdef0123456a","events":"trip.ended"},"since":"x"}"#,
+        );
         let Ok(Request::Subscribe(s)) = r else { panic!("{r:?}") };
         assert_eq!((s.id.as_str(), s.named, s.since.as_deref()), ("s1", Some("trip_id"), Some("x")));
-        assert_eq!(s.filter.scope, Scope::Trip("t1".into()));
+        assert_eq!(s.filter.scope, Scope::Trip("0123456789abcdef0123456a".into()));
         let Ok(Request::Subscribe(all)) = parse(r#"{"action":"subscribe","id":"a"}"#) else { panic!() };
         assert_eq!((all.filter.scope, all.named), (Scope::Project, None));
         assert_eq!(parse(r#"{"action":"unsubscribe","id":"s1"}"#), Ok(Request::Unsubscribe { id: "s1".into() }));
@@ -189,15 +190,15 @@ mod tests {
 
     #[test]
     fn a_token_connection_may_repeat_its_filter_only() {
-        let token = Filter::parse(None, None, Some("t1"), None).unwrap();
+        let token = Filter::parse(None, None, Some("0123456789abcdef0123456a"), None).unwrap();
         let sub = |text: &str| match parse(text) {
             Ok(Request::Subscribe(s)) => s,
             other => panic!("{other:?}"),
         };
         assert_eq!(sub(r#"{"action":"subscribe","id":"s"}"#).filter_for(Some(&token)), Ok(token.clone()));
-        let same = sub(r#"{"action":"subscribe","id":"s","filter":{"trip_id":"t1"}}"#);
+        let same = sub(r#"{"action":"subscribe","id":"s","filter":{"trip_id":"0123456789abcdef0123456a"}}"#);
         assert_eq!(same.filter_for(Some(&token)), Ok(token.clone()));
-        let other = sub(r#"{"action":"subscribe","id":"s","filter":{"trip_id":"t2"}}"#);
+        let other = sub(r#"{"action":"subscribe","id":"s","filter":{"trip_id":"0123456789abcdef0123456b"}}"#);
         let e = other.filter_for(Some(&token)).unwrap_err();
         assert_eq!((e.kind, e.msg.starts_with("filter.trip_id:")), (Kind::Forbidden, true), "{}", e.msg);
     }

@@ -510,7 +510,7 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
 pub async fn get(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> Result<Trip, ApiError> {
     let missing = || ApiError::not_found(format!("trip_id: no trip '{trip_id}' in this project"));
     if !is_id(trip_id) {
-        return Err(missing());
+        return Err(ApiError::field("trip_id", format!("'{trip_id}' is not a trip id (24 hexadecimal characters)")));
     }
     let mut trip = get_record(store, p, api, trip_id).await?.ok_or_else(missing)?;
     load_events(store, p, &mut trip).await?;

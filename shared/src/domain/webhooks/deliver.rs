@@ -41,6 +41,8 @@ const RECORD_PATIENCE: Duration = Duration::from_secs(30);
 const RESPONSE_KEPT: usize = 1000;
 /// Users served at once per endpoint.
 const PARALLEL_USERS: usize = 8;
+/// Pending deliveries of one user read (and at most attempted) in one pass.
+pub const RUN_PER_PASS: usize = 50;
 /// How long the worker lets new messages gather after being woken.
 const COALESCE: Duration = Duration::from_millis(5);
 
@@ -158,6 +160,18 @@ impl Worker {
         self.run_shards(0..WORK_SHARDS).await
     }
 
+    /// [`Self::run_shards`] again while work is due at once (a user's run cut at
+    /// [`RUN_PER_PASS`]), until `deadline`: what an invocation of the Lambda sender does, which
+    /// has no loop of its own around it.
+    pub async fn drain(&self, shards: &[u32], deadline: Instant) -> Result<Option<Timestamp>, ApiError> {
+        loop {
+            let next = self.run_shards(shards.iter().copied()).await?;
+            if next.is_none_or(|t| t > Timestamp::now()) || Instant::now() >= deadline {
+                return Ok(next);
+            }
+        }
+    }
+
     /// [`Self::run_once`] over the endpoints whose work marks are in `shards` (those a stream
     /// batch wrote to: a query of each, and none for a batch that names none).
     pub async fn run_shards(&self, shards: impl IntoIterator<Item = u32>) -> Result<Option<Timestamp>, ApiError> {
@@ -196,18 +210,9 @@ impl Worker {
         if !endpoint.enabled {
             return Ok(None);
         }
-        let refs = store
-            .query(Table::Main, &Query::new(pending_pk(&p.project_id, &endpoint.id), SkRange::All).limit(1000))
-            .await?;
-        if refs.items.is_empty() {
+        let runs = heads(store, &pending_pk(&p.project_id, &endpoint.id)).await?;
+        if runs.is_empty() {
             return drop_mark().await;
-        }
-        // Each user's run, in event order.
-        let mut runs: BTreeMap<String, Vec<(String, PendingRef)>> = BTreeMap::new();
-        for item in refs.items {
-            let sk = item.get("sk").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
-            let user = sk.split('#').next().unwrap_or("-").to_owned();
-            runs.entry(user).or_default().push((sk, from_item::<PendingRef>(item)?));
         }
         let results: Vec<(Result<Option<Timestamp>, ApiError>, bool, usize)> =
             futures::stream::iter(runs.into_values())
@@ -228,7 +233,8 @@ impl Worker {
         Ok(next)
     }
 
-    /// Send one user's pending messages in order until one has to wait.
+    /// Send one user's pending messages in order until one has to wait (at most [`RUN_PER_PASS`]:
+    /// the rest go in the next pass, which comes at once).
     async fn work_run(
         &self,
         p: &Project,
@@ -236,6 +242,8 @@ impl Worker {
         run: Vec<(String, PendingRef)>,
     ) -> (Result<Option<Timestamp>, ApiError>, bool, usize) {
         let (mut any_ok, mut fails) = (false, 0);
+        // A run cut at RUN_PER_PASS has more behind it: the next pass is due now.
+        let more = (run.len() >= RUN_PER_PASS).then(Timestamp::now);
         for (sk, r) in run {
             if r.next_attempt_at > Timestamp::now() {
                 return (Ok(Some(r.next_attempt_at)), any_ok, fails);
@@ -249,7 +257,7 @@ impl Worker {
                 Err(e) => return (Err(e), any_ok, fails),
             }
         }
-        (Ok(None), any_ok, fails)
+        (Ok(more), any_ok, fails)
     }
 
     /// One attempt at one delivery; returns what it means for the run and whether it succeeded.
@@ -441,6 +449,31 @@ fn log_attempt(d: &mut Delivery, attempt: Attempt) {
     d.attempts.push(attempt);
     if d.attempts.len() > MAX_ATTEMPTS_KEPT {
         d.attempts.remove(0);
+    }
+}
+
+/// The head of every user's run of pending deliveries, at most [`RUN_PER_PASS`] each, in event
+/// order. Pending references sort by user, then event: a skip scan reads each user's first ones
+/// and jumps past the rest (`<user>#~` sorts after every `<user>#<event id>`), so one user's
+/// backlog never hides another user's (a single read of the first 1,000 did: after a burst of
+/// restarts, users of high ids waited for minutes).
+async fn heads(store: &dyn Store, ppk: &str) -> Result<BTreeMap<String, Vec<(String, PendingRef)>>, ApiError> {
+    let mut runs: BTreeMap<String, Vec<(String, PendingRef)>> = BTreeMap::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page =
+            store.query(Table::Main, &Query::new(ppk, SkRange::All).after(after.take()).limit(RUN_PER_PASS)).await?;
+        let mut last_user = None;
+        for item in page.items {
+            let sk = item.get("sk").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+            let user = sk.split('#').next().unwrap_or("-").to_owned();
+            runs.entry(user.clone()).or_default().push((sk, from_item::<PendingRef>(item)?));
+            last_user = Some(user);
+        }
+        match (page.last_sk, last_user) {
+            (Some(_), Some(user)) => after = Some(format!("{user}#~")),
+            _ => return Ok(runs),
+        }
     }
 }
 
