@@ -82,7 +82,7 @@ def resolve(mod, path, modules):
 
 # Every top-level module of shared/src, by layer (bottom first). A new module must be placed.
 LAYERS = [
-    ("pure", {"body", "config", "error", "expiry", "geometry", "ids", "metadata", "paging", "project", "request_id", "stats", "time"}),
+    ("pure", {"body", "config", "error", "expiry", "geometry", "ids", "metadata", "paging", "project", "request_id", "stats", "time", "ttl_cache"}),
     ("store", {"store", "sdk_http", "tls", "apigw"}),
     ("domain", {"domain"}),
     ("pipeline", {"pipeline"}),

@@ -28,6 +28,7 @@ pub mod store;
 pub mod streamed;
 pub mod time;
 pub mod tls;
+pub mod ttl_cache;
 
 pub use envelope::{Envelope, GpxFile, V2Envelope};
 pub use error::ApiError;

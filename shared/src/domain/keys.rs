@@ -12,6 +12,7 @@ use crate::error::ApiError;
 use crate::project::{KeyKind, Project};
 use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item};
 use crate::time::Timestamp;
+use crate::ttl_cache::TtlCache;
 
 pub fn hash_secret(secret: &str) -> String {
     // Into a buffer, then one string: `hex::encode` collects its digits a char at a time (a
@@ -153,36 +154,13 @@ pub const KEY_CACHE_SECONDS: u64 = 10;
 /// Most keys remembered; past it the cache starts over.
 const KEY_CACHE_ENTRIES: usize = 10_000;
 
-/// Keys read by this instance: (store, hash) to the record and when it was read. The store is
-/// part of the key so that stores side by side in one process (tests) never share an answer.
-type KeyCache = std::sync::Mutex<std::collections::HashMap<(usize, String), (KeyRecord, std::time::Instant)>>;
+/// Keys read by this instance, by (store, hash). The store is part of the key so that stores
+/// side by side in one process (tests) never share an answer.
+static KEYS: TtlCache<(usize, String), KeyRecord> =
+    TtlCache::new(std::time::Duration::from_secs(KEY_CACHE_SECONDS), KEY_CACHE_ENTRIES);
 
-fn key_cache() -> &'static KeyCache {
-    static CACHE: std::sync::OnceLock<KeyCache> = std::sync::OnceLock::new();
-    CACHE.get_or_init(Default::default)
-}
-
-fn store_id(store: &dyn Store) -> usize {
-    std::ptr::from_ref(store).cast::<()>() as usize
-}
-
-fn cached(store: &dyn Store, hash: &str) -> Option<KeyRecord> {
-    let cache = key_cache().lock().unwrap_or_else(|e| e.into_inner());
-    let (record, at) = cache.get(&(store_id(store), hash.to_owned()))?;
-    (at.elapsed().as_secs() < KEY_CACHE_SECONDS).then(|| record.clone())
-}
-
-fn remember(store: &dyn Store, hash: &str, record: &KeyRecord) {
-    let mut cache = key_cache().lock().unwrap_or_else(|e| e.into_inner());
-    if cache.len() >= KEY_CACHE_ENTRIES {
-        cache.clear();
-    }
-    cache.insert((store_id(store), hash.to_owned()), (record.clone(), std::time::Instant::now()));
-}
-
-/// Forget a key on this instance, for every store (a revoke).
-fn forget(hash: &str) {
-    key_cache().lock().unwrap_or_else(|e| e.into_inner()).retain(|(_, h), _| h != hash);
+fn cache_key(store: &dyn Store, hash: &str) -> (usize, String) {
+    (std::ptr::from_ref(store).cast::<()>() as usize, hash.to_owned())
 }
 
 /// The project a key acts for, or None for an unknown or revoked key: from this instance's
@@ -190,13 +168,13 @@ fn forget(hash: &str) {
 pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Project>, ApiError> {
     let hash = hash_secret(secret);
     let pk = key_pk(&hash);
-    let mut record = match cached(store, &hash) {
+    let mut record = match KEYS.get(&cache_key(store, &hash)) {
         Some(r) => r,
         None => {
             // Unknown keys are not remembered: a key just created elsewhere works at once.
             let Some(doc) = store.get_doc(Table::Main, &pk, KEY_SK).await? else { return Ok(None) };
             let record: KeyRecord = from_json(&doc)?;
-            remember(store, &hash, &record);
+            KEYS.put(cache_key(store, &hash), record.clone());
             record
         }
     };
@@ -208,7 +186,7 @@ pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Proj
     let stale = record.last_used_at.is_none_or(|t| now_s - t.0.timestamp() > LAST_USED_GRANULARITY_SECONDS);
     if stale {
         record.last_used_at = Some(Timestamp::now());
-        remember(store, &hash, &record);
+        KEYS.put(cache_key(store, &hash), record.clone());
         // Never over a revocation made meanwhile (a tombstone is not `listed`).
         match store.put(Table::Main, to_item(&pk, KEY_SK, &record)?, Cond::Equals("listed", true.into())).await {
             Ok(()) | Err(StoreError::ConditionFailed) => {}
@@ -314,7 +292,8 @@ pub async fn revoke(store: &dyn Store, project_id: &str, key_id: &str) -> Result
         }
         match store.transact(ops).await {
             Ok(()) => {
-                forget(&entry.hash);
+                // Forgotten for every store of this process.
+                KEYS.forget(|(_, h)| *h == entry.hash);
                 return Ok(entry.json(record.last_used_at));
             }
             Err(StoreError::ConditionFailed) => continue,

@@ -6,9 +6,7 @@
 //! reads. Hot paths read through [`cached`] (once per [`CACHE_SECONDS`] per process); the GET and
 //! the sweeper read the record itself ([`get`]). See docs/endpoints.md, "Retention".
 
-use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -17,6 +15,7 @@ use crate::error::ApiError;
 use crate::project::Project;
 use crate::store::{Cond, Store, Table, WriteOp, from_item, to_item};
 use crate::time::Timestamp;
+use crate::ttl_cache::TtlCache;
 
 /// Hours a trip's tracking link keeps working after the trip ends: default and bounds (a year at
 /// most; 0 closes the link as the trip ends).
@@ -67,42 +66,17 @@ pub const CACHE_SECONDS: u64 = 60;
 /// Projects a process remembers before it starts over (one read each again).
 const CACHE_PROJECTS: usize = 10_000;
 
-/// The process's cache of projects' settings (see the module's documentation). Its invalidation,
-/// all of it here: an entry is trusted for [`CACHE_SECONDS`] after it was read; this process's
-/// own change replaces it ([`SettingsCache::put`]); past [`CACHE_PROJECTS`] entries all go.
-#[derive(Default)]
-struct SettingsCache(Mutex<HashMap<String, (Instant, ProjectSettings)>>);
-
-impl SettingsCache {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, ProjectSettings)>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The project's settings, if read or changed within [`CACHE_SECONDS`].
-    fn get(&self, project_id: &str) -> Option<ProjectSettings> {
-        let (at, s) = self.map().get(project_id).copied()?;
-        (at.elapsed() < Duration::from_secs(CACHE_SECONDS)).then_some(s)
-    }
-
-    /// The project's settings as just read or written.
-    fn put(&self, project_id: &str, s: ProjectSettings) {
-        let mut map = self.map();
-        if map.len() >= CACHE_PROJECTS {
-            map.clear();
-        }
-        map.insert(project_id.to_owned(), (Instant::now(), s));
-    }
-}
-
-static CACHE: LazyLock<SettingsCache> = LazyLock::new(SettingsCache::default);
+/// The process's cache of projects' settings (see the module's documentation): an entry is
+/// trusted for [`CACHE_SECONDS`] after it was read; this process's own change replaces it.
+static CACHE: TtlCache<String, ProjectSettings> = TtlCache::new(Duration::from_secs(CACHE_SECONDS), CACHE_PROJECTS);
 
 /// A project's settings as this process read them at most [`CACHE_SECONDS`] ago.
 pub async fn cached(store: &dyn Store, project_id: &str) -> Result<ProjectSettings, ApiError> {
-    if let Some(s) = CACHE.get(project_id) {
+    if let Some(s) = CACHE.get(&project_id.to_owned()) {
         return Ok(s);
     }
     let s = get(store, project_id).await?;
-    CACHE.put(project_id, s);
+    CACHE.put(project_id.to_owned(), s);
     Ok(s)
 }
 
@@ -200,7 +174,7 @@ pub async fn update(store: &dyn Store, p: &Project, up: SettingsUpdate) -> Resul
     }
     store.transact(ops).await?;
     let now = ProjectSettings::from(&s);
-    CACHE.put(&p.project_id, now);
+    CACHE.put(p.project_id.clone(), now);
     Ok(now)
 }
 

@@ -67,10 +67,10 @@ fn backend<E: std::fmt::Debug>(e: E) -> StoreError {
 
 impl DynamoStore {
     /// One BatchWriteItem of deletes; what DynamoDB leaves unprocessed (throttling) is sent again
-    /// after a growing pause, as AWS advises.
+    /// under the retry policy's backoff, as AWS advises.
     async fn batch_delete(&self, name: &str, mut reqs: Vec<WriteRequest>) -> Result<(), StoreError> {
-        let client = self.client().await;
-        for attempt in 0..8u32 {
+        let (client, mut tries) = (self.client().await, retry::Tries::new());
+        loop {
             let call = client
                 .batch_write_item()
                 .request_items(name, reqs)
@@ -81,19 +81,21 @@ impl DynamoStore {
                 None => return Ok(()),
                 Some(left) => reqs = left,
             }
-            tokio::time::sleep(std::time::Duration::from_millis(25 << attempt)).await;
+            // Unprocessed items are throttling: the policy's backoff and budget.
+            if !tries.again(Class::Throttled).await {
+                return Err(StoreError::Unavailable(format!("BatchWriteItem on {name}: deletes still unprocessed")));
+            }
         }
-        Err(StoreError::Unavailable(format!("BatchWriteItem on {name}: deletes still unprocessed after retries")))
     }
 
     /// One BatchGetItem of `keys` (strongly consistent), its items by sort key; what DynamoDB
-    /// leaves unprocessed (throttling, or over 16 MB) is asked again after a growing pause.
+    /// leaves unprocessed (throttling, or over 16 MB) is asked again under the retry policy's backoff.
     async fn batch_get(&self, name: &str, keys: Vec<Av>, found: &mut HashMap<String, Item>) -> Result<(), StoreError> {
         let mut req =
             KeysAndAttributes::builder().set_keys(Some(keys)).consistent_read(true).build().map_err(backend)?;
         let now = epoch_now();
-        let client = self.client().await;
-        for attempt in 0..8u32 {
+        let (client, mut tries) = (self.client().await, retry::Tries::new());
+        loop {
             let call = client
                 .batch_get_item()
                 .request_items(name, req)
@@ -110,9 +112,10 @@ impl DynamoStore {
                 None => return Ok(()),
                 Some(left) => req = left,
             }
-            tokio::time::sleep(std::time::Duration::from_millis(25 << attempt)).await;
+            if !tries.again(Class::Throttled).await {
+                return Err(StoreError::Unavailable(format!("BatchGetItem on {name}: keys still unprocessed")));
+            }
         }
-        Err(StoreError::Unavailable(format!("BatchGetItem on {name}: keys still unprocessed after retries")))
     }
 
     pub fn new(client: Client, names: TableNames) -> Self {
