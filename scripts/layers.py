@@ -86,7 +86,7 @@ LAYERS = [
     ("store", {"store", "sdk_http", "tls", "apigw"}),
     ("domain", {"domain"}),
     ("pipeline", {"pipeline"}),
-    ("edge", {"auth", "envelope", "extract", "http", "http_error", "lambda", "state", "streamed", "lib"}),
+    ("edge", {"auth", "envelope", "extract", "http", "http_error", "lambda", "pages", "state", "streamed", "lib"}),
 ]
 # Crates pure code must not name: HTTP, Lambda, the stores.
 NOT_PURE = re.compile(r"\b(axum|http|lambda_http|lambda_runtime|aws_sdk_dynamodb|aws_config|redb|tower|tower_http|reqwest)::")

@@ -17,6 +17,7 @@ pub mod http_error;
 pub mod ids;
 pub mod lambda;
 pub mod metadata;
+pub mod pages;
 pub mod paging;
 pub mod pipeline;
 pub mod project;

@@ -79,6 +79,8 @@ pub(crate) enum Setup {
     /// That endpoint and a test event queued for it (events/webhooks-test.json,
     /// `REPLACE_EVENT_ID`).
     WebhookTested,
+    /// A console session (events/keys-console-session-open.json, `REPLACE_SESSION_ID`).
+    Session,
 }
 
 /// Each event, what it must answer, and what it needs first.
@@ -94,8 +96,8 @@ const fn case(name: &'static str, answer: Answer, setup: Setup) -> Case {
 
 use Answer::{File, Public, V1, V2};
 use Setup::{
-    Fence, Group, History, MovingFence, Nothing, ReachedTrip, Routine, StartedTrip, Tracked, Trip, TwoFences, Visited,
-    Webhook, WebhookTested,
+    Fence, Group, History, MovingFence, Nothing, ReachedTrip, Routine, Session, StartedTrip, Tracked, Trip, TwoFences,
+    Visited, Webhook, WebhookTested,
 };
 
 const CASES: &[Case] = &[
@@ -188,6 +190,11 @@ const CASES: &[Case] = &[
     case("keys-list", V1(200), Nothing),
     case("keys-create", V1(201), Nothing),
     case("keys-revoke", V1(200), Nothing),
+    case("keys-console-session-open", V1(201), Nothing),
+    case("keys-console-session-end", V1(200), Session),
+    case("search-users-in-view", V1(200), Visited),
+    case("console-page", Public("text/html"), Nothing),
+    case("console-asset", Public("text/javascript"), Nothing),
 ];
 
 /// Permissions a function needs on paths none of the events takes: (function, table, action, why).
@@ -353,6 +360,7 @@ pub(crate) struct Fixture {
     tracking_token: Option<String>,
     pub(crate) webhook_id: Option<String>,
     event_id: Option<String>,
+    session_id: Option<String>,
 }
 
 impl Fixture {
@@ -372,6 +380,7 @@ impl Fixture {
             tracking_token: None,
             webhook_id: None,
             event_id: None,
+            session_id: None,
         };
         let body = fx.ok("users-create", V1(201)).await;
         fx.user_id = body["data"]["user_id"].as_str().expect("user_id").to_owned();
@@ -430,6 +439,11 @@ impl Fixture {
                     let body = self.ok("webhooks-test", V1(201)).await;
                     self.event_id = Some(body["data"]["event_id"].as_str().expect("event_id").to_owned());
                 }
+                return;
+            }
+            Setup::Session => {
+                let body = self.ok("keys-console-session-open", V1(201)).await;
+                self.session_id = Some(body["data"]["session_id"].as_str().expect("session_id").to_owned());
                 return;
             }
             Setup::Visited => {
@@ -528,6 +542,7 @@ impl Fixture {
             ("REPLACE_TRACKING_TOKEN", &self.tracking_token),
             ("REPLACE_WEBHOOK_ID", &self.webhook_id),
             ("REPLACE_EVENT_ID", &self.event_id),
+            ("REPLACE_SESSION_ID", &self.session_id),
         ] {
             if let Some(v) = value {
                 values.push((placeholder, v.as_str()));

@@ -53,6 +53,12 @@ fn tracking_as_deployed() -> Router<AppState> {
     tracking::router_with(tracking::PageConfig { stream_url, ..tracking::PageConfig::from_env(env) })
 }
 
+fn console_as_deployed() -> Router<AppState> {
+    let env = shared::config::Env::process();
+    let stream_url = Some("wss://example.execute-api.us-east-1.amazonaws.com/v1".to_owned());
+    console::router_with(shared::pages::PageSettings { stream_url, ..shared::pages::PageSettings::from_env(env) })
+}
+
 pub const FUNCTIONS: &[Function] = &[
     Function {
         id: "UsersFunction",
@@ -123,6 +129,13 @@ pub const FUNCTIONS: &[Function] = &[
         event_prefix: "tracking-",
         auth: Auth::Public,
         router: tracking_as_deployed,
+    },
+    Function {
+        id: "ConsoleFunction",
+        binary: "console",
+        event_prefix: "console-",
+        auth: Auth::Public,
+        router: console_as_deployed,
     },
     Function {
         id: "WebhooksFunction",
@@ -359,6 +372,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "REPLACE_START_DATE",
     "REPLACE_END_DATE",
     "REPLACE_WEBHOOK_ID",
+    "REPLACE_SESSION_ID",
     "REPLACE_EVENT_ID",
     "REPLACE_PROJECT_ID",
     "REPLACE_KEY_ID",

@@ -96,7 +96,7 @@ fn trips_functions_get_the_tracking_base_url() {
     }
 }
 
-/// The tracking page's settings: optional parameters, passed to the tracking function only.
+/// The pages' settings: optional parameters, passed to the functions serving pages only.
 /// Empty is their default: `tracking::PageConfig::from_env` treats an empty variable as unset.
 const TILE_SETTINGS: &[(&str, &str)] =
     &[("WAYMARK_TILE_URL", "TileUrlTemplate"), ("WAYMARK_TILE_ATTRIBUTION", "TileAttribution")];
@@ -109,16 +109,18 @@ fn the_tracking_function_is_public_and_gets_the_tile_settings() {
         assert_eq!((&p["Type"], &p["Default"]), (&json!("String"), &json!("")), "{param}: an optional string");
         for (id, _) in resources_of(&t, "AWS::Serverless::Function") {
             let got = environment(&t, id).get(*var).cloned();
-            let want = (id == "TrackingFunction").then(|| json!({"Ref": param}));
+            let want = ["TrackingFunction", "ConsoleFunction"].contains(&id).then(|| json!({"Ref": param}));
             assert_eq!(got, want, "{id}: {var}");
         }
     }
     // The link must open without a key: no authorizer on the API or on the function's routes.
     let api = &resource(&t, "HttpApi")["Properties"];
     assert!(api.get("Auth").is_none(), "HttpApi: an authorizer would lock out the tracking page");
-    let events = resource(&t, "TrackingFunction")["Properties"]["Events"].as_object().expect("Events");
-    for (name, e) in events {
-        assert!(e["Properties"].get("Auth").is_none(), "TrackingFunction.Events.{name}: public, no Auth");
+    for id in ["TrackingFunction", "ConsoleFunction"] {
+        let events = resource(&t, id)["Properties"]["Events"].as_object().expect("Events");
+        for (name, e) in events {
+            assert!(e["Properties"].get("Auth").is_none(), "{id}.Events.{name}: public, no Auth");
+        }
     }
 }
 

@@ -26,6 +26,10 @@ pub fn routes() -> Router<AppState> {
         .merge(tracking::router_with(
             tracking::PageConfig::from_env(shared::config::Env::process()).with_default_stream(streams::WS_PATH_SLASH),
         ))
+        .merge(console::router_with(
+            shared::pages::PageSettings::from_env(shared::config::Env::process())
+                .with_default_stream(streams::WS_PATH_SLASH),
+        ))
         .merge(streams::router())
 }
 

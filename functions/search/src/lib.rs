@@ -5,6 +5,8 @@
 //! Nearby geofence search: `GET /v1/api/search/geofences/?location=<lat>,<lng>&radius=<m>`
 //! (or `user_id=` for the user's latest location; `radius` 1000 m when left out, at most
 //! 10,000), nearest first, `page_limit` per page.
+//!
+//! The users in a map's view: `GET /v1/api/users/positions/?bbox=…` ([`positions`]).
 
 use axum::Router;
 use axum::extract::State;
@@ -21,8 +23,12 @@ use shared::{ApiError, AppState, Envelope, Params};
 /// `page_limit`: entries per page, 1 to 100, default 10.
 pub const MAX_PAGE_LIMIT: usize = 100;
 
+mod positions;
+
 pub fn router() -> Router<AppState> {
-    route(route(Router::new(), "/v1/api/search/geofences/", get(search)), "/v1/api/search/users/", get(search_users))
+    let r = route(Router::new(), "/v1/api/search/geofences/", get(search));
+    let r = route(r, "/v1/api/search/users/", get(search_users));
+    route(r, "/v1/api/users/positions/", get(positions::positions))
 }
 
 /// `lat,lng` as the interface's sample writes it.

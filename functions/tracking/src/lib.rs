@@ -7,7 +7,7 @@
 
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use chrono::SecondsFormat;
@@ -16,6 +16,7 @@ use shared::AppState;
 use shared::domain::streams::{Filter, Scope, tokens};
 use shared::domain::trips::{self, Trip, WaypointKind, eta, route};
 use shared::http::route as add_route;
+use shared::pages::{PageSettings, script_json, secure};
 use shared::project::{KeyKind, Project};
 use shared::time::Timestamp;
 
@@ -47,28 +48,16 @@ pub const STREAM_TOKEN_SECONDS: i64 = 3600;
 
 impl PageConfig {
     pub fn from_env(env: &shared::config::Env) -> Self {
-        let var = |k| env.get(k).map(str::to_owned);
-        let tile_url = var("WAYMARK_TILE_URL").filter(|u| {
-            let ok = tile_origin(u).is_some() && ["{z}", "{x}", "{y}"].iter().all(|p| u.contains(p));
-            if !ok {
-                tracing::warn!("WAYMARK_TILE_URL ignored: an http(s) URL with {{z}}, {{x}} and {{y}} is expected");
-            }
-            ok
-        });
+        let page = PageSettings::from_env(env);
         Self {
-            tile_url,
-            tile_attribution: var("WAYMARK_TILE_ATTRIBUTION").unwrap_or_default(),
-            refresh_seconds: var("WAYMARK_TRACKING_REFRESH_SECONDS")
+            tile_url: page.tile_url,
+            tile_attribution: page.tile_attribution,
+            refresh_seconds: env
+                .get("WAYMARK_TRACKING_REFRESH_SECONDS")
                 .and_then(|s| s.parse().ok())
                 .filter(|s| (1..=3600).contains(s))
                 .unwrap_or(15),
-            stream_url: var("WAYMARK_STREAM_URL").filter(|u| {
-                let ok = u.starts_with("wss://") || u.starts_with("ws://") || u.starts_with('/');
-                if !ok {
-                    tracing::warn!("WAYMARK_STREAM_URL ignored: a ws:// or wss:// URL, or a path, is expected");
-                }
-                ok
-            }),
+            stream_url: page.stream_url,
         }
     }
 
@@ -78,33 +67,15 @@ impl PageConfig {
         self
     }
 
-    /// The Content-Security-Policy of the page: its own scripts, styles and data only, images
-    /// also from the tile server.
+    /// The Content-Security-Policy of the page ([`PageSettings::csp`]).
     pub fn csp(&self) -> String {
-        let tiles = self.tile_url.as_deref().and_then(tile_origin).map(|o| format!(" {o}")).unwrap_or_default();
-        // A stream elsewhere (the WebSocket API on AWS) is named; on the page's origin 'self' covers it.
-        let stream = match self.stream_url.as_deref() {
-            Some(u) if !u.starts_with('/') => format!(" {}", u.split('/').take(3).collect::<Vec<_>>().join("/")),
-            _ => String::new(),
+        let page = PageSettings {
+            tile_url: self.tile_url.clone(),
+            tile_attribution: String::new(),
+            stream_url: self.stream_url.clone(),
         };
-        format!(
-            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:{tiles}; \
-             connect-src 'self'{stream}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-        )
+        page.csp()
     }
-}
-
-/// Scheme and host of a tile URL template, as a CSP source (`{s}.` subdomains become `*.`).
-fn tile_origin(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    if scheme != "https" && scheme != "http" {
-        return None;
-    }
-    let host = rest.split('/').next()?;
-    let host = host.strip_prefix("{s}.").map(|h| format!("*.{h}")).unwrap_or_else(|| host.to_owned());
-    let valid = !host.is_empty()
-        && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '*' | '[' | ']'));
-    valid.then(|| format!("{scheme}://{host}"))
 }
 
 pub fn router() -> Router<AppState> {
@@ -126,22 +97,6 @@ pub fn router_with(config: PageConfig) -> Router<AppState> {
         "/track/{token}/data/",
         get(move |s: State<AppState>, p: Path<String>, q: RawQuery| data(data_cfg.clone(), s, p, q)),
     )
-}
-
-/// Headers every response of this function carries.
-fn secure(mut res: Response, csp: &str, cache: &'static str) -> Response {
-    let h = res.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(csp) {
-        h.insert(header::CONTENT_SECURITY_POLICY, v);
-    }
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert("x-robots-tag", HeaderValue::from_static("noindex, nofollow"));
-    h.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
-    h.insert("permissions-policy", HeaderValue::from_static("geolocation=(), camera=(), microphone=()"));
-    res
 }
 
 const NO_STORE: &str = "no-store";
@@ -382,27 +337,9 @@ fn fill(template: &str, values: &[(&str, String)]) -> String {
     out
 }
 
-/// JSON safe inside a `<script type="application/json">` element (no `<`, `>` or `&` left).
-fn script_json(v: &Value) -> String {
-    v.to_string().replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tile_origins() {
-        assert_eq!(
-            tile_origin("https://tile.openstreetmap.org/{z}/{x}/{y}.png").unwrap(),
-            "https://tile.openstreetmap.org"
-        );
-        assert_eq!(tile_origin("https://{s}.tile.example.com/{z}/{x}/{y}.png").unwrap(), "https://*.tile.example.com");
-        assert_eq!(tile_origin("http://127.0.0.1:8080/{z}/{x}/{y}.png").unwrap(), "http://127.0.0.1:8080");
-        assert!(tile_origin("javascript:alert(1)").is_none());
-        assert!(tile_origin("https://a b/{z}").is_none());
-        assert!(tile_origin("https://x;script-src *").is_none());
-    }
 
     #[test]
     fn thinning_keeps_ends() {
@@ -417,13 +354,5 @@ mod tests {
     fn fill_is_one_pass() {
         let v = [("a", "{{b}}".to_owned()), ("b", "B".to_owned())];
         assert_eq!(fill("x{{a}}y{{b}}z{{c}}{{", &v), "x{{b}}yBz{{c}}{{");
-    }
-
-    #[test]
-    fn script_json_cannot_close_the_element() {
-        let s = script_json(&json!({"name": "</script><script>alert(1)</script>&"}));
-        assert!(!s.contains('<') && !s.contains('>') && !s.contains('&'));
-        let back: Value = serde_json::from_str(&s).unwrap();
-        assert_eq!(back["name"], "</script><script>alert(1)</script>&");
     }
 }

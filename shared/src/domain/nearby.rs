@@ -51,6 +51,49 @@ pub async fn users_near(
     Ok(out)
 }
 
+/// Most index cells a view of users reads (about 40 × 25 km at mid latitudes).
+pub const MAX_VIEW_CELLS: usize = 1_500;
+/// Most positions a view lists by default, and at most.
+pub const DEFAULT_VIEW_LIMIT: usize = 5_000;
+pub const MAX_VIEW_LIMIT: usize = 10_000;
+
+/// The latest positions of the project's users inside `bbox` (west, south, east, north), at
+/// most `limit` (then `true`: more are there), cell by cell from the south-west, from the
+/// user-position index (one item per user). What a map of the fleet loads for its view.
+pub async fn positions_in(
+    store: &dyn Store,
+    p: &Project,
+    bbox: geo::Rect<f64>,
+    limit: usize,
+) -> Result<(Vec<moving::Position>, bool), ApiError> {
+    let cells = crate::domain::geofences::index::box_cells("bbox", &bbox, MAX_VIEW_CELLS)?;
+    let mut out = Vec::new();
+    // A chunk of cells at a time, so a full view stops reading once it has its limit.
+    for chunk in cells.chunks(crate::domain::geofences::index::CELL_READS_IN_FLIGHT * 4) {
+        for pos in moving::in_cells(store, p, chunk).await? {
+            let c = pos.coordinates;
+            let inside =
+                c.lng >= bbox.min().x && c.lng <= bbox.max().x && c.lat >= bbox.min().y && c.lat <= bbox.max().y;
+            if inside {
+                if out.len() == limit {
+                    return Ok((out, true));
+                }
+                out.push(pos);
+            }
+        }
+    }
+    Ok((out, false))
+}
+
+/// A position as the view lists it.
+pub fn position_json(pos: &moving::Position) -> Value {
+    json!({
+        "user_id": pos.user_id, "location_id": pos.location_id,
+        "coordinates": [pos.coordinates.lng, pos.coordinates.lat],
+        "recorded_at": pos.recorded_at.format(None),
+    })
+}
+
 /// A nearby user as Roam lists one: the user's id and app id with the latest location's fields
 /// (its id as `location_id`), and Waymark's `distance` in meters.
 pub fn nearby_json(n: &NearbyUser) -> Value {

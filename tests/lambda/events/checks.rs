@@ -43,6 +43,10 @@ pub(super) fn check_data(name: &str, fx: &Fixture, data: &Value) {
             let html = data.as_str().expect("page");
             assert!(html.contains("<html") && html.contains("\"route\":["), "{name}: {html}");
         }
+        "console-page" => {
+            let html = data.as_str().expect("page");
+            assert!(html.contains("<html") && html.contains("\"stream_url\":\"wss://"), "{name}: {html}");
+        }
         _ => {}
     }
     match name {
@@ -52,6 +56,16 @@ pub(super) fn check_data(name: &str, fx: &Fixture, data: &Value) {
             assert_eq!(data["label"], "deploy pipeline", "{data}");
         }
         "keys-revoke" => assert_eq!(data["kind"], "publishable", "{data}"),
+        "keys-console-session-open" => {
+            assert!(data["token"].as_str().is_some_and(|k| k.starts_with("wm_cs_")), "{data}");
+            assert!(data["expires_at"].is_string(), "{data}");
+        }
+        "keys-console-session-end" => assert_eq!(data["signed_out"], true, "{data}"),
+        "search-users-in-view" => {
+            let found = data["positions"].as_array().expect("positions");
+            assert!(found.iter().any(|p| p["user_id"] == user), "{data}");
+            assert_eq!(data["truncated"], false, "{data}");
+        }
         "users-create" => assert!(is_id(&data["user_id"]), "{name}: {data}"),
         "users-list" => assert!(data["users"].as_array().expect("users").iter().any(|u| u["id"] == user), "{data}"),
         "users-get" => assert_eq!(data["users"][0]["id"], user, "{data}"),
@@ -268,6 +282,12 @@ pub(super) fn check_data(name: &str, fx: &Fixture, data: &Value) {
             }
         }
         "tracking-asset" => assert!(data.as_str().is_some_and(|js| js.contains("Leaflet")), "leaflet.js"),
+        // The console's page holds nothing of a project: it asks the API once signed in.
+        "console-page" => {
+            let html = data.as_str().expect("page");
+            assert!(!html.contains(&fx.project.project_id) && !html.contains(user), "{name}: {html}");
+        }
+        "console-asset" => assert!(data.as_str().is_some_and(|js| js.contains("pm")), "leaflet-geoman.js"),
 
         // Webhooks: the secret is shown when it is made (create, rotation) and never again.
         "webhooks-create" | "webhooks-rotate-secret" => {

@@ -277,6 +277,21 @@ pub fn search_cells(center: LngLat, radius_m: f64) -> Result<Vec<String>, ApiErr
     names(cover_grid(center, radius_m)?)
 }
 
+/// The cells of [`PRECISION`] meeting a bounding box, or a 400 naming `field` past `max` cells
+/// (a map's view of users: a wider one is asked to zoom in).
+pub fn box_cells(field: &str, bbox: &Rect<f64>, max: usize) -> Result<Vec<String>, ApiError> {
+    let (w, h) = cell_size(PRECISION);
+    let cols = ((bbox.max().x + 180.0) / w).floor() - ((bbox.min().x + 180.0) / w).floor() + 1.0;
+    let rows = ((bbox.max().y + 90.0) / h).floor() - ((bbox.min().y + 90.0) / h).floor() + 1.0;
+    if cols * rows > max as f64 {
+        return Err(ApiError::field(
+            field,
+            format!("spans {} index cells of about 1.2 × 0.6 km, more than {max}: zoom in", (cols * rows) as u64),
+        ));
+    }
+    names(grid_in(field, bbox, PRECISION, |_| true)?)
+}
+
 /// The fine cell whose rectangle (closed, as [`Grid::rect`] computes it) holds `p`: floor may
 /// put a point on a cell's edge one cell off, so the neighbour is taken when the rectangle says so.
 fn grid_of(p: LngLat, precision: usize) -> Grid {

@@ -2,7 +2,10 @@
 //! and revoked. A key is stored as its hash (`KEY#<sha256>`, what every request reads to
 //! authenticate) and listed in the project's key index (`<project>#KEYS`, `K#<key_id>`, derived
 //! from the hash). A revoked key's item becomes a tombstone: it never authenticates again, and
-//! the same key cannot be registered again.
+//! the same key cannot be registered again. Console sessions, keys the secret key mints for a
+//! browser tab, are in [`sessions`].
+
+pub mod sessions;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -54,6 +57,9 @@ pub struct KeyRecord {
     /// Set when revoked: the key authenticates nothing any more.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<Timestamp>,
+    /// A console session's end (Unix seconds; the item's TTL): it authenticates nothing after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
 }
 
 impl KeyRecord {
@@ -126,6 +132,7 @@ pub fn register_ops(p: &Project, secret: &str, label: &str, now: Timestamp) -> R
         last_used_at: None,
         listed: true,
         revoked_at: None,
+        expires_at: None,
     };
     let entry = KeyEntry {
         key_id: key_id(&hash),
@@ -178,10 +185,10 @@ pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Proj
             record
         }
     };
-    if record.revoked_at.is_some() {
+    let now_s = crate::store::epoch_now();
+    if record.revoked_at.is_some() || record.expires_at.is_some_and(|e| e <= now_s) {
         return Ok(None);
     }
-    let now_s = crate::store::epoch_now();
     // Whole seconds on both sides: past the granularity by one, so never sooner than it.
     let stale = record.last_used_at.is_none_or(|t| now_s - t.0.timestamp() > LAST_USED_GRANULARITY_SECONDS);
     if stale {
@@ -194,6 +201,11 @@ pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Proj
         }
     }
     Ok(Some(record.project()))
+}
+
+/// Forget the key with this hash, for every store of this process (revoked or signed out).
+fn forget(hash: &str) {
+    KEYS.forget(|(_, h)| h == hash);
 }
 
 async fn entries(store: &dyn Store, project_id: &str) -> Result<Vec<KeyEntry>, ApiError> {
@@ -292,8 +304,12 @@ pub async fn revoke(store: &dyn Store, project_id: &str, key_id: &str) -> Result
         }
         match store.transact(ops).await {
             Ok(()) => {
-                // Forgotten for every store of this process.
-                KEYS.forget(|(_, h)| *h == entry.hash);
+                forget(&entry.hash);
+                // The console sessions it opened end with it (a failure here is logged: each
+                // still ends at its expiry).
+                if let Err(e) = sessions::end_minted_by(store, project_id, &entry.hash).await {
+                    tracing::warn!(error = %e, "could not end a revoked key's console sessions");
+                }
                 return Ok(entry.json(record.last_used_at));
             }
             Err(StoreError::ConditionFailed) => continue,
