@@ -111,9 +111,11 @@ both!(work_confidence_follows_the_table_at_13_and_14_days, |app| async move {
             }
             let mut p = vec![(0.0, 7.5, HOME), (8.0, 12.0, office), (12.5, 16.5, at(office, 90.0, 0.0))];
             if Some(&i) == weekdays.last() {
-                p.push((16.7, 17.2, at(office, 45.0, 0.0)));
+                // Back after more than an hour away (a shorter trip out and back is an excursion of
+                // the afternoon's stay, `stays::MAX_EXCURSION_SECONDS`).
+                p.push((18.2, 18.7, at(office, 45.0, 0.0)));
             }
-            p.push((17.5, 24.0, HOME));
+            p.push((19.0, 24.0, HOME));
             p
         };
         let u = user_with(&app, &fixes(monday(), 28, Some(0), plan)).await;

@@ -5,6 +5,7 @@ mod helpers;
 
 mod insights;
 mod insights_aggregate;
+mod insights_background;
 mod insights_life;
 mod insights_oracle;
 mod insights_rules;
@@ -16,6 +17,7 @@ mod auth;
 mod capacity;
 mod compression;
 mod conformance;
+mod console_api;
 mod erasure;
 mod errors;
 mod eta_eval;

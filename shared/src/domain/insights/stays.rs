@@ -4,7 +4,9 @@
 //! mean of its fixes) and at most [`MAX_GAP_SECONDS`] after the previous one joins it, so a stay
 //! continues across a silent night or a phone that only reports on arrival and departure. A fix
 //! away from the run is held: if the next fix is back at the place, the held one was an outlier
-//! and is dropped; otherwise the run ends. It ends at the first fix away when that came within
+//! and is dropped; otherwise the run ends. From a stay, fixes away are held for up to
+//! [`MAX_EXCURSION_SECONDS`]: back at the place within it, they were an excursion (a phone's
+//! fallback position) and are dropped. It ends at the first fix away when that came within
 //! [`DEPARTURE_WINDOW_SECONDS`] of the last fix at the place (the person left in between), else at
 //! the last fix there. A run of at least [`MIN_STAY_SECONDS`] is a stay; two fixes at one place
 //! (arrival and departure) are enough when they agree: no farther apart than their accuracies
@@ -32,6 +34,12 @@ pub const MAX_GAP_SECONDS: i64 = 16 * 3600;
 /// A stay ends at the first fix away when it came at most this long (seconds) after the last fix
 /// at the place; after a longer silence, at the last fix there.
 pub const DEPARTURE_WINDOW_SECONDS: i64 = 1800;
+/// A fix back at the run's place at most this long (seconds) after the first fix away makes the
+/// fixes away in between outliers, however many: a phone at rest that falls back to a cell-tower
+/// or Wi-Fi position reports it for a few fixes, jumping there and back, and the same position
+/// every time, so such bursts repeat at one spot (a place where no one stayed). The price: a
+/// visit of under an hour that returns to where it left from counts at that place.
+pub const MAX_EXCURSION_SECONDS: i64 = 3600;
 /// Fixes with `horizontal_accuracy` (else `accuracy`) above this (meters) are ignored.
 pub const MAX_ACCURACY_M: f64 = 50.0;
 /// Accuracy (meters) assumed for a stay whose fixes carry none.
@@ -91,7 +99,9 @@ struct Run {
     n_acc: f64,
     first: Option<Location>,
     last: Option<Location>,
-    /// A fix away from the run, held until the next one says whether it was an outlier.
+    /// Fixes away from the run, held until a later one says whether they were outliers.
+    held: Vec<Location>,
+    /// The one fix held by items written before `held`.
     pending: Option<Location>,
     zone: Option<String>,
     version: u64,
@@ -136,24 +146,36 @@ impl Run {
             *self = Run::start(l, self.version);
             return;
         };
-        let in_time = (l.recorded_at.0 - last.recorded_at.0).num_seconds() <= MAX_GAP_SECONDS;
-        if in_time && self.centre().distance_m(l.coordinates) <= STAY_RADIUS_M {
-            self.pending = None; // back at the place: the held fix was an outlier
+        self.held.splice(0..0, self.pending.take());
+        let since = (l.recorded_at.0 - last.recorded_at.0).num_seconds();
+        let in_time = since <= MAX_GAP_SECONDS;
+        let here = self.centre().distance_m(l.coordinates) <= STAY_RADIUS_M;
+        // An excursion from a stay (a silence before its first fix, a night, is not away) lasts.
+        let soon = self.stay(None).is_some()
+            && self
+                .held
+                .first()
+                .is_none_or(|h| (l.recorded_at.0 - h.recorded_at.0).num_seconds() <= MAX_EXCURSION_SECONDS);
+        if in_time && here && (self.held.len() <= 1 || soon) {
+            self.held.clear(); // back at the place: the fixes away were outliers
             self.add(l);
             return;
         }
-        if in_time && self.pending.is_none() {
-            self.pending = Some(l.clone());
+        if in_time && !here && (self.held.is_empty() || soon) {
+            self.held.push(l.clone());
             return;
         }
-        // Away twice in a row, or back after too long a silence: the run ends.
-        let away = self.pending.take();
-        closed.extend(self.stay(Some(away.as_ref().unwrap_or(l))));
+        // Away for longer than an excursion, or back after too long a silence: the run ends, and
+        // the fixes held are taken again from a new run.
+        let held = std::mem::take(&mut self.held);
+        closed.extend(self.stay(Some(held.first().unwrap_or(l))));
         let version = self.version;
-        match away {
-            Some(p) => {
-                *self = Run::start(&p, version);
-                self.step(l, closed);
+        match held.split_first() {
+            Some((first, rest)) => {
+                *self = Run::start(first, version);
+                for h in rest.iter().chain([l]) {
+                    self.step(h, closed);
+                }
             }
             None => *self = Run::start(l, version),
         }
