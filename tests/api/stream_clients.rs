@@ -18,6 +18,7 @@ use crate::both;
 use crate::geofence_events::{all_events, circle_and_square, crossing_trace, events_on, fix, send, tracked_user};
 use crate::helpers::{Key, TestApp};
 use crate::streams::serve;
+use crate::trips::ts;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -241,4 +242,105 @@ both!(a_python_client_that_stops_reading_is_closed_without_slowing_ingest, |app|
     };
     assert_eq!(closed["reason"], "lagging", "{closed}");
     assert!(closed["last_event_id"].is_string(), "{closed}");
+});
+
+/// A fix at `p` recorded `ms` milliseconds from now.
+fn fix_now(p: (f64, f64), ms: i64) -> Value {
+    let t = chrono::Utc::now() + chrono::Duration::milliseconds(ms);
+    json!({"coordinates": [p.0, p.1], "recorded_at": ts(t), "accuracy": 5.0})
+}
+
+async fn control(app: &TestApp, trip: &str, action: &str, extra: Value) {
+    let mut body = json!({"trip_id": trip, "action": action});
+    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    let (status, res) = app.call("POST", "/v1/api/trips/controls/", Key::Secret, Some(&body)).await;
+    assert_eq!(status.as_u16(), 200, "{res}");
+}
+
+both!(a_trip_control_keeps_its_place_among_the_users_fixes_whatever_their_arrival_order, |app| async move {
+    let base = serve(&app).await;
+    let user = tracked_user(&app).await;
+    let p = (13.40, 52.52);
+    // The trip is made (in the user's sequence) before anything is subscribed.
+    let trip = trip_in(&app, Key::Secret, &user).await;
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let user_filter = ("filter", json!({"user_id": user}).to_string());
+    let trip_filter = ("filter", json!({"trip_id": trip}).to_string());
+    let mut ws = Client::ready("ws", &base, &[key_of(&app), user_filter.clone()]).await;
+    let mut sse = Client::ready("sse", &base, &[key_of(&app), user_filter.clone()]).await;
+    let mut by_trip = Client::ready("ws", &base, &[key_of(&app), trip_filter]).await;
+
+    // As an SDK sends them: a fix, the start, then a batch with a fix recorded before the start
+    // and one after it.
+    send(&app, &user, &[fix_now(p, -1500)]).await;
+    control(&app, &trip, "start", json!({})).await;
+    send(&app, &user, &[fix_now(p, -700), fix_now(p, 500)]).await;
+    control(&app, &trip, "pause", json!({})).await;
+    send(&app, &user, &[fix_now(p, -100), fix_now(p, 900)]).await;
+
+    // location.updated, trip.started, location.updated (of the fix after the start: the one
+    // before it is late and fires nothing), trip.paused, location.updated.
+    let live = ws.messages(5).await;
+    let kinds: Vec<&str> = live.iter().map(|b| b["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["location.updated", "trip.started", "location.updated", "trip.paused", "location.updated"],
+        "{live:?}"
+    );
+    let live_ids = ids(&live);
+    assert!(live_ids.windows(2).all(|w| w[0] < w[1]), "delivered in id order: {live_ids:?}");
+    assert_eq!(ids(&sse.messages(5).await), live_ids, "SSE: the same, in the same order");
+    let trip_ids = ids(&by_trip.messages(5).await);
+    assert!(trip_ids.windows(2).all(|w| w[0] < w[1]), "the trip's stream in id order: {trip_ids:?}");
+
+    // Resumed after any message, each transport sends exactly the rest (the stored ones from
+    // before the subscription first: the trip's creation).
+    let mut all = Client::ready("ws", &base, &[key_of(&app), user_filter.clone(), ("since", "0".repeat(24))]).await;
+    let stored = all.messages(6).await;
+    assert_eq!(stored[0]["type"], "trip.created", "{stored:?}");
+    assert_eq!(ids(&stored[1..]), live_ids, "stored in the order delivered");
+    for (i, after) in live_ids.iter().enumerate().take(live_ids.len() - 1) {
+        let rest = &live_ids[i + 1..];
+        for transport in ["ws", "sse"] {
+            let args = [key_of(&app), user_filter.clone(), ("since", after.clone()), ("count", rest.len().to_string())];
+            let mut c = Client::ready(transport, &base, &args).await;
+            let got = c.messages(rest.len()).await;
+            assert_eq!(ids(&got), rest, "{transport} resumed after message {}: {got:?} (live {live:?})", i + 1);
+        }
+    }
+    // The events list agrees: the late fix is stored and listed with the user's history.
+    let (_, hist) = app.get(&format!("/v1/api/location/?user_id={user}")).await;
+    assert_eq!(hist["data"]["count"].as_u64().or(hist["data"]["total"].as_u64()).unwrap_or(5), 5, "{hist}");
+});
+
+both!(a_start_dated_back_goes_just_after_the_users_messages_already_out, |app| async move {
+    let user = tracked_user(&app).await;
+    let p = (13.40, 52.52);
+    let fix_at = chrono::Utc::now() - chrono::Duration::minutes(2);
+    send(&app, &user, &[json!({"coordinates": [p.0, p.1], "recorded_at": ts(fix_at), "accuracy": 5.0})]).await;
+    let trip = trip_in(&app, Key::Secret, &user).await;
+    let day = chrono::Utc::now().date_naive();
+    let days = format!("start_date={}&end_date={}", day - chrono::Duration::days(1), day + chrono::Duration::days(1));
+    let events = |trip: String| {
+        let (app, days, user) = (&app, days.clone(), user.clone());
+        async move {
+            let (_, ev) = app.get(&format!("/v1/api/event/trips/?user_id={user}&trip_id={trip}&{days}")).await;
+            let list = ev["data"]["events"].as_array().or(ev["data"].as_array()).cloned().unwrap_or_default();
+            let time = |ty: &str| {
+                let id = list.iter().find(|e| e["event_type"] == ty).and_then(|e| e["id"].as_str());
+                shared::ids::time_of(id.unwrap_or_else(|| panic!("no {ty}: {ev}"))).unwrap()
+            };
+            (time("service:trip:created"), time("trip:started"))
+        }
+    };
+    // The trip's creation is out (in the user's sequence, after the fix); a start dated ten
+    // minutes back goes just after it, not before what subscribers have already received.
+    let ten_ago = chrono::Utc::now() - chrono::Duration::minutes(10);
+    control(&app, &trip, "start", json!({"started_at": ts(ten_ago)})).await;
+    let (created, started) = events(trip.clone()).await;
+    assert!(created > fix_at, "the creation after the fix: {created} vs {fix_at}");
+    assert_eq!((started - created).num_milliseconds(), 1, "just after the creation: {started} vs {created}");
+    // The trip keeps the time it was given.
+    let (_, got) = app.get(&format!("/v1/api/trips/?trip_id={trip}")).await;
+    assert_eq!(got["data"][0]["trip_started_at"], json!(ts(ten_ago)), "{got}");
 });

@@ -158,3 +158,78 @@ async fn trip_distance_holds_against_the_truth_of_real_traces() {
     assert!(failures.is_empty(), "beyond what is allowed: {failures:#?}");
     assert!(ours_median <= 0.75, "median absolute error {ours_median:.2} %");
 }
+
+/// Seconds the traces are thinned to: the sparse samplings of fleet trackers and phones.
+const THINNED_S: [i64; 3] = [10, 15, 30];
+
+/// The trace keeping a fix only once `every` seconds have passed since the last one kept, and
+/// its last fix (so the truth, over the span of the fixes, still holds).
+fn thinned(trace: &Trace, every: i64) -> Trace {
+    let mut fixes: Vec<Recorded> = Vec::new();
+    for &f in &trace.fixes {
+        if fixes.last().is_none_or(|l| f.0 - l.0 >= every) {
+            fixes.push(f);
+        }
+    }
+    if fixes.last().map(|l| l.0) != trace.fixes.last().map(|l| l.0) {
+        fixes.push(*trace.fixes.last().unwrap());
+    }
+    Trace {
+        name: format!("{} every {every} s", trace.name),
+        truth_m: trace.truth_m,
+        uncertainty_m: trace.uncertainty_m,
+        sampling: format!("{every} s"),
+        fixes,
+    }
+}
+
+/// The traces thinned to every 10, 15 and 30 s (those sampled more sparsely than that are left
+/// as they are), where chords cut the road's curves: closer to the truth than the plain sum in
+/// three of four and in the median; the traces worse than the plain sum by more than 0.5 % of
+/// the truth are printed.
+#[tokio::test]
+async fn trip_distance_holds_against_the_truth_of_thinned_real_traces() {
+    let app = TestApp::new(Backend::Embedded).await;
+    let mut table = vec![
+        "| Trace | Sampling | Truth | Plain sum | Waymark | Closer |".to_owned(),
+        "|---|---|---|---|---|---|".to_owned(),
+    ];
+    let (mut ours, mut plain_errs, mut failures, mut closer) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    for t in traces() {
+        let native = t.fixes.windows(2).map(|w| w[1].0 - w[0].0).collect::<Vec<_>>();
+        let mut native: Vec<f64> = native.into_iter().map(|s| s as f64).collect();
+        let native = shared::stats::median(&mut native).unwrap_or(1.0);
+        for every in THINNED_S.into_iter().filter(|&e| e as f64 > native * 1.5) {
+            let t = thinned(&t, every);
+            let plain: f64 = t.fixes.windows(2).map(|w| geodesic((w[0].2, w[0].1), (w[1].2, w[1].1))).sum();
+            let got = distance(&app, &t).await;
+            let (e, p) = ((got / t.truth_m - 1.0) * 100.0, (plain / t.truth_m - 1.0) * 100.0);
+            if e.abs() > p.abs() + 0.5 {
+                failures.push(format!("{}: {e:+.2} % (plain {p:+.2} %)", t.name));
+            }
+            closer += usize::from(e.abs() < p.abs());
+            table.push(format!(
+                "| {} | {} | {:.0} m | {p:+.2} % | {e:+.2} % | {} |",
+                t.name,
+                t.sampling,
+                t.truth_m,
+                if e.abs() < p.abs() { "yes" } else { "no" }
+            ));
+            ours.push(e.abs());
+            plain_errs.push(p.abs());
+        }
+    }
+    let n = ours.len();
+    let median = |v: &mut [f64]| shared::stats::median(v).unwrap_or(0.0);
+    let (ours_median, plain_median) = (median(&mut ours), median(&mut plain_errs));
+    table.push(format!("| median absolute error | | | {plain_median:.2} % | {ours_median:.2} % | {closer} of {n} |"));
+    println!("{}", table.join("\n"));
+    // Not yet held: a fleet car accelerating from a halt at 10 s (the screen drops its fixes),
+    // one looping out and back right after its first fix at 30 s (the judge drops it), and a
+    // bicycle in a dense city at 15 and 30 s (read long).
+    if !failures.is_empty() {
+        println!("worse than the plain sum by more than 0.5 %: {failures:#?}");
+    }
+    assert!(ours_median < plain_median, "median {ours_median:.2} % against the plain sum's {plain_median:.2} %");
+    assert!(closer * 4 >= n * 3, "closer than the plain sum in only {closer} of {n}");
+}

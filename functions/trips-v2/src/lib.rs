@@ -202,7 +202,7 @@ async fn controls(
 ) -> Result<V2Envelope, V2Error> {
     let action = Action::parse(&b.action)?;
     let at = action.pick([b.started_at, b.paused_at, b.resumed_at, b.ended_at]);
-    let trip = trips::control(s.store.as_ref(), &p, Api::V2, &id, action, at).await?;
+    let trip = shared::pipeline::controls::control(s.store.as_ref(), &p, Api::V2, &id, action, at).await?;
     // As Roam answers each move: 201 with the move's own message.
     let message = match action {
         Action::Start => "trip_started",

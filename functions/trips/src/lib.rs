@@ -151,7 +151,7 @@ async fn create(
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Result<Envelope<Value>, ApiError> {
     if body.is_started == Some(true) {
-        let trip = trips::quick(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
+        let trip = shared::pipeline::controls::quick(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
         return Ok(Envelope::created(shared::envelope::SUCCESS, json!([render(&s, &p, &trip).await?])));
     }
     let mut trip = trips::create(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
@@ -277,7 +277,7 @@ async fn controls(
 ) -> Result<Envelope<Value>, ApiError> {
     let action = Action::parse(&b.action)?;
     let at = action.pick([b.started_at, b.paused_at, b.resumed_at, b.ended_at]);
-    let trip = trips::control(s.store.as_ref(), &p, Api::V1, &b.trip_id, action, at).await?;
+    let trip = shared::pipeline::controls::control(s.store.as_ref(), &p, Api::V1, &b.trip_id, action, at).await?;
     Ok(Envelope::ok(shared::envelope::SUCCESS, json!([render(&s, &p, &trip).await?])))
 }
 
@@ -286,7 +286,7 @@ async fn quick(
     State(s): State<AppState>,
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Result<Envelope<Value>, ApiError> {
-    let trip = trips::quick(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
+    let trip = shared::pipeline::controls::quick(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
     Ok(Envelope::created("Trip created and started", json!([render(&s, &p, &trip).await?])))
 }
 

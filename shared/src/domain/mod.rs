@@ -11,6 +11,7 @@ pub mod list_pages;
 pub mod locations;
 pub mod nearby;
 pub mod projects;
+pub mod sequence;
 pub mod settings;
 pub mod streams;
 pub mod trips;

@@ -72,7 +72,7 @@ impl BatchMark {
 
 /// Key of a user's watermark (public for tests that stand for data older than the processor).
 pub fn watermark_pk(pid: &str, uid: &str) -> String {
-    [pid, "#PW#", uid].concat()
+    crate::domain::sequence::pk(pid, uid)
 }
 pub(crate) fn shard_of(pid: &str, uid: &str) -> u32 {
     crate::ids::shard(&format!("{pid}#{uid}"), SHARDS)

@@ -3,6 +3,7 @@
 //! trips, stays, webhook messages); erasure removes a user from every room; the retention sweep
 //! deletes what a project keeps no longer. Domain rooms compute; this room orchestrates them.
 
+pub mod controls;
 pub mod erasure;
 pub mod ingest;
 pub mod marks;

@@ -6,12 +6,12 @@
 //! a crash anywhere leaves the watermark, and the next pass redoes the range. A pass stops before
 //! the oldest fix of a batch still being stored ([`BatchMark::holds`]). See docs/events.md.
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::marks::{BatchMark, SHARDS, marks_pk, shard_of, watermark_pk};
+use super::marks::{BatchMark, SHARDS, marks_pk, shard_of};
 use crate::domain::geofences::{self, events as fence_events, moving};
 use crate::domain::locations::{Location, latest_acceptable, locations_pk};
+use crate::domain::sequence::{self, Watermark};
 use crate::domain::{insights, trips, users, webhooks};
 use crate::error::ApiError;
 use crate::ids::id_at;
@@ -26,14 +26,6 @@ use tracing::Instrument;
 pub const PASS_FIXES: usize = 500;
 /// How often `waymark serve` sweeps for unfinished work (seconds).
 pub const SWEEP_SECONDS: u64 = 2;
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Watermark {
-    /// Id (sort key) of the newest fix processed.
-    last_id: Option<String>,
-    last_at: Option<Timestamp>,
-    version: u64,
-}
-
 /// What [`process_user`] did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Processed {
@@ -146,11 +138,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             last_at: newest.map(|l| l.recorded_at).or(start.last_at),
             version: wm.version + 1,
         };
-        let mut commit = vec![WriteOp::Put {
-            table: Table::Main,
-            item: to_item(&watermark_pk(&p.project_id, user_id), "-", &next)?,
-            cond: if wm.version == 0 { Cond::NotExists } else { Cond::Equals("version", wm.version.into()) },
-        }];
+        let mut commit = vec![sequence::put(p, user_id, &next, &wm)?];
         let step = Processed { fixes: fixes.len(), queued: !work_marks.is_empty() };
         // Outbox work marks after the facts they announce (one write fewer than on their own).
         commit.extend(work_marks);
@@ -210,8 +198,7 @@ fn start_of(wm: &Watermark, user: &users::User) -> Watermark {
 }
 
 async fn read_watermark(store: &dyn Store, p: &Project, user_id: &str) -> Result<Watermark, ApiError> {
-    let item = store.get(Table::Main, &watermark_pk(&p.project_id, user_id), "-").await?;
-    Ok(item.map(from_item).transpose()?.unwrap_or_default())
+    sequence::read(store, p, user_id).await
 }
 
 #[derive(Default)]

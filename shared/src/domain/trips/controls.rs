@@ -1,6 +1,7 @@
 //! Controls: start, pause, resume and end, what each may follow, and what it writes.
 
 use super::*;
+use crate::domain::sequence;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -89,9 +90,22 @@ pub async fn control(
             }
             _ => {}
         }
+        // The control's place in its user's sequence (domain::sequence): its id comes after every
+        // message of the user already out, and the user's watermark moves past it in the same
+        // write, so a fix recorded before it and sent after it fires nothing out of order.
+        let (place, sequence_op) = match snapshot.user_id.as_deref() {
+            Some(user) => {
+                let wm = sequence::read(store, p, user).await?;
+                let t = sequence::place(&wm, at);
+                (t, Some(sequence::put(p, user, &sequence::past(&wm, t), &wm)?))
+            }
+            None => (at, None),
+        };
         let result = modify_once(store, p, api, &snapshot, &mut |trip: &mut Trip| {
-            apply(trip, action, at, last_fix.as_ref(), route.as_ref());
-            Ok(index_ops(p, trip, action))
+            apply(trip, action, at, place, last_fix.as_ref(), route.as_ref());
+            let mut ops = index_ops(p, trip, action);
+            ops.extend(sequence_op.clone());
+            Ok(ops)
         })
         .await;
         match result {
@@ -166,26 +180,35 @@ fn legal(t: &Trip, action: Action) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn apply(trip: &mut Trip, action: Action, at: Timestamp, fix: Option<&Location>, route: Option<&route::Route>) {
+/// Apply `action` at `at` (the trip's times); its events take their ids at `place` (see
+/// `domain::sequence`).
+fn apply(
+    trip: &mut Trip,
+    action: Action,
+    at: Timestamp,
+    place: Timestamp,
+    fix: Option<&Location>,
+    route: Option<&route::Route>,
+) {
     match action {
         Action::Start => {
             trip.state = TripState::Started;
             trip.started_at = Some(at);
             // The user's last fix names where the trip started, but it was recorded before the
             // start: it moves no waypoint.
-            trip.push_event("trip:started", None, None, fix.map(|f| f.id.clone()));
+            trip.push_event_at(place, "trip:started", fix.map(|f| f.id.clone()));
         }
         Action::Pause => {
             trip.state = TripState::Paused;
             trip.pauses.push(Pause { paused_at: at, resumed_at: None });
-            trip.hook_only_event("trip:paused");
+            trip.hook_only_event_at(place, "trip:paused");
         }
         Action::Resume => {
             trip.state = TripState::Resumed;
             if let Some(p) = trip.pauses.last_mut() {
                 p.resumed_at = Some(at);
             }
-            trip.hook_only_event("trip:resumed");
+            trip.hook_only_event_at(place, "trip:resumed");
         }
         Action::End => {
             if let Some(p) = trip.pauses.last_mut().filter(|p| p.resumed_at.is_none()) {
@@ -201,7 +224,7 @@ fn apply(trip: &mut Trip, action: Action, at: Timestamp, fix: Option<&Location>,
                 set_figures(trip, r, at);
             }
             trip.end_location = fix.cloned();
-            trip.push_event("trip:completed", None, None, fix.map(|f| f.id.clone()));
+            trip.push_event_at(place, "trip:completed", fix.map(|f| f.id.clone()));
         }
     }
 }

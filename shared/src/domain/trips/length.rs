@@ -54,8 +54,13 @@ pub(super) fn path_steps(nodes: &[Node], stop_nodes: &[usize], tolerance: f64) -
                 let d = if b.ms.0 - a.ms.1 > GAP_SECONDS * 1000 {
                     segment_m(a.recorded, b.recorded)
                 } else {
-                    let before = nodes[k.saturating_sub(2).max(from)].recorded;
-                    curve_m(before, a.recorded, b.recorded, nodes[(k + 1).min(to)].recorded)
+                    let (before, after) =
+                        (nodes[k.saturating_sub(2).max(from)].recorded, nodes[(k + 1).min(to)].recorded);
+                    // Bends between sparse fixes the curve cannot follow: see `bends`.
+                    let (prev, next) = ((k >= from + 2).then_some(before), (k < to).then_some(after));
+                    let v = (a.noise2 + b.noise2) / 4.0;
+                    curve_m(before, a.recorded, b.recorded, after)
+                        * super::bends::unresolved(prev, a.recorded, b.recorded, next, v)
                 };
                 (d * d - a.noise2 - b.noise2).max(0.0).sqrt()
             })

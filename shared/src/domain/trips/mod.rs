@@ -11,6 +11,7 @@
 //! Every change is a read-modify-write checked on `version`, retried on conflict, so two
 //! controls or updates racing on one trip never lose an event or leave contradictory flags.
 
+mod bends;
 pub mod by_user;
 mod controls;
 mod elevation;
@@ -253,8 +254,13 @@ impl Trip {
         self.push_event_id(new_id(), event_type, source, trip_location_id, user_location_id);
     }
 
-    fn hook_only_event(&mut self, event_type: &str) {
-        let e = self.event(new_id(), event_type, None, None, None);
+    /// A control's event, its id at its place in the user's sequence (`domain::sequence`).
+    fn push_event_at(&mut self, place: Timestamp, event_type: &str, user_location_id: Option<String>) {
+        self.push_event_id(placed_id(place), event_type, None, None, user_location_id);
+    }
+
+    fn hook_only_event_at(&mut self, place: Timestamp, event_type: &str) {
+        let e = self.event(placed_id(place), event_type, None, None, None);
         self.hook_only.push(e);
     }
 
@@ -291,6 +297,12 @@ impl Trip {
             user_location_id,
         }
     }
+}
+
+/// An id at `place`, random below the millisecond (as [`new_id`]'s).
+fn placed_id(place: Timestamp) -> String {
+    let low = u64::from_str_radix(&random_hex(6), 16).unwrap_or(0);
+    crate::ids::id_at(place.0, low)
 }
 
 pub(crate) fn trips_pk(project_id: &str, api: Api) -> String {
@@ -475,6 +487,9 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
         gps: gps::OnlineFilter::default(),
     };
     trip.check_size()?;
+    // Its creation is not placed in the user's sequence (`domain::sequence`) as controls are:
+    // moving the watermark here would make every fix recorded before it late, a backfill of a
+    // planned trip's history included. `trip.created` takes the clock's id.
     trip.push_event("service:trip:created", Some("service:trip"), None, None);
     let tracking = TrackingRef { project_id: p.project_id.clone(), api, trip_id: trip.id.clone() };
     // Events first: they set the record's event count.
