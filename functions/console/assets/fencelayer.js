@@ -1,0 +1,113 @@
+// Geofences on the map: those near the viewport, read with the nearby search (a circle around
+// the map's centre, at most 10 km; docs/geofences.md), drawn in their colours with their names.
+
+import { api } from './api.js';
+import { bus, failed, debounce, fenceColor } from './ui.js';
+
+const MAX_RADIUS = 10000;
+const MAX_PAGES = 20; // 2,000 fences per view at most
+
+let map;
+let group;
+let ctrl = null;
+const fences = new Map(); // id → {fence, layer}
+const held = new Set(); // ids being edited: loads leave their layers alone
+
+export const fenceId = (f) => f.geofence_id || f.id;
+
+export function isEnabled(f) {
+  return Array.isArray(f.is_enabled) ? !!f.is_enabled[0] : !!f.is_enabled;
+}
+
+export function initFenceLayer(m, onNotice) {
+  map = m;
+  group = L.featureGroup().addTo(map);
+  const load = debounce(() => loadViewport(onNotice), 300);
+  map.on('moveend', load);
+  bus.on('network.online', load);
+  bus.on('stream.resumed', load);
+  return load;
+}
+
+async function loadViewport(onNotice) {
+  if (ctrl) ctrl.abort();
+  const c = new AbortController();
+  ctrl = c;
+  const center = map.getCenter();
+  const corner = map.getBounds().getNorthEast();
+  const wanted = center.distanceTo(corner);
+  const radius = Math.max(1, Math.min(MAX_RADIUS, Math.ceil(wanted)));
+  if (Math.abs(center.lat) + radius / 111000 > 85) return; // the index stops at ±85°
+  try {
+    const found = [];
+    let complete = false;
+    for (let page = 1; page <= MAX_PAGES; page++) {
+      const d = await api('GET', '/v1/api/search/geofences/', {
+        query: { location: `${center.lat.toFixed(6)},${center.lng.toFixed(6)}`, radius, page_limit: 100, page_number: page },
+        signal: c.signal,
+      });
+      found.push(...(d.geofences || []));
+      if (!d.next_page) { complete = true; break; }
+    }
+    if (c !== ctrl) return;
+    const ids = new Set(found.map(fenceId));
+    for (const f of found) if (!held.has(fenceId(f))) drawFence(f);
+    if (complete) {
+      // Fences the search no longer finds near here were deleted (or moved away).
+      for (const [id, v] of fences) {
+        if (!ids.has(id) && !held.has(id) && center.distanceTo(v.layer.getBounds().getCenter()) < radius) removeFence(id);
+      }
+    }
+    onNotice(wanted > MAX_RADIUS ? 'Zoom in to see every geofence: only those within 10 km of the centre are shown.' : '');
+  } catch (e) {
+    if (e.name === 'AbortError') return;
+    if (e.status === 400) { onNotice('Geofences cannot be searched here.'); return; }
+    failed('Loading geofences in view', e, () => loadViewport(onNotice));
+  }
+}
+
+export function shapeLayer(f) {
+  const color = fenceColor(f.color_code);
+  const style = {
+    color, fillColor: color, weight: 2, fillOpacity: 0.15,
+    dashArray: isEnabled(f) ? null : '6 6', className: 'wm-fence',
+  };
+  if (f.geometry_type === 'polygon' && f.geometry) {
+    const ring = f.geometry.coordinates[0].slice(0, -1).map(([x, y]) => [y, x]);
+    return L.polygon(ring, style);
+  }
+  const c = f.geometry_center.coordinates;
+  return L.circle([c[1], c[0]], { ...style, radius: f.geometry_radius || 100 });
+}
+
+// Draws (or redraws) one fence with its name as a permanent label.
+export function drawFence(f) {
+  const id = fenceId(f);
+  const old = fences.get(id);
+  if (old && JSON.stringify(old.fence) === JSON.stringify(f)) return old.layer;
+  if (old) group.removeLayer(old.layer);
+  const layer = shapeLayer(f);
+  layer.bindTooltip(f.description || 'Unnamed geofence', {
+    permanent: true, direction: 'center', className: 'wm-fence-label', opacity: 1,
+  });
+  layer.on('click', () => bus.emit('fence.select', id));
+  layer.addTo(group);
+  fences.set(id, { fence: f, layer });
+  return layer;
+}
+
+export function removeFence(id) {
+  const v = fences.get(id);
+  if (v) group.removeLayer(v.layer);
+  fences.delete(id);
+  held.delete(id);
+}
+
+export function fenceLayer(id) {
+  const v = fences.get(id);
+  return v ? v.layer : null;
+}
+
+export function hold(id, on) {
+  if (on) held.add(id); else held.delete(id);
+}

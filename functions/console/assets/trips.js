@@ -1,0 +1,198 @@
+// The Trips view: the list with filters, a trip's route (origin, stops, destination), its events,
+// distance, duration and ETA, its controls and its tracking link. A trip's stream messages
+// refresh what is shown (no timer).
+
+import { api } from './api.js';
+import { $, el, clear, facts, bus, failed, announce, busy, confirmClick, pager, shortId, debounce, copyText } from './ui.js';
+import { fmtTime, timeEl, fmtDistance, fmtDuration } from './time.js';
+
+let map;
+let layer;
+let page = 1;
+let current = null; // the trip shown
+let listCtrl = null;
+let visible = false;
+
+export function tripState(t) {
+  if (t.is_ended) return 'ended';
+  if (t.is_paused) return 'paused';
+  if (t.is_started) return 'started';
+  return 'created';
+}
+const STATE_TEXT = { created: 'Created', started: 'Under way', paused: 'Paused', ended: 'Ended' };
+const ALLOWED = {
+  created: ['start'], started: ['pause', 'end'], paused: ['resume', 'end'], ended: [],
+};
+
+export function initTrips(m) {
+  map = m;
+  layer = L.featureGroup();
+  $('trip-filter').addEventListener('submit', (e) => { e.preventDefault(); loadList(1); });
+  for (const b of $('trip-controls').querySelectorAll('button[data-action]')) {
+    b.addEventListener('click', () => busy(b, () => control(b.dataset.action)));
+  }
+  $('trip-copy').addEventListener('click', async () => {
+    const ok = await copyText($('trip-link').value, $('trip-link'));
+    announce(ok ? 'Tracking link copied.' : 'Copying failed: select the link and copy it.');
+  });
+  confirmClick($('trip-revoke'), revoke);
+  const refresh = debounce(() => { if (current) select(current.id, true); }, 300);
+  const refreshList = debounce(() => { if (visible) loadList(page); }, 1000);
+  bus.on('*', (msg, type) => {
+    if (!type.startsWith('trip.')) return;
+    const d = msg.data || {};
+    const id = d.trip_id || (d.trip && (d.trip.id || d.trip.trip_id));
+    if (current && id === current.id) refresh();
+    refreshList();
+  });
+  bus.on('network.online', () => { if (visible) { loadList(page); if (current) select(current.id, true); } });
+}
+
+export function showTrips(rest) {
+  visible = true;
+  layer.addTo(map);
+  loadList(page);
+  if (rest[0] && (!current || current.id !== rest[0])) select(rest[0]);
+}
+
+export function hideTrips() {
+  visible = false;
+  map.removeLayer(layer);
+}
+
+async function loadList(p) {
+  if (listCtrl) listCtrl.abort();
+  const ctrl = new AbortController();
+  listCtrl = ctrl;
+  const state = $('tf-state').value;
+  const query = {
+    user_id: $('tf-user').value.trim(), start_date: $('tf-from').value, end_date: $('tf-to').value, page_number: p,
+  };
+  if (query.end_date && !query.start_date) query.start_date = query.end_date;
+  if (query.end_date && query.end_date === query.start_date) delete query.end_date; // one day: start alone
+  try {
+    const d = await api('GET', '/v1/api/trips/', { query, signal: ctrl.signal });
+    page = p;
+    const list = clear($('trip-list'));
+    // The API filters by user and dates; the state is filtered here, on this page.
+    const trips = (d.trips || []).filter((t) => !state || tripState(t) === state);
+    for (const t of trips) {
+      const s = tripState(t);
+      list.append(el('li', {}, el('button', {
+        type: 'button', class: 'item', dataset: { tripId: t.id },
+        'aria-current': current && current.id === t.id ? 'true' : null,
+        onclick: () => { location.hash = `#trips/${t.id}`; },
+      }, el('strong', {}, `Trip ${shortId(t.id)}`), el('span', { class: `pill pill-${s}` }, STATE_TEXT[s]),
+      el('span', { class: 'hint' }, ` · user ${t.user_id ? shortId(t.user_id) : 'none'} · created ${fmtTime(t.created_at)}`))));
+    }
+    if (!trips.length) list.append(el('li', { class: 'hint' }, state && (d.trips || []).length ? 'No trips in this state on this page.' : 'No trips.'));
+    pager($('trip-pager'), p, d, loadList);
+  } catch (e) {
+    if (e.status === 400) { failed('Filtering trips', e); return; }
+    failed('Loading trips', e, () => loadList(p));
+  }
+}
+
+export async function select(id, keepView) {
+  try {
+    const [td, summary] = await Promise.all([
+      api('GET', '/v1/api/trips/', { query: { trip_id: id } }),
+      api('GET', '/v1/api/trips/summary/', { query: { trip_id: id } }).catch(() => null),
+    ]);
+    const t = Array.isArray(td) ? td[0] : (td.trips || [])[0];
+    if (!t) throw new Error('not found');
+    current = t;
+    render(t, summary, keepView);
+  } catch (e) {
+    failed('Loading the trip', e, () => select(id, keepView));
+  }
+}
+
+function render(t, summary, keepView) {
+  const s = tripState(t);
+  $('trip-detail').hidden = false;
+  $('trip-h').textContent = `Trip ${shortId(t.id)}`;
+  const pill = $('trip-state');
+  pill.textContent = STATE_TEXT[s];
+  pill.className = `pill pill-${s}`;
+  pill.dataset.state = s;
+  for (const b of $('trip-controls').querySelectorAll('button[data-action]')) {
+    b.disabled = !ALLOWED[s].includes(b.dataset.action) || (b.dataset.action === 'start' && !t.user_id);
+  }
+  const distance = summary ? summary.distance_covered : t.distance_covered;
+  const duration = summary ? summary.duration : t.duration;
+  const eta = t.eta ? el('span', {}, timeEl(t.eta.arrival_at), ` (${fmtDistance(t.eta.distance_remaining)} to go)`) : 'none';
+  facts($('trip-facts'), [
+    ['Trip ID', t.id],
+    ['User', t.user_id ? el('a', { href: `#map/user/${t.user_id}` }, `User ${shortId(t.user_id)} on the map`) : 'none'],
+    ['Created', timeEl(t.created_at)],
+    ['Started', t.trip_started_at ? timeEl(t.trip_started_at) : '–'],
+    ['Ended', t.trip_ended_at ? timeEl(t.trip_ended_at) : '–'],
+    ['Distance', fmtDistance(distance || 0)],
+    ['Duration', fmtDuration(duration || 0)],
+    ['ETA', eta],
+  ]);
+  $('trip-link').value = t.trip_tracking_url || '';
+
+  const places = clear($('trip-places'));
+  const all = [...(t.origins || []).map((p) => ['Origin', p]), ...(t.destinations || []).map((p, i) => [`Destination ${i + 1}`, p])];
+  for (const [name, p] of all) {
+    const c = p.coordinates.coordinates;
+    places.append(el('li', {}, el('strong', {}, name), ` ${c[1].toFixed(5)}, ${c[0].toFixed(5)} · `,
+      p.reached ? `reached${p.left ? ', left' : ''}` : 'not reached yet'));
+  }
+  const events = clear($('trip-events'));
+  for (const ev of (t.events || []).slice().reverse()) {
+    events.append(el('li', {}, el('strong', {}, ev.event_type), ' · ', timeEl(ev.recorded_at || ev.created_at)));
+  }
+  if (!(t.events || []).length) events.append(el('li', { class: 'hint' }, 'No events yet.'));
+  for (const b of $('trip-list').querySelectorAll('button[data-trip-id]')) {
+    b.setAttribute('aria-current', b.dataset.tripId === t.id ? 'true' : 'false');
+  }
+  drawRoute(t, summary, keepView);
+}
+
+function drawRoute(t, summary, keepView) {
+  layer.clearLayers();
+  const route = summary && summary.route ? summary.route : [];
+  if (route.length > 1) {
+    L.polyline(route.map((p) => [p.coordinates.coordinates[1], p.coordinates.coordinates[0]]), { className: 'wm-route', weight: 4 }).addTo(layer);
+  }
+  route.filter((p) => p.activity === 'STOP').forEach((p, i) => {
+    const c = p.coordinates.coordinates;
+    L.circleMarker([c[1], c[0]], { radius: 7, className: 'wm-stop' }).bindTooltip(`Stop ${i + 1}, ${fmtTime(p.recorded_at)}`).addTo(layer);
+  });
+  (t.origins || []).forEach((p) => {
+    const c = p.coordinates.coordinates;
+    L.circleMarker([c[1], c[0]], { radius: 9, className: 'wm-origin' }).bindTooltip('Origin', { permanent: true, direction: 'top', className: 'wm-place-label' }).addTo(layer);
+  });
+  (t.destinations || []).forEach((p, i) => {
+    const c = p.coordinates.coordinates;
+    L.circleMarker([c[1], c[0]], { radius: 9, className: 'wm-destination' }).bindTooltip(`Destination ${i + 1}`, { permanent: true, direction: 'top', className: 'wm-place-label' }).addTo(layer);
+  });
+  if (!keepView && layer.getLayers().length) map.fitBounds(layer.getBounds(), { padding: [40, 40], maxZoom: 16 });
+}
+
+async function control(action) {
+  if (!current) return;
+  try {
+    await api('POST', '/v1/api/trips/controls/', { body: { trip_id: current.id, action } });
+    announce(`Trip ${action === 'end' ? 'ended' : action === 'start' ? 'started' : action === 'pause' ? 'paused' : 'resumed'}.`);
+    await select(current.id, true);
+    loadList(page);
+  } catch (e) {
+    failed(`The trip's ${action}`, e);
+  }
+}
+
+async function revoke() {
+  if (!current) return;
+  try {
+    const d = await api('POST', '/v1/api/trips/revoke-link/', { body: { trip_id: current.id } });
+    $('trip-link').value = d.trip_tracking_url;
+    current.trip_tracking_url = d.trip_tracking_url;
+    announce('The old tracking link no longer works; a new one is shown.');
+  } catch (e) {
+    failed('Revoking the link', e);
+  }
+}
