@@ -81,6 +81,8 @@ pub(crate) enum Setup {
     WebhookTested,
     /// A console session (events/keys-console-session-open.json, `REPLACE_SESSION_ID`).
     Session,
+    /// A stream token for the user (events/keys-stream-token-mint.json, `REPLACE_STREAM_TOKEN_ID`).
+    StreamToken,
 }
 
 /// Each event, what it must answer, and what it needs first.
@@ -96,8 +98,8 @@ const fn case(name: &'static str, answer: Answer, setup: Setup) -> Case {
 
 use Answer::{File, Public, V1, V2};
 use Setup::{
-    Fence, Group, History, MovingFence, Nothing, ReachedTrip, Routine, Session, StartedTrip, Tracked, Trip, TwoFences,
-    Visited, Webhook, WebhookTested,
+    Fence, Group, History, MovingFence, Nothing, ReachedTrip, Routine, Session, StartedTrip, StreamToken, Tracked,
+    Trip, TwoFences, Visited, Webhook, WebhookTested,
 };
 
 const CASES: &[Case] = &[
@@ -192,6 +194,8 @@ const CASES: &[Case] = &[
     case("keys-revoke", V1(200), Nothing),
     case("keys-console-session-open", V1(201), Nothing),
     case("keys-console-session-end", V1(200), Session),
+    case("keys-stream-token-mint", V1(201), Nothing),
+    case("keys-stream-token-revoke", V1(200), StreamToken),
     case("search-users-in-view", V1(200), Visited),
     case("console-page", Public("text/html"), Nothing),
     case("console-asset", Public("text/javascript"), Nothing),
@@ -361,6 +365,7 @@ pub(crate) struct Fixture {
     pub(crate) webhook_id: Option<String>,
     event_id: Option<String>,
     session_id: Option<String>,
+    stream_token_id: Option<String>,
 }
 
 impl Fixture {
@@ -381,6 +386,7 @@ impl Fixture {
             webhook_id: None,
             event_id: None,
             session_id: None,
+            stream_token_id: None,
         };
         let body = fx.ok("users-create", V1(201)).await;
         fx.user_id = body["data"]["user_id"].as_str().expect("user_id").to_owned();
@@ -444,6 +450,11 @@ impl Fixture {
             Setup::Session => {
                 let body = self.ok("keys-console-session-open", V1(201)).await;
                 self.session_id = Some(body["data"]["session_id"].as_str().expect("session_id").to_owned());
+                return;
+            }
+            Setup::StreamToken => {
+                let body = self.ok("keys-stream-token-mint", V1(201)).await;
+                self.stream_token_id = Some(body["data"]["token_id"].as_str().expect("token_id").to_owned());
                 return;
             }
             Setup::Visited => {
@@ -543,6 +554,7 @@ impl Fixture {
             ("REPLACE_WEBHOOK_ID", &self.webhook_id),
             ("REPLACE_EVENT_ID", &self.event_id),
             ("REPLACE_SESSION_ID", &self.session_id),
+            ("REPLACE_STREAM_TOKEN_ID", &self.stream_token_id),
         ] {
             if let Some(v) = value {
                 values.push((placeholder, v.as_str()));

@@ -37,13 +37,19 @@ let current = null;
 let expiryTimer = 0;
 
 // Leaves the session: forgets it, and reloads so nothing of the project stays in memory.
+// Once. A sign-out's own DELETE makes requests still in flight answer 401, whose "expired"
+// must not replace the sign-out's message (`signingOut`).
+let leaving = false;
+let signingOut = false;
 function leave(message) {
+  if (leaving) return;
+  leaving = true;
   session.clear();
   if (message) flash.set(message);
   location.replace(location.pathname);
 }
 
-onExpired(() => leave('Your session has expired or was revoked. Sign in again.'));
+onExpired(() => { if (!signingOut) leave('Your session has expired or was revoked. Sign in again.'); });
 
 function showSignin() {
   $('view-signin').hidden = false;
@@ -80,6 +86,7 @@ async function signIn(e) {
 
 async function signOut() {
   $('signout').disabled = true;
+  signingOut = true;
   if (stream) stream.stop();
   try {
     await api('DELETE', '/v1/api/console/sessions/', { retries: 0 });

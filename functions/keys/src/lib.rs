@@ -4,6 +4,8 @@
 //! `/v1/api/console/sessions/`: console sessions, keys the secret key opens for a browser tab
 //! (`shared::domain::keys::sessions`; docs/console.md): POST signs in, DELETE with the session
 //! as `Api-Key` signs it out, DELETE `?session_id=` with the secret key ends one.
+//!
+//! `/v1/api/streams/tokens/`: stream tokens ([`stream_tokens`]).
 
 use axum::Router;
 use axum::extract::State;
@@ -18,8 +20,11 @@ use shared::{ApiError, ApiJson, AppState, Envelope, Params};
 
 pub fn router() -> Router<AppState> {
     let r = route(Router::new(), "/v1/api/keys/", get(list).post(create).delete(revoke));
-    route(r, "/v1/api/console/sessions/", post(sign_in).delete(sign_out))
+    let r = route(r, "/v1/api/console/sessions/", post(sign_in).delete(sign_out));
+    route(r, "/v1/api/streams/tokens/", post(stream_tokens::mint).delete(stream_tokens::revoke))
 }
+
+mod stream_tokens;
 
 async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
     q.only(&[])?;

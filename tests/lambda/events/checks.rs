@@ -61,6 +61,11 @@ pub(super) fn check_data(name: &str, fx: &Fixture, data: &Value) {
             assert!(data["expires_at"].is_string(), "{data}");
         }
         "keys-console-session-end" => assert_eq!(data["signed_out"], true, "{data}"),
+        "keys-stream-token-mint" => {
+            assert!(data["token"].as_str().is_some_and(|k| k.starts_with("wm_st_")), "{data}");
+            assert_eq!(data["filter"]["user_id"], user, "{data}");
+        }
+        "keys-stream-token-revoke" => assert!(data["token_id"].is_string(), "{data}"),
         "search-users-in-view" => {
             let found = data["positions"].as_array().expect("positions");
             assert!(found.iter().any(|p| p["user_id"] == user), "{data}");

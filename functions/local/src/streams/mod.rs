@@ -1,7 +1,7 @@
 //! Live streams in `waymark serve` (docs/streams.md): Server-Sent Events at
 //! `GET /v1/api/streams/sse/` ([`sse`]) and a WebSocket at `GET /v1/api/streams/ws/` ([`ws`]),
 //! opened with the secret key or with a stream token minted at `/v1/api/streams/tokens/`
-//! (browsers). Both carry the same [`feed::Feed`]: the stored messages after the client's resume
+//! (browsers; the keys function's, as on AWS). Both carry the same [`feed::Feed`]: the stored messages after the client's resume
 //! id, then live ones.
 
 mod feed;
@@ -11,11 +11,9 @@ mod ws;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{FromRequestParts, State};
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::routing::{get, post};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use axum::routing::get;
 use shared::auth::SecretKey;
 use shared::domain::streams::hub::{self, Subscription};
 use shared::domain::streams::{Filter, Matcher, Scope, resume, tokens};
@@ -23,7 +21,7 @@ use shared::domain::trips::stream_filter::resolve_filter;
 use shared::http::route;
 use shared::project::Project;
 use shared::store::Store;
-use shared::{ApiError, ApiJson, AppState, Envelope, Params};
+use shared::{ApiError, AppState};
 
 pub use feed::{Feed, Item};
 
@@ -49,8 +47,7 @@ pub const WS_PATH_SLASH: &str = "/v1/api/streams/ws/";
 
 pub fn router() -> Router<AppState> {
     let r = route(Router::new(), "/v1/api/streams/sse/", get(sse::sse));
-    let r = route(r, "/v1/api/streams/ws/", get(ws::ws));
-    route(r, "/v1/api/streams/tokens/", post(mint).delete(revoke))
+    route(r, "/v1/api/streams/ws/", get(ws::ws))
 }
 
 /// The query parameters of a stream: its filter, the resume id of a first connection, and a
@@ -84,36 +81,6 @@ impl Opener {
     fn filter(&self, asked: Filter, named: Option<&str>) -> Result<Filter, ApiError> {
         asked.within_token(named, self.token.as_ref().map(|(_, f)| f))
     }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NewToken {
-    user_id: Option<String>,
-    group_id: Option<String>,
-    trip_id: Option<String>,
-    events: Option<String>,
-    ttl_seconds: Option<Value>,
-}
-
-/// Mint a stream token for one filter, checked against the project as a stream checks it.
-async fn mint(
-    SecretKey(p): SecretKey,
-    State(s): State<AppState>,
-    ApiJson(b): ApiJson<NewToken>,
-) -> Result<Envelope<Value>, ApiError> {
-    let filter = Filter::parse(b.user_id.as_deref(), b.group_id.as_deref(), b.trip_id.as_deref(), b.events.as_deref())?;
-    let ttl = tokens::parse_ttl(b.ttl_seconds.as_ref())?;
-    resolve_filter(s.store.as_ref(), &p, &filter).await?;
-    let minted = tokens::mint(s.store.as_ref(), &p, filter, ttl).await?;
-    Ok(Envelope::created("Stream token created; it is shown only now", minted.json))
-}
-
-async fn revoke(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
-    q.only(&["token_id"])?;
-    let id = q.required("token_id")?;
-    tokens::revoke(s.store.as_ref(), &p, id).await?;
-    Ok(Envelope::ok("Stream token revoked", json!({"token_id": id})))
 }
 
 /// What a new stream needs: its matcher and its live subscription, taken before the resume reads
