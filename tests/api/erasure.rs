@@ -120,7 +120,7 @@ async fn world(app: &TestApp) -> World {
     both["users"] = json!([u, v]);
     ok(app, "POST", "/v3/api/moving-geofence/", both).await;
 
-    let start = Utc::now() - chrono::Duration::minutes(40);
+    let start = Utc::now() - chrono::Duration::minutes(120);
     let trip = |user: &str| json!({"user_id": user, "origins": [[HOME.0, HOME.1]], "destinations": [[end.0, end.1]]});
     let mut tokens = Vec::new();
     for user in [&u, &v] {
@@ -148,6 +148,9 @@ async fn world(app: &TestApp) -> World {
     fixes.extend(f);
     let (f, _) = stay(end, t, 8);
     fixes.extend(f);
+    // Still there over an hour after leaving home: the stay at home is closed (fixes away are
+    // held up to an hour, insights::stays::MAX_EXCURSION_SECONDS).
+    fixes.push(fix(end, start + chrono::Duration::minutes(80)));
     ingest(app, &u, &fixes).await;
 
     // Some messages delivered (log entries, attempts), then the worker stops.

@@ -52,6 +52,7 @@ mod streams;
 mod trace;
 mod trip_events;
 mod trip_gps;
+mod trip_stays;
 mod trip_trace;
 mod trip_truth;
 mod trips;

@@ -285,6 +285,8 @@ mod tests {
             fix(2, "2024-04-02T07:30:00", 10.0),
             fix(3, "2024-04-02T07:50:00", 3000.0),
             fix(4, "2024-04-02T08:10:00", 6000.0),
+            // An hour after the first fix away with none back: the stay ended (MAX_EXCURSION_SECONDS).
+            fix(5, "2024-04-02T08:55:00", 9000.0),
         ]);
         assert_eq!(closed.len(), 1);
         assert_eq!(closed[0].start.0.to_rfc3339(), "2024-04-01T18:00:00+00:00");
@@ -301,6 +303,7 @@ mod tests {
                 fix(2, "2024-04-01T08:10:00", dx),
                 fix(3, "2024-04-01T08:20:00", 3000.0),
                 fix(4, "2024-04-01T08:30:00", 6000.0),
+                fix(5, "2024-04-01T09:25:00", 9000.0),
             ]);
             assert_eq!(closed.len(), stays, "{dx} m apart");
         }
@@ -319,5 +322,21 @@ mod tests {
         assert_eq!(closed[0].end.0.to_rfc3339(), "2024-04-01T08:20:00+00:00");
         assert_eq!(closed[0].fixes, 2);
         assert_eq!(open.map(|s| s.dwell_s()), Some(19 * 60));
+    }
+
+    #[test]
+    fn a_repeated_fallback_position_left_and_back_within_the_hour_is_an_excursion() {
+        // At home for 20 min, two fixes at the same far-off position (a cell tower's), back home.
+        let (closed, open) = run(&[
+            fix(1, "2024-04-01T20:00:00", 0.0),
+            fix(2, "2024-04-01T20:20:00", 5.0),
+            fix(3, "2024-04-01T20:35:00", 1500.0),
+            fix(4, "2024-04-01T20:50:00", 1502.0),
+            fix(5, "2024-04-01T21:05:00", 3.0),
+            fix(6, "2024-04-01T21:20:00", 4.0),
+        ]);
+        assert!(closed.is_empty(), "no stay at the fallback position: {closed:?}");
+        let home = open.expect("still at home");
+        assert_eq!((home.fixes, home.dwell_s()), (4, 80 * 60), "the excursion's fixes dropped");
     }
 }
