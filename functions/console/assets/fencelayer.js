@@ -29,6 +29,14 @@ export function initFenceLayer(m, onNotice) {
   return load;
 }
 
+// Named on the map when this few are in view; more get their name on hover only: a permanent
+// label is measured by the browser as it is added, thousands of them froze the page for seconds
+// (scripts/bench/console.sh).
+const LABEL_MAX = 150;
+// Pages of the search in flight at once, and drawn as they come, a page a frame.
+const PAGES_IN_FLIGHT = 4;
+const nextFrame = () => new Promise((r) => requestAnimationFrame(() => r()));
+
 async function loadViewport(onNotice) {
   if (ctrl) ctrl.abort();
   const c = new AbortController();
@@ -38,27 +46,44 @@ async function loadViewport(onNotice) {
   const wanted = center.distanceTo(corner);
   const radius = Math.max(1, Math.min(MAX_RADIUS, Math.ceil(wanted)));
   if (Math.abs(center.lat) + radius / 111000 > 85) return; // the index stops at ±85°
+  const page = (n) => api('GET', '/v1/api/search/geofences/', {
+    query: { location: `${center.lat.toFixed(6)},${center.lng.toFixed(6)}`, radius, page_limit: 100, page_number: n },
+    signal: c.signal,
+  });
   try {
-    const found = [];
-    let complete = false;
-    for (let page = 1; page <= MAX_PAGES; page++) {
-      const d = await api('GET', '/v1/api/search/geofences/', {
-        query: { location: `${center.lat.toFixed(6)},${center.lng.toFixed(6)}`, radius, page_limit: 100, page_number: page },
-        signal: c.signal,
-      });
-      found.push(...(d.geofences || []));
-      if (!d.next_page) { complete = true; break; }
+    const first = await page(1);
+    const pages = Math.min(first.pages || 1, MAX_PAGES);
+    const labelled = (first.pages || 1) * 100 <= LABEL_MAX;
+    const ids = new Set();
+    const draw = async (d) => {
+      if (c !== ctrl) return;
+      for (const f of d.geofences || []) {
+        ids.add(fenceId(f));
+        if (!held.has(fenceId(f))) drawFence(f, labelled);
+      }
+      await nextFrame();
+    };
+    await draw(first);
+    for (let n = 2; n <= pages; n += PAGES_IN_FLIGHT) {
+      const batch = [];
+      for (let k = n; k < n + PAGES_IN_FLIGHT && k <= pages; k++) batch.push(page(k));
+      for (const d of await Promise.all(batch)) await draw(d);
     }
     if (c !== ctrl) return;
-    const ids = new Set(found.map(fenceId));
-    for (const f of found) if (!held.has(fenceId(f))) drawFence(f);
-    if (complete) {
-      // Fences the search no longer finds near here were deleted (or moved away).
-      for (const [id, v] of fences) {
-        if (!ids.has(id) && !held.has(id) && center.distanceTo(v.layer.getBounds().getCenter()) < radius) removeFence(id);
-      }
+    const complete = (first.pages || 1) <= MAX_PAGES;
+    // Fences no longer found near here were deleted (or moved away); those far out of view go,
+    // so that panning keeps the map's layers bounded.
+    const near = map.getBounds().pad(1);
+    for (const [id, v] of fences) {
+      if (ids.has(id) || held.has(id)) continue;
+      const inCircle = center.distanceTo(v.layer.getBounds().getCenter()) < radius;
+      if ((complete && inCircle) || !near.intersects(v.layer.getBounds())) removeFence(id);
     }
-    onNotice(wanted > MAX_RADIUS ? 'Zoom in to see every geofence: only those within 10 km of the centre are shown.' : '');
+    const notes = [];
+    if (wanted > MAX_RADIUS) notes.push('only those within 10 km of the centre are shown');
+    if (!complete) notes.push(`only the nearest ${MAX_PAGES * 100} are shown`);
+    if (!labelled) notes.push('names show on hover');
+    onNotice(notes.length ? `Geofences: ${notes.join('; ')}. Zoom in to see more.` : '');
   } catch (e) {
     if (e.name === 'AbortError') return;
     if (e.status === 400) { onNotice('Geofences cannot be searched here.'); return; }
@@ -80,19 +105,19 @@ export function shapeLayer(f) {
   return L.circle([c[1], c[0]], { ...style, radius: f.geometry_radius || 100 });
 }
 
-// Draws (or redraws) one fence with its name as a permanent label.
-export function drawFence(f) {
+// Draws (or redraws) one fence with its name: a permanent label, or on hover (`labelled` false).
+export function drawFence(f, labelled = true) {
   const id = fenceId(f);
   const old = fences.get(id);
-  if (old && JSON.stringify(old.fence) === JSON.stringify(f)) return old.layer;
+  if (old && old.labelled === labelled && JSON.stringify(old.fence) === JSON.stringify(f)) return old.layer;
   if (old) group.removeLayer(old.layer);
   const layer = shapeLayer(f);
   layer.bindTooltip(f.description || 'Unnamed geofence', {
-    permanent: true, direction: 'center', className: 'wm-fence-label', opacity: 1,
+    permanent: labelled, direction: 'center', className: 'wm-fence-label', opacity: 1,
   });
   layer.on('click', () => bus.emit('fence.select', id));
   layer.addTo(group);
-  fences.set(id, { fence: f, layer });
+  fences.set(id, { fence: f, layer, labelled });
   return layer;
 }
 

@@ -8,34 +8,13 @@
 #![allow(clippy::disallowed_methods)] // tests and tools read their own settings from the environment
 
 use std::fs::File;
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpStream;
+
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Kills and reaps a child process when dropped (also when the test panics).
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("binding a free port").local_addr().expect("local addr").port()
-}
-
-fn tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(40)..].join("\n")
-}
+mod common;
+use common::{Reaped, free_port, root, tail};
 
 #[test]
 fn tracking_page_in_headless_chromium() {
