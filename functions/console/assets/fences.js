@@ -1,6 +1,6 @@
 // The Geofences view: the list, a fence's form (name, tag, colour, metadata, scope, window,
 // enabled), drawing new circles and polygons on the map and reshaping them by dragging
-// (leaflet-geoman), and the fence's recent events.
+// (leaflet-geoman), the fence's recent events and the users inside it now.
 
 import { api } from './api.js';
 import { $, el, clear, bus, failed, announce, busy, confirmClick, pager, fenceColor, shortId } from './ui.js';
@@ -190,6 +190,7 @@ function fillForm(f) {
   $('fence-delete').hidden = !f;
   $('fence-save').textContent = f ? 'Save changes' : 'Save geofence';
   $('fence-events-box').hidden = !f;
+  $('fence-inside-box').hidden = !f;
 }
 
 function readForm() {
@@ -268,6 +269,7 @@ export async function select(id, keepView) {
     fillForm(f);
     if (!keepView) map.fitBounds(layer.getBounds(), { padding: [40, 40], maxZoom: 16 });
     loadEvents(id);
+    loadInside(id, layer);
     for (const b of $('fence-list').querySelectorAll('button[data-fence-id]')) {
       b.setAttribute('aria-current', b.dataset.fenceId === id ? 'true' : 'false');
     }
@@ -334,5 +336,41 @@ async function loadEvents(id) {
     if (!events.length) list.append(el('li', { class: 'hint' }, 'No events in the last 7 days.'));
   } catch (e) {
     failed('Loading the geofence\'s events', e, () => loadEvents(id));
+  }
+}
+
+// Whether `latlng` is inside the fence's layer: a circle by distance, a polygon by ray casting
+// (its ring is small enough for a flat plane).
+function contains(layer, latlng) {
+  if (layer instanceof L.Circle) return layer.getLatLng().distanceTo(latlng) <= layer.getRadius();
+  const ring = layer.getLatLngs()[0];
+  let inside = false;
+  for (let i = 0, j = ring.length - 1; i < ring.length; j = i++) {
+    const a = ring[i]; const b = ring[j];
+    if ((a.lat > latlng.lat) !== (b.lat > latlng.lat)
+      && latlng.lng < ((b.lng - a.lng) * (latlng.lat - a.lat)) / (b.lat - a.lat) + a.lng) inside = !inside;
+  }
+  return inside;
+}
+
+// The users whose latest position is inside the fence now: the users in its bounding box
+// (`/v1/api/users/positions/`), kept when inside its shape.
+async function loadInside(id, layer) {
+  const list = clear($('fence-inside'));
+  const b = layer.getBounds();
+  const bbox = [b.getWest(), b.getSouth(), b.getEast(), b.getNorth()].map((x) => x.toFixed(6)).join(',');
+  try {
+    const d = await api('GET', '/v1/api/users/positions/', { query: { bbox, limit: 1000 } });
+    if (!cur || cur.id !== id) return;
+    const inside = (d.positions || []).filter((p) => contains(layer, L.latLng(p.coordinates[1], p.coordinates[0])));
+    for (const p of inside.slice(0, 100)) {
+      list.append(el('li', {}, el('a', { href: `#map/user/${p.user_id}` }, `User ${shortId(p.user_id)}`),
+        ` · last fix ${fmtTime(p.recorded_at)}`));
+    }
+    $('fence-inside-count').textContent = `(${inside.length}${d.truncated ? '+' : ''})`;
+    if (!inside.length) list.append(el('li', { class: 'hint' }, 'No one is inside now.'));
+  } catch (e) {
+    if (e.status === 400) { list.append(el('li', { class: 'hint' }, 'Too large to list who is inside.')); return; }
+    failed('Loading who is inside the geofence', e, () => loadInside(id, layer));
   }
 }

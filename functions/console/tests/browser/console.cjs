@@ -295,6 +295,12 @@ async function main() {
   await page.waitForSelector('#user-card:not([hidden])');
   check(page.url().endsWith(`#map/user/${A}`), 'an event links to its user on the map');
 
+  // ---- a fence's page lists who is inside it now (by their latest fix) ----
+  await fix(B, center[0] - 0.004, center[1] + 0.0005);
+  await go(page, `#geofences/${depot}`);
+  await until('B inside the Depot', async () => (await page.locator(`#fence-inside a[href="#map/user/${B}"]`).count()) === 1);
+  check((await page.textContent('#fence-inside-count')).trim() === '(1)', 'the Depot lists the one user inside it now');
+
   // ---- geofences: draw a circle and a polygon, drag one, disable it ----
   await go(page, '#geofences');
   await page.waitForSelector('#view-geofences:not([hidden])');
