@@ -68,13 +68,17 @@ async function loadList(p) {
   const query = {
     user_id: $('tf-user').value.trim(), start_date: $('tf-from').value, end_date: $('tf-to').value, page_number: p,
   };
+  // The API's `trip_type` narrows the list itself (upcoming, active: started or paused,
+  // completed); started and paused are told apart on the page.
+  const TYPE = { created: 'upcoming', started: 'active', paused: 'active', ended: 'completed' };
+  if (state) query.trip_type = TYPE[state];
   if (query.end_date && !query.start_date) query.start_date = query.end_date;
   if (query.end_date && query.end_date === query.start_date) delete query.end_date; // one day: start alone
   try {
     const d = await api('GET', '/v1/api/trips/', { query, signal: ctrl.signal });
     page = p;
     const list = clear($('trip-list'));
-    // The API filters by user and dates; the state is filtered here, on this page.
+    // The API filters by user, dates and type; started against paused is told here.
     const trips = (d.trips || []).filter((t) => !state || tripState(t) === state);
     for (const t of trips) {
       const s = tripState(t);

@@ -412,6 +412,16 @@ async function main() {
   await shot(page, 'trips-desktop');
   await page.click('#trip-controls button[data-action="end"]');
   await until('the trip ended', async () => (await page.getAttribute('#trip-state', 'data-state')) === 'ended' && (await getTrip()).is_ended);
+  // The state filter asks the API (`trip_type`): the ended trip is among the ended, not the upcoming.
+  const listed = () => page.locator(`#trip-list button[data-trip-id="${trip.id}"]`).count();
+  await page.selectOption('#tf-state', 'ended');
+  await page.click('#trip-filter button[type="submit"]');
+  await until('the ended trip listed', async () => (await listed()) === 1);
+  await page.selectOption('#tf-state', 'created');
+  await page.click('#trip-filter button[type="submit"]');
+  await until('the ended trip not among the upcoming', async () => (await listed()) === 0);
+  check(true, 'the state filter lists the ended trip under ended only');
+  await page.selectOption('#tf-state', '');
   check(true, 'end moves the trip to ended (page and API)');
 
   // ---- webhooks: add the receiver, a test event fails, the replay arrives ----
