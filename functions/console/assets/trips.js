@@ -97,12 +97,18 @@ async function loadList(p) {
   }
 }
 
+// Only the latest read of a trip is shown: one begun before a change (a stream message's
+// refresh racing a revoke) must not bring back what the change replaced.
+let selectSeq = 0;
+
 export async function select(id, keepView) {
+  const seq = ++selectSeq;
   try {
     const [td, summary] = await Promise.all([
       api('GET', '/v1/api/trips/', { query: { trip_id: id } }),
       api('GET', '/v1/api/trips/summary/', { query: { trip_id: id } }).catch(() => null),
     ]);
+    if (seq !== selectSeq) return;
     const t = Array.isArray(td) ? td[0] : (td.trips || [])[0];
     if (!t) throw new Error('not found');
     current = t;
@@ -193,6 +199,7 @@ async function revoke() {
   if (!current) return;
   try {
     const d = await api('POST', '/v1/api/trips/revoke-link/', { body: { trip_id: current.id } });
+    selectSeq += 1; // a read still in flight began before the revoke
     $('trip-link').value = d.trip_tracking_url;
     current.trip_tracking_url = d.trip_tracking_url;
     announce('The old tracking link no longer works; a new one is shown.');

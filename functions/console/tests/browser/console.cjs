@@ -403,6 +403,7 @@ async function main() {
   const link = await page.inputValue('#trip-link');
   check(link.includes('/track/'), 'the tracking link is shown: ' + link);
   await page.click('#trip-revoke');
+  await until('the revoke to ask for confirmation', async () => /^Confirm/.test(await page.textContent('#trip-revoke')));
   await page.click('#trip-revoke'); // confirm
   await until('a new link', async () => (await page.inputValue('#trip-link')) !== link);
   const oldPath = new URL(link).pathname;
