@@ -189,8 +189,11 @@ pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Proj
     if record.revoked_at.is_some() || record.expires_at.is_some_and(|e| e <= now_s) {
         return Ok(None);
     }
-    // Whole seconds on both sides: past the granularity by one, so never sooner than it.
-    let stale = record.last_used_at.is_none_or(|t| now_s - t.0.timestamp() > LAST_USED_GRANULARITY_SECONDS);
+    // Whole seconds on both sides: past the granularity by one, so never sooner than it. A console
+    // session (it expires) keeps no `last_used_at`: its write, conditioned on `listed`, would fail
+    // every time its cache entry lapsed, a wasted write unit on its key every 10 s.
+    let stale = record.expires_at.is_none()
+        && record.last_used_at.is_none_or(|t| now_s - t.0.timestamp() > LAST_USED_GRANULARITY_SECONDS);
     if stale {
         record.last_used_at = Some(Timestamp::now());
         KEYS.put(cache_key(store, &hash), record.clone());
