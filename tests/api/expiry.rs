@@ -44,10 +44,11 @@ both!(expired_fixes_and_events_are_not_read_before_they_are_deleted, |app| async
     assert_eq!(fixes.len(), 6);
     let gone: Vec<String> = fixes[..3].iter().map(|f| f["sk"].as_str().unwrap().to_owned()).collect();
     expire(&app, Table::Locations, fixes[..3].to_vec()).await;
-    let events = items(&app, Table::Main, &format!("{pid}#E")).await;
+    use shared::domain::geofences::events::{events_pk, fence_events_pk};
+    let events = items(&app, Table::Main, &events_pk(&pid, &user)).await;
     assert_eq!(events.len(), 4, "two entries and two exits");
     let entry = events[0]["sk"].as_str().unwrap().to_owned();
-    for pk in [format!("{pid}#E"), format!("{pid}#FE#{fence}"), format!("{pid}#UE#{user}")] {
+    for pk in [events_pk(&pid, &user), fence_events_pk(&pid, &fence, &user), format!("{pid}#UE#{user}")] {
         let copy = items(&app, Table::Main, &pk).await.into_iter().filter(|e| e["sk"] == entry.as_str()).collect();
         expire(&app, Table::Main, copy).await;
     }
@@ -118,7 +119,10 @@ both!(trip_events_and_webhook_messages_expire_with_the_retention, |app| async mo
     let wh = res["data"]["webhook_id"].as_str().expect("webhook_id").to_owned();
     enabled_fence(&app, circle(HOME, 100)).await;
     let user = user_with_events(&app, Key::Secret).await;
-    let outbox = [format!("{pid}#WM"), format!("{pid}#WL#{wh}"), format!("{pid}#WP#{wh}")];
+    // The user's outbox shard (domain::webhooks::outbox::user_shard).
+    let shard = shared::domain::webhooks::outbox::user_shard(Some(&user));
+    let outbox =
+        [format!("{pid}#WM#{shard:02}"), format!("{pid}#WL#{wh}#{shard:02}"), format!("{pid}#WP#{wh}#{shard:02}")];
     let ute = format!("{pid}#UTE#{user}");
 
     // Before retention: an old visit (its messages carry no expiry), and an old entry of the

@@ -524,11 +524,20 @@ both!(another_projects_users_trigger_none_of_our_fences, |app| async move {
 });
 
 both!(event_lists_page_by_their_own_counts, |app| async move {
-    use shared::domain::geofences::events::{events_pk, fence_events_pk, user_events_pk};
+    use shared::domain::geofences::events::{events_pk, events_pks, fence_events_pk, fence_events_pks, user_events_pk};
     use shared::domain::history_pages::fixes;
     use shared::store::{Query, SkRange, Table};
+    let pid = app.project.project_id.clone();
     let a = enabled_fence(&app, circle(HOME, 150)).await;
-    let (u1, u2) = (tracked_user(&app).await, tracked_user(&app).await);
+    let u1 = tracked_user(&app).await;
+    let mut u2 = tracked_user(&app).await;
+    // The two users' events in different shards of the project's and the fence's lists, so
+    // their pages merge shards.
+    while events_pk(&pid, &u1) == events_pk(&pid, &u2)
+        || fence_events_pk(&pid, &a, &u1) == fence_events_pk(&pid, &a, &u2)
+    {
+        u2 = tracked_user(&app).await;
+    }
     let out = at(HOME, 600.0, 0.0);
     // In and out every 7 minutes for almost six hours (across a count bucket's 4.7 h), in
     // batches as a phone sends them; u2 the same, shifted.
@@ -539,21 +548,25 @@ both!(event_lists_page_by_their_own_counts, |app| async move {
         }
     }
     let s = app.state.store.as_ref();
-    let pid = app.project.project_id.clone();
-    // The naive answer: the list's items in id order, read whole, and cut into pages.
-    let stored = |pk: String| async move {
-        let items = s.query(Table::Main, &Query::new(pk, fixes())).await.unwrap().items;
-        items.iter().map(|i| i["id"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
+    // The naive answer: the list's items (of every shard) in id order, read whole, and cut into pages.
+    let stored = |pks: Vec<String>| async move {
+        let mut ids = Vec::new();
+        for pk in pks {
+            let items = s.query(Table::Main, &Query::new(pk, fixes())).await.unwrap().items;
+            ids.extend(items.iter().map(|i| i["id"].as_str().unwrap().to_owned()));
+        }
+        ids.sort();
+        ids
     };
     let lists = [
-        (format!("user_id={u1}"), stored(user_events_pk(&pid, &u1)).await),
-        (format!("geofence_id={a}"), stored(fence_events_pk(&pid, &a)).await),
-        (String::new(), stored(events_pk(&pid)).await),
+        (format!("user_id={u1}"), stored(vec![user_events_pk(&pid, &u1)]).await),
+        (format!("geofence_id={a}"), stored(fence_events_pks(&pid, &a)).await),
+        (String::new(), stored(events_pks(&pid)).await),
     ];
     assert!(lists[0].1.len() >= 40 && lists[2].1.len() >= 2 * lists[0].1.len() - 2, "{:?}", lists[2].1.len());
     // Each list keeps its counts beside it (a bucket per 4.7 h and its writers' counts), so page N does not
     // read the N − 1 pages before it; the id range above leaves them out.
-    for pk in [user_events_pk(&pid, &u1), fence_events_pk(&pid, &a), events_pk(&pid)] {
+    for pk in [user_events_pk(&pid, &u1), fence_events_pk(&pid, &a, &u1), events_pk(&pid, &u2)] {
         let counts = s.query(Table::Main, &Query::new(&pk, SkRange::Prefix("~".into()))).await.unwrap().items;
         assert!(!counts.is_empty(), "{pk}: {counts:?}");
     }
@@ -595,9 +608,9 @@ both!(event_lists_page_by_their_own_counts, |app| async move {
     // lists page over u1's events alone (stale counts would still count u2's pages).
     let (status, res) = app.call("DELETE", &format!("/v1/api/user/?user_id={u2}"), Key::Secret, None).await;
     assert_eq!(status, StatusCode::OK, "{res}");
-    let left = stored(events_pk(&pid)).await;
-    assert_eq!(left, stored(user_events_pk(&pid, &u1)).await);
-    assert_eq!(stored(fence_events_pk(&pid, &a)).await, left);
+    let left = stored(events_pks(&pid)).await;
+    assert_eq!(left, stored(vec![user_events_pk(&pid, &u1)]).await);
+    assert_eq!(stored(fence_events_pks(&pid, &a)).await, left);
     for query in [String::new(), format!("geofence_id={a}")] {
         check(query, DAY.to_owned(), left.clone()).await;
     }

@@ -374,16 +374,25 @@ both_alone!(a_replay_during_an_attempt_in_flight_is_not_undone_by_it, |app| asyn
     settled(&app, &wh, 1).await;
 });
 
-/// An endpoint's delivery log (event ids, oldest first) read in one query, and the sum of the
-/// log's own counts (`history_pages` buckets) when they are all valid and complete, else None.
+/// An endpoint's delivery log (event ids, oldest first) read shard by shard, and the sum of the
+/// shards' own counts (`history_pages` buckets) when they are all valid and complete, else None.
 async fn stored_log(app: &TestApp, wh: &str) -> (Vec<String>, Option<u64>) {
     use shared::store::{Query, Table};
     let s = app.state.store.as_ref();
-    // domain::webhooks::outbox::log_pk.
-    let pk = format!("{}#WL#{wh}", app.project.project_id);
-    let ids = s.query(Table::Main, &Query::new(&pk, shared::domain::history_pages::fixes())).await.unwrap().items;
-    let ids = ids.iter().map(|i| i["sk"].as_str().unwrap().to_owned()).collect();
-    (ids, crate::history_pages::counted(app, Table::Main, &pk).await)
+    let (mut ids, mut counted) = (Vec::new(), Some(0));
+    for shard in 0..shared::domain::webhooks::outbox::OUTBOX_SHARDS {
+        // domain::webhooks::outbox::log_pk.
+        let pk = format!("{}#WL#{wh}#{shard:02}", app.project.project_id);
+        let items = s.query(Table::Main, &Query::new(&pk, shared::domain::history_pages::fixes())).await.unwrap().items;
+        if items.is_empty() {
+            continue;
+        }
+        ids.extend(items.iter().map(|i| i["sk"].as_str().unwrap().to_owned()));
+        let n = crate::history_pages::counted(app, Table::Main, &pk).await;
+        counted = counted.zip(n).map(|(a, b)| a + b);
+    }
+    ids.sort();
+    (ids, counted)
 }
 
 /// Every page of the endpoint's deliveries (of one status when given), and one past the end.

@@ -322,7 +322,7 @@ async fn stored_messages(store: &dyn Store, project_id: &str) -> Vec<(String, St
         .await
         .expect("scan")
         .into_iter()
-        .filter(|i| i.get("pk").and_then(Value::as_str) == Some(&format!("{project_id}#WM")))
+        .filter(|i| i.get("pk").and_then(Value::as_str).is_some_and(|pk| pk.starts_with(&format!("{project_id}#WM#"))))
         .map(|i| (i["id"].as_str().expect("id").to_owned(), i["body"].as_str().expect("body").to_owned()))
         .collect();
     out.sort();

@@ -8,6 +8,7 @@
 
 mod cells;
 mod deltas;
+pub mod merged;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -472,7 +472,8 @@ async fn geofence_events(cx: &mut Ctx<'_>) -> Result<bool, ApiError> {
         let mut copies = Vec::new();
         for e in &items {
             let (id, fid) = (key_of(e)?.1, str_of(e, "geofence_id").to_owned());
-            for pk in [fence_events::events_pk(&cx.pid), fence_events::fence_events_pk(&cx.pid, &fid)] {
+            let (pid, uid) = (&cx.pid, &cx.uid);
+            for pk in [fence_events::events_pk(pid, uid), fence_events::fence_events_pk(pid, &fid, uid)] {
                 copies.push((pk, id.clone()));
             }
             fences.insert(fid);
@@ -587,11 +588,11 @@ async fn scoped_fences(cx: &mut Ctx<'_>, pk: &str, live: bool, mut cursor: Optio
     }
 }
 
-/// Webhook messages are per project, with the user inside: the user's own messages go with their
-/// delivery log and pending entries at every endpoint (message last: it finds them on a retry);
-/// another user's message that mentions the user (a moving fence that followed them) keeps its
+/// Webhook messages are per project (in shards), with the user inside: the user's own messages go
+/// with their delivery log and pending entries at every endpoint (message last: it finds them on
+/// a retry); another user's message that mentions the user (a moving fence that followed them) keeps its
 /// place in the log with the id redacted from its body.
-async fn webhook_messages(cx: &mut Ctx<'_>, mut cursor: Option<String>) -> Result<Run, ApiError> {
+async fn webhook_messages(cx: &mut Ctx<'_>, cursor: Option<String>) -> Result<Run, ApiError> {
     let pid = cx.pid.clone();
     let endpoints: Vec<String> = cx
         .store
@@ -601,48 +602,59 @@ async fn webhook_messages(cx: &mut Ctx<'_>, mut cursor: Option<String>) -> Resul
         .iter()
         .map(|i| key_of(i).map(|(_, sk)| sk))
         .collect::<Result<_, _>>()?;
-    let mpk = webhooks::outbox::messages_pk(&pid);
-    loop {
-        let Some(page) = cx.next_page(Table::Main, &mpk, &SkRange::All, &cursor).await? else {
-            return Ok(Run::Paused(cursor));
-        };
-        let (mut logged, mut refs) = (Vec::new(), Vec::new());
-        let mut own = Vec::new();
-        let mut redacted = Vec::new();
-        for mut m in page.items {
-            let id = key_of(&m)?.1;
-            if str_of(&m, "user_id") == cx.uid {
-                for wh in &endpoints {
-                    logged.push((webhooks::outbox::log_pk(&pid, wh), id.clone()));
-                    refs.push((webhooks::outbox::pending_pk(&pid, wh), format!("{}#{id}", cx.uid)));
+    // The cursor is where a run stopped: `<shard>/<sort key>` (or `<shard>/` at a shard's start).
+    let (first, mut after) = match cursor.as_deref().and_then(|c| c.split_once('/')) {
+        Some((shard, sk)) => (shard.parse().unwrap_or(0), Some(sk.to_owned()).filter(|s| !s.is_empty())),
+        None => (0, None),
+    };
+    let at = |shard: u32, sk: &Option<String>| Some(format!("{shard:02}/{}", sk.as_deref().unwrap_or_default()));
+    let own_shard = webhooks::outbox::user_shard(Some(&cx.uid));
+    for shard in first..webhooks::outbox::OUTBOX_SHARDS {
+        let mpk = webhooks::outbox::messages_pk(&pid, shard);
+        loop {
+            let Some(page) = cx.next_page(Table::Main, &mpk, &SkRange::All, &after).await? else {
+                return Ok(Run::Paused(at(shard, &after)));
+            };
+            let (mut logged, mut refs) = (Vec::new(), Vec::new());
+            let mut own = Vec::new();
+            let mut redacted = Vec::new();
+            for mut m in page.items {
+                let id = key_of(&m)?.1;
+                if str_of(&m, "user_id") == cx.uid {
+                    for wh in &endpoints {
+                        logged.push((webhooks::outbox::log_pk(&pid, wh, shard), id.clone()));
+                        refs.push((webhooks::outbox::pending_pk(&pid, wh, shard), format!("{}#{id}", cx.uid)));
+                    }
+                    own.push((mpk.clone(), id));
+                } else if str_of(&m, "body").contains(cx.uid.as_str()) {
+                    let body = str_of(&m, "body").replace(cx.uid.as_str(), "erased");
+                    m.insert("body".into(), body.into());
+                    redacted.push(m);
                 }
-                own.push((mpk.clone(), id));
-            } else if str_of(&m, "body").contains(cx.uid.as_str()) {
-                let body = str_of(&m, "body").replace(cx.uid.as_str(), "erased");
-                m.insert("body".into(), body.into());
-                redacted.push(m);
+            }
+            // The endpoints' delivery logs page by their own counts (`history_pages`): not of these.
+            let change = history_pages::deleting(cx.store, Table::Main, &logged).await?;
+            refs.extend(logged);
+            cx.delete_keys(Table::Main, refs).await?;
+            change.done(cx.store).await?;
+            cx.delete_keys(Table::Main, own).await?;
+            for m in redacted {
+                // Exists: a message gone meanwhile (its own user erased) is not brought back.
+                cx.write_checked(vec![WriteOp::Put { table: Table::Main, item: m, cond: Cond::Exists }]).await?;
+            }
+            match page.last_sk {
+                Some(sk) => after = Some(sk),
+                None => break,
             }
         }
-        // The endpoints' delivery logs page by their own counts (`history_pages`): not of these.
-        let change = history_pages::deleting(cx.store, Table::Main, &logged).await?;
-        refs.extend(logged);
-        cx.delete_keys(Table::Main, refs).await?;
-        change.done(cx.store).await?;
-        cx.delete_keys(Table::Main, own).await?;
-        for m in redacted {
-            // Exists: a message gone meanwhile (its own user erased) is not brought back.
-            cx.write_checked(vec![WriteOp::Put { table: Table::Main, item: m, cond: Cond::Exists }]).await?;
-        }
-        match page.last_sk {
-            Some(sk) => cursor = Some(sk),
-            None => break,
-        }
+        after = None;
     }
     // Pending entries whose message was already gone.
     for wh in &endpoints {
         let prefix = SkRange::Prefix(format!("{}#", cx.uid));
-        if !cx.drain(Table::Main, &webhooks::outbox::pending_pk(&pid, wh), prefix, all).await? {
-            return Ok(Run::Paused(None));
+        if !cx.drain(Table::Main, &webhooks::outbox::pending_pk(&pid, wh, own_shard), prefix, all).await? {
+            // Past every shard's messages: the next run goes straight to these.
+            return Ok(Run::Paused(at(webhooks::outbox::OUTBOX_SHARDS, &None)));
         }
     }
     Ok(Run::Done)

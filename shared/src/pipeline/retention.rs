@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::geofences::events::{events_pk, fence_events_pk, user_events_pk};
+use crate::domain::geofences::events::{events_pks, fence_events_pk, user_events_pk};
 use crate::domain::locations::locations_pk;
 use crate::domain::webhooks::{endpoints_pk, outbox};
 use crate::domain::{settings, trips, users};
@@ -218,6 +218,11 @@ pub async fn sweep_one(store: &dyn Store, project_id: &str, budget: Budget, now:
     Ok(run.out)
 }
 
+/// The shard a sharded phase goes on from: its cursor's `after` (0 at the phase's start).
+fn next_shard(after: &Option<String>) -> usize {
+    after.as_deref().and_then(|a| a.parse().ok()).unwrap_or(0)
+}
+
 /// The key range of ids recorded before `cutoff`.
 fn expired(cutoff: Timestamp) -> SkRange {
     SkRange::Between("0".repeat(24), id_at(cutoff.0 - chrono::Duration::milliseconds(1), u64::MAX))
@@ -248,8 +253,8 @@ impl Run<'_> {
         }
         while pos.phase < PHASES {
             let done = match pos.phase {
-                0 => self.geofence_events(pid, &range).await?,
-                1 => self.webhook_messages(pid, &range).await?,
+                0 => self.geofence_events(pid, &range, &mut pos.after).await?,
+                1 => self.webhook_messages(pid, &range, &mut pos.after).await?,
                 _ => self.users(pid, &range, &mut pos.after).await?,
             };
             if !done {
@@ -263,24 +268,40 @@ impl Run<'_> {
 
     /// Geofence events: the project-wide list holds every event; its copy goes last, so a run
     /// cut short leaves it to find the others again.
-    async fn geofence_events(&mut self, pid: &str, range: &SkRange) -> Result<bool, ApiError> {
+    async fn geofence_events(
+        &mut self,
+        pid: &str,
+        range: &SkRange,
+        after: &mut Option<String>,
+    ) -> Result<bool, ApiError> {
+        // Shard by shard, the next one kept in the cursor.
+        for (shard, epk) in events_pks(pid).iter().enumerate().skip(next_shard(after)) {
+            if !self.geofence_events_in(pid, epk, range).await? {
+                return Ok(false);
+            }
+            *after = Some((shard + 1).to_string());
+        }
+        Ok(true)
+    }
+
+    async fn geofence_events_in(&mut self, pid: &str, epk: &str, range: &SkRange) -> Result<bool, ApiError> {
         loop {
             if self.spent() {
                 return Ok(false);
             }
             let n = ((self.budget.items - self.out.items) / 3).clamp(1, PAGE);
-            let page = self.query(Table::Main, Query::new(events_pk(pid), range.clone()).limit(n)).await?;
+            let page = self.query(Table::Main, Query::new(epk, range.clone()).limit(n)).await?;
             let events = page.items.into_iter().map(from_item::<EventKeys>).collect::<Result<Vec<_>, _>>()?;
             let copies: Vec<(String, String)> = events
                 .iter()
                 .flat_map(|e| {
                     [
-                        (fence_events_pk(pid, &e.geofence_id), e.id.clone()),
+                        (fence_events_pk(pid, &e.geofence_id, &e.user_id), e.id.clone()),
                         (user_events_pk(pid, &e.user_id), e.id.clone()),
                     ]
                 })
                 .collect();
-            let own: Vec<(String, String)> = events.iter().map(|e| (events_pk(pid), e.id.clone())).collect();
+            let own: Vec<(String, String)> = events.iter().map(|e| (epk.to_owned(), e.id.clone())).collect();
             // The three lists' counts (`history_pages`) must not count them.
             let all: Vec<(String, String)> = copies.iter().chain(&own).cloned().collect();
             let change = crate::domain::history_pages::deleting(self.store, Table::Main, &all).await?;
@@ -297,36 +318,48 @@ impl Run<'_> {
 
     /// Webhook messages, with each endpoint's delivery and pending entry; the message goes last,
     /// so a run cut short finds the others again.
-    async fn webhook_messages(&mut self, pid: &str, range: &SkRange) -> Result<bool, ApiError> {
+    async fn webhook_messages(
+        &mut self,
+        pid: &str,
+        range: &SkRange,
+        after: &mut Option<String>,
+    ) -> Result<bool, ApiError> {
         if self.spent() {
             return Ok(false);
         }
         let endpoints = self.query(Table::Main, Query::new(endpoints_pk(pid), SkRange::All)).await?.items;
         let endpoints = endpoints.iter().map(|e| key_of(e).map(|(_, sk)| sk)).collect::<Result<Vec<_>, _>>()?;
-        let mpk = outbox::messages_pk(pid);
-        loop {
-            if self.spent() {
-                return Ok(false);
+        // Shard by shard, the next one kept in the cursor.
+        for shard in (0..outbox::OUTBOX_SHARDS).skip(next_shard(after)) {
+            let mpk = outbox::messages_pk(pid, shard);
+            loop {
+                if self.spent() {
+                    return Ok(false);
+                }
+                let n = ((self.budget.items - self.out.items) / (1 + 2 * endpoints.len())).clamp(1, PAGE);
+                let page = self.query(Table::Main, Query::new(&mpk, range.clone()).limit(n)).await?;
+                let msgs = page.items.into_iter().map(from_item::<MessageKeys>).collect::<Result<Vec<_>, _>>()?;
+                let (mut logged, mut copies) = (Vec::new(), Vec::new());
+                for (m, wh) in msgs.iter().flat_map(|m| endpoints.iter().map(move |wh| (m, wh))) {
+                    logged.push((outbox::log_pk(pid, wh, shard), m.id.clone()));
+                    let sk = outbox::pending_sk(m.user_id.as_deref(), &m.id);
+                    copies.push((outbox::pending_pk(pid, wh, shard), sk));
+                }
+                // The delivery logs page by their own counts (`history_pages`): not of these.
+                let change = crate::domain::history_pages::deleting(self.store, Table::Main, &logged).await?;
+                copies.extend(logged);
+                self.out.items += copies.len() + msgs.len();
+                self.store.delete_many(Table::Main, copies).await?;
+                let own = msgs.iter().map(|m| (mpk.clone(), m.id.clone())).collect();
+                self.store.delete_many(Table::Main, own).await?;
+                change.done(self.store).await?;
+                if page.last_sk.is_none() {
+                    break;
+                }
             }
-            let n = ((self.budget.items - self.out.items) / (1 + 2 * endpoints.len())).clamp(1, PAGE);
-            let page = self.query(Table::Main, Query::new(&mpk, range.clone()).limit(n)).await?;
-            let msgs = page.items.into_iter().map(from_item::<MessageKeys>).collect::<Result<Vec<_>, _>>()?;
-            let (mut logged, mut copies) = (Vec::new(), Vec::new());
-            for (m, wh) in msgs.iter().flat_map(|m| endpoints.iter().map(move |wh| (m, wh))) {
-                logged.push((outbox::log_pk(pid, wh), m.id.clone()));
-                copies.push((outbox::pending_pk(pid, wh), outbox::pending_sk(m.user_id.as_deref(), &m.id)));
-            }
-            // The delivery logs page by their own counts (`history_pages`): not of these.
-            let change = crate::domain::history_pages::deleting(self.store, Table::Main, &logged).await?;
-            copies.extend(logged);
-            self.out.items += copies.len() + msgs.len();
-            self.store.delete_many(Table::Main, copies).await?;
-            self.store.delete_many(Table::Main, msgs.iter().map(|m| (mpk.clone(), m.id.clone())).collect()).await?;
-            change.done(self.store).await?;
-            if page.last_sk.is_none() {
-                return Ok(true);
-            }
+            *after = Some((shard + 1).to_string());
         }
+        Ok(true)
     }
 
     /// The project's users after `after`: each one's locations and index of trip events.

@@ -16,9 +16,9 @@
 //! are not evaluated. Event ids are derived from the fix, fence and kind, so evaluating the same
 //! fixes twice (after a crash) writes nothing new.
 //!
-//! Each event is written three times, so every list is one Query: by project
-//! (`<project>#E`), by fence (`<project>#FE#<fence>`, also what `counts.events` counts) and by
-//! user (`<project>#UE#<user>`); `<project>#FU#<fence>` holds one item per user who caused an
+//! Each event is written three times, so every list reads its own partitions: by project
+//! (`<project>#E#<shard>`), by fence (`<project>#FE#<fence>#<shard>`, also what `counts.events`
+//! counts), both sharded by a hash of the user, and by user (`<project>#UE#<user>`); `<project>#FU#<fence>` holds one item per user who caused an
 //! event there (`counts.users`). Retention (`pipeline::retention`) removes all three copies.
 
 use std::collections::{BTreeMap, HashMap};
@@ -86,11 +86,28 @@ fn state_sk(chunk: usize) -> String {
 pub(crate) fn state_pk(pid: &str, uid: &str) -> String {
     [pid, "#GS#", uid].concat()
 }
-pub fn events_pk(pid: &str) -> String {
-    [pid, "#E"].concat()
+/// Shards of the project's events list, by a hash of the user: each takes 1/32 of a project's
+/// events (docs/architecture.md, "Partitions"); the list pages over all, merged.
+pub const EVENT_SHARDS: u32 = 32;
+/// Shards of one fence's events, by a hash of the user: at about 6 write units an event (the
+/// event and its counts), 8 shards take 1,300 events a second at one fence.
+pub const FENCE_EVENT_SHARDS: u32 = 8;
+
+/// The project's events list: the shard of `uid`'s events.
+pub fn events_pk(pid: &str, uid: &str) -> String {
+    format!("{pid}#E#{:02}", crate::ids::shard(uid, EVENT_SHARDS))
 }
-pub fn fence_events_pk(pid: &str, fid: &str) -> String {
-    [pid, "#FE#", fid].concat()
+/// Every shard of the project's events list.
+pub fn events_pks(pid: &str) -> Vec<String> {
+    (0..EVENT_SHARDS).map(|s| format!("{pid}#E#{s:02}")).collect()
+}
+/// One fence's events: the shard of `uid`'s.
+pub fn fence_events_pk(pid: &str, fid: &str, uid: &str) -> String {
+    format!("{pid}#FE#{fid}#{}", crate::ids::shard(uid, FENCE_EVENT_SHARDS))
+}
+/// Every shard of one fence's events.
+pub fn fence_events_pks(pid: &str, fid: &str) -> Vec<String> {
+    (0..FENCE_EVENT_SHARDS).map(|s| format!("{pid}#FE#{fid}#{s}")).collect()
 }
 pub fn user_events_pk(pid: &str, uid: &str) -> String {
     [pid, "#UE#", uid].concat()
@@ -270,8 +287,8 @@ pub(crate) fn event_items(
     let mut pairs = std::collections::BTreeSet::new();
     for e in events {
         for pk in [
-            events_pk(&p.project_id),
-            fence_events_pk(&p.project_id, &e.geofence_id),
+            events_pk(&p.project_id, &e.user_id),
+            fence_events_pk(&p.project_id, &e.geofence_id, &e.user_id),
             user_events_pk(&p.project_id, &e.user_id),
         ] {
             let mut item = to_item(&pk, &e.id, e)?;
@@ -291,7 +308,10 @@ pub(crate) fn event_items(
 pub async fn counts(store: &dyn Store, p: &Project, fid: &str) -> Result<Value, ApiError> {
     // From the list's own counts (`history_pages`), not by reading every event.
     let (lo, hi) = crate::ids::all_ids();
-    let events = history_pages::count(store, Table::Main, &fence_events_pk(&p.project_id, fid), &lo, &hi).await?;
+    let mut events = 0;
+    for pk in fence_events_pks(&p.project_id, fid) {
+        events += history_pages::count(store, Table::Main, &pk, &lo, &hi).await?;
+    }
     let users = store.count(Table::Main, &fence_users_pk(&p.project_id, fid), &SkRange::All).await?;
     Ok(json!({"events": events, "users": users}))
 }
@@ -307,19 +327,20 @@ pub async fn list(
     page: PageNumber,
 ) -> Result<(Vec<Doc>, PageInfo), ApiError> {
     let (lo, hi) = id_range(&range);
-    let pk = match (geofence_id, user_id) {
-        (Some(f), _) => fence_events_pk(&p.project_id, f),
-        (None, Some(u)) => user_events_pk(&p.project_id, u),
-        (None, None) => events_pk(&p.project_id),
+    let pid = &p.project_id;
+    let pks = match (geofence_id, user_id) {
+        (Some(f), Some(u)) => {
+            // A fence's events of one user: their shard, filtered, so its whole range is read.
+            let keep = |e: &GeofenceEvent| e.user_id == u;
+            let (pk, range) = (fence_events_pk(pid, f, u), SkRange::Between(lo, hi));
+            return Ok(list_page_in(store, Table::Main, &pk, range, page, Some(&keep), Order::OldestFirst).await?);
+        }
+        (Some(f), None) => fence_events_pks(pid, f),
+        (None, Some(u)) => vec![user_events_pk(pid, u)],
+        (None, None) => events_pks(pid),
     };
-    if let (Some(_), Some(u)) = (geofence_id, user_id) {
-        // A fence's events of one user: filtered, so its whole range is read.
-        let keep = |e: &GeofenceEvent| e.user_id == u;
-        let range = SkRange::Between(lo, hi);
-        return Ok(list_page_in(store, Table::Main, &pk, range, page, Some(&keep), Order::OldestFirst).await?);
-    }
     // Each list keeps its own counts (`history_pages`): page N reads about what page 1 does.
-    Ok(history_pages::page(store, Table::Main, &pk, &lo, &hi, page, Order::OldestFirst).await?)
+    Ok(history_pages::merged::page(store, Table::Main, &pks, &lo, &hi, page, Order::OldestFirst).await?)
 }
 
 /// A stored event as lists show it ([`EventView`]).

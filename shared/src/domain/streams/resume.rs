@@ -4,11 +4,13 @@
 //! silently missing events.
 
 use super::StreamMessage;
-use crate::domain::webhooks::outbox::{Message, messages_pk};
+use crate::domain::history_pages::merged;
+use crate::domain::webhooks::outbox::{Message, OUTBOX_SHARDS, messages_pk};
 use crate::error::{ApiError, Kind};
 use crate::ids::{is_id, time_of};
+use crate::paging::Order;
 use crate::project::Project;
-use crate::store::{Query, SkRange, Store, Table, from_item};
+use crate::store::{Query, SkRange, Store, Table, from_jsons};
 use crate::time::Timestamp;
 
 /// Messages read per store query while resuming.
@@ -35,10 +37,14 @@ pub async fn check(store: &dyn Store, p: &Project, field: &str, after: &str) -> 
     Ok(())
 }
 
-/// Up to [`PAGE`] stored messages with ids after `after`, in id order (fewer: the end).
+/// Up to [`PAGE`] stored messages with ids after `after`, in id order (fewer: the end): the
+/// first [`PAGE`] of every outbox shard's, merged.
 pub async fn page(store: &dyn Store, p: &Project, after: &str) -> Result<Vec<StreamMessage>, ApiError> {
-    let q = Query::new(messages_pk(&p.project_id), SkRange::All).after(Some(after.to_owned())).limit(PAGE);
-    let items = store.query(Table::Main, &q).await?.items;
+    let qs: Vec<Query> = (0..OUTBOX_SHARDS)
+        .map(|s| Query::new(messages_pk(&p.project_id, s), SkRange::All).after(Some(after.to_owned())).limit(PAGE))
+        .collect();
+    let mut docs = merged::merge(store.query_docs_many(Table::Main, &qs).await?, Order::OldestFirst)?;
+    docs.truncate(PAGE);
     // Reads leave out what is past its TTL (see `store`).
-    items.into_iter().map(|i| Ok(StreamMessage::of(&from_item::<Message>(i)?))).collect()
+    Ok(from_jsons::<Message>(&docs)?.iter().map(StreamMessage::of).collect())
 }

@@ -16,7 +16,7 @@ use sha2::Sha256;
 
 use super::outbox::{
     Attempt, Delivery, MAX_ATTEMPTS_KEPT, Message, PendingRef, Status, WORK_SHARDS, WorkMark, log_pk, messages_pk,
-    pending_pk, work_pk,
+    pending_pk, work_pk, work_sk,
 };
 use super::{Endpoint, is_public};
 use crate::error::ApiError;
@@ -192,7 +192,7 @@ impl Worker {
         let store = self.store.as_ref();
         let p =
             Project { project_id: mark.project_id.clone(), account_id: mark.account_id.clone(), kind: KeyKind::Secret };
-        let mark_sk = format!("{}#{}", mark.project_id, mark.webhook_id);
+        let mark_sk = work_sk(&mark.project_id, &mark.webhook_id, mark.shard);
         let drop_mark = || async {
             match store
                 .delete(Table::Main, &work_pk(shard), &mark_sk, Cond::Equals("nonce", mark.nonce.clone().into()))
@@ -210,13 +210,13 @@ impl Worker {
         if !endpoint.enabled {
             return Ok(None);
         }
-        let runs = heads(store, &pending_pk(&p.project_id, &endpoint.id)).await?;
+        let runs = heads(store, &pending_pk(&p.project_id, &endpoint.id, mark.shard)).await?;
         if runs.is_empty() {
             return drop_mark().await;
         }
         let results: Vec<(Result<Option<Timestamp>, ApiError>, bool, usize)> =
             futures::stream::iter(runs.into_values())
-                .map(|run| self.work_run(&p, &endpoint, run))
+                .map(|run| self.work_run(&p, &endpoint, mark.shard, run))
                 .buffer_unordered(PARALLEL_USERS)
                 .collect()
                 .await;
@@ -239,6 +239,7 @@ impl Worker {
         &self,
         p: &Project,
         ep: &Endpoint,
+        shard: u32,
         run: Vec<(String, PendingRef)>,
     ) -> (Result<Option<Timestamp>, ApiError>, bool, usize) {
         let (mut any_ok, mut fails) = (false, 0);
@@ -248,7 +249,7 @@ impl Worker {
             if r.next_attempt_at > Timestamp::now() {
                 return (Ok(Some(r.next_attempt_at)), any_ok, fails);
             }
-            match self.attempt(p, ep, &sk, &r).await {
+            match self.attempt(p, ep, shard, &sk, &r).await {
                 Ok((Outcome::Final, delivered)) => {
                     any_ok |= delivered;
                     fails += usize::from(!delivered);
@@ -261,14 +262,21 @@ impl Worker {
     }
 
     /// One attempt at one delivery; returns what it means for the run and whether it succeeded.
-    async fn attempt(&self, p: &Project, ep: &Endpoint, sk: &str, r: &PendingRef) -> Result<(Outcome, bool), ApiError> {
+    async fn attempt(
+        &self,
+        p: &Project,
+        ep: &Endpoint,
+        shard: u32,
+        sk: &str,
+        r: &PendingRef,
+    ) -> Result<(Outcome, bool), ApiError> {
         let store = self.store.as_ref();
-        let lpk = log_pk(&p.project_id, &ep.id);
-        let ppk = pending_pk(&p.project_id, &ep.id);
+        let lpk = log_pk(&p.project_id, &ep.id, shard);
+        let ppk = pending_pk(&p.project_id, &ep.id, shard);
         let drop_ref = WriteOp::Delete { table: Table::Main, pk: ppk.clone(), sk: sk.to_owned(), cond: Cond::None };
         let (Some(d), Some(m)) = (
             store.get(Table::Main, &lpk, &r.event_id).await?,
-            store.get(Table::Main, &messages_pk(&p.project_id), &r.event_id).await?,
+            store.get(Table::Main, &messages_pk(&p.project_id, shard), &r.event_id).await?,
         ) else {
             // Written by a step still under way (or re-run after a crash): wait for it.
             return Ok((Outcome::Wait(Timestamp(Timestamp::now().0 + chrono::Duration::seconds(1))), false));

@@ -9,20 +9,19 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Endpoint, HookEvent};
+use crate::domain::history_pages::merged;
 use crate::domain::history_pages::{self, NewEntry};
-use crate::domain::list_pages::list_page;
 use crate::error::ApiError;
 use crate::ids::id_range;
 use crate::paging::{Order, PageInfo, PageNumber};
 use crate::project::Project;
 use crate::store::{
-    Cond, Item, Query, SkRange, Store, StoreError, TTL_ATTRIBUTE, Table, WriteOp, from_item, from_jsons, key_of,
-    to_item,
+    Cond, Item, SkRange, Store, StoreError, TTL_ATTRIBUTE, Table, WriteOp, from_item, from_jsons, key_of, to_item,
 };
 use crate::time::{DateRange, Timestamp};
 
-/// Shards of the work index.
-pub const WORK_SHARDS: u32 = 8;
+/// Shards of the work index, for the whole deployment: a mark per endpoint and outbox shard.
+pub const WORK_SHARDS: u32 = 32;
 /// Most events one replay request re-sends.
 pub const MAX_REPLAY: usize = 1000;
 /// Most attempts kept in a delivery's log (the newest).
@@ -110,18 +109,34 @@ pub struct WorkMark {
     pub project_id: String,
     pub account_id: String,
     pub webhook_id: String,
+    /// The outbox shard ([`user_shard`]) whose pending entries it points at.
+    pub shard: u32,
     /// Changed by every enqueue, so the worker removes the mark only if nothing came since.
     pub nonce: String,
 }
 
-pub(crate) fn messages_pk(pid: &str) -> String {
-    [pid, "#WM"].concat()
+/// Shards of a project's outbox lists (its messages, and per endpoint the delivery log, the
+/// pending index and the work marks), by a hash of the user: each takes 1/32 of a project's
+/// events, so none caps a project's ingest (docs/architecture.md, "Partitions"). A user's
+/// messages, deliveries and pending entries share one shard; readers of a whole list merge all.
+pub const OUTBOX_SHARDS: u32 = 32;
+
+/// The shard of a user's outbox entries; events of no user (a webhook test) go to shard 0.
+pub fn user_shard(user_id: Option<&str>) -> u32 {
+    user_id.map_or(0, |u| crate::ids::shard(u, OUTBOX_SHARDS))
 }
-pub(crate) fn log_pk(pid: &str, wh: &str) -> String {
-    [pid, "#WL#", wh].concat()
+pub(crate) fn messages_pk(pid: &str, shard: u32) -> String {
+    format!("{pid}#WM#{shard:02}")
 }
-pub(crate) fn pending_pk(pid: &str, wh: &str) -> String {
-    [pid, "#WP#", wh].concat()
+pub(crate) fn log_pk(pid: &str, wh: &str, shard: u32) -> String {
+    format!("{pid}#WL#{wh}#{shard:02}")
+}
+pub(crate) fn pending_pk(pid: &str, wh: &str, shard: u32) -> String {
+    format!("{pid}#WP#{wh}#{shard:02}")
+}
+/// Every shard's key of a list (`pk` of one shard).
+pub(crate) fn all_shards(pk: impl Fn(u32) -> String) -> Vec<String> {
+    (0..OUTBOX_SHARDS).map(pk).collect()
 }
 pub(crate) fn pending_sk(user_id: Option<&str>, event_id: &str) -> String {
     format!("{}#{event_id}", user_id.unwrap_or("-"))
@@ -129,9 +144,13 @@ pub(crate) fn pending_sk(user_id: Option<&str>, event_id: &str) -> String {
 pub(crate) fn work_pk(shard: u32) -> String {
     format!("WORK#{shard}")
 }
-/// Any shard will do (the worker reads them all); spreading endpoints spreads the reads.
-fn shard_of(pid: &str, wh: &str) -> u32 {
-    crate::ids::shard(&format!("{pid}#{wh}"), WORK_SHARDS)
+/// A work mark's sort key: the endpoint and the outbox shard it has work in.
+pub(crate) fn work_sk(pid: &str, wh: &str, outbox_shard: u32) -> String {
+    format!("{pid}#{wh}#{outbox_shard:02}")
+}
+/// Any shard will do (the worker reads them all); spreading marks spreads their writes.
+fn shard_of(mark_sk: &str) -> u32 {
+    crate::ids::shard(mark_sk, WORK_SHARDS)
 }
 
 /// The body of a message: `{id, type, created_at, project_id, data}`.
@@ -172,14 +191,16 @@ fn new_delivery(wh: &str, m: &Message, now: Timestamp) -> Delivery {
     }
 }
 
-fn work_mark(p: &Project, wh: &str) -> Result<WriteOp, ApiError> {
+fn work_mark(p: &Project, wh: &str, shard: u32) -> Result<WriteOp, ApiError> {
     let mark = WorkMark {
         project_id: p.project_id.clone(),
         account_id: p.account_id.clone(),
         webhook_id: wh.to_owned(),
+        shard,
         nonce: crate::ids::random_hex(8),
     };
-    let item = to_item(&work_pk(shard_of(&p.project_id, wh)), &format!("{}#{wh}", p.project_id), &mark)?;
+    let sk = work_sk(&p.project_id, wh, shard);
+    let item = to_item(&work_pk(shard_of(&sk)), &sk, &mark)?;
     Ok(WriteOp::Put { table: Table::Main, item, cond: Cond::None })
 }
 
@@ -209,21 +230,24 @@ pub fn enqueue(
 ) -> Result<Enqueued, ApiError> {
     let now = Timestamp::now();
     let mut out = Enqueued::default();
+    let pid = &p.project_id;
     for e in events {
         let m = message(p, e, retention_days);
-        out.facts.push(to_item(&messages_pk(&p.project_id), &m.id, &m)?);
+        out.facts.push(to_item(&messages_pk(pid, user_shard(m.user_id.as_deref())), &m.id, &m)?);
         out.messages.push(m);
     }
     for ep in subs {
-        let mine: Vec<&Message> = out.messages.iter().filter(|m| ep.wants(&m.event_type)).collect();
-        for &m in &mine {
+        let mut shards = std::collections::BTreeSet::new();
+        for m in out.messages.iter().filter(|m| ep.wants(&m.event_type)) {
+            let shard = user_shard(m.user_id.as_deref());
             let d = new_delivery(&ep.id, m, now);
             let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now, expires_at: m.expires_at };
-            out.log.push(to_item(&log_pk(&p.project_id, &ep.id), &m.id, &d)?);
-            out.facts.push(to_item(&pending_pk(&p.project_id, &ep.id), &pending_sk(m.user_id.as_deref(), &m.id), &r)?);
+            out.log.push(to_item(&log_pk(pid, &ep.id, shard), &m.id, &d)?);
+            out.facts.push(to_item(&pending_pk(pid, &ep.id, shard), &pending_sk(m.user_id.as_deref(), &m.id), &r)?);
+            shards.insert(shard);
         }
-        if !mine.is_empty() {
-            out.marks.push(work_mark(p, &ep.id)?);
+        for shard in shards {
+            out.marks.push(work_mark(p, &ep.id, shard)?);
         }
     }
     Ok(out)
@@ -284,16 +308,18 @@ pub async fn deliveries(
     status: Option<Status>,
     page: PageNumber,
 ) -> Result<(Vec<Delivery>, PageInfo), ApiError> {
-    let pk = log_pk(&p.project_id, wh);
+    let pks = all_shards(|s| log_pk(&p.project_id, wh, s));
     let Some(status) = status else {
-        // The log keeps its own counts (`history_pages`): page N reads about what page 1 does.
+        // Each shard keeps its own counts (`history_pages`): page N reads about what page 1 does.
         let (lo, hi) = crate::ids::all_ids();
-        let (docs, info) = history_pages::page(store, Table::Main, &pk, &lo, &hi, page, Order::OldestFirst).await?;
+        let (docs, info) = merged::page(store, Table::Main, &pks, &lo, &hi, page, Order::OldestFirst).await?;
         return Ok((from_jsons(&docs)?, info));
     };
     // One status: filtered, so the whole log is read (a delivery's status changes as it is sent).
-    let keep = move |d: &Delivery| d.status == status;
-    Ok(list_page(store, Table::Main, &pk, history_pages::fixes(), page, Some(&keep)).await?)
+    let docs = merged::query_all(store, Table::Main, &pks, &history_pages::fixes(), None, Order::OldestFirst).await?;
+    let kept: Vec<Delivery> = from_jsons::<Delivery>(&docs)?.into_iter().filter(|d| d.status == status).collect();
+    let info = PageInfo::new(page, kept.len());
+    Ok((kept.into_iter().skip(page.offset()).take(crate::paging::PAGE_SIZE).collect(), info))
 }
 
 pub fn delivery_json(d: &Delivery) -> Value {
@@ -319,7 +345,8 @@ async fn replay_one(
     m: &Message,
     now: Timestamp,
 ) -> Result<(), ApiError> {
-    let lpk = log_pk(&p.project_id, &endpoint.id);
+    let shard = user_shard(m.user_id.as_deref());
+    let lpk = log_pk(&p.project_id, &endpoint.id, shard);
     for _ in 0..5 {
         let (mut d, cond, is_new) = match store.get(Table::Main, &lpk, &m.id).await? {
             Some(item) => {
@@ -335,13 +362,14 @@ async fn replay_one(
         d.next_attempt_at = Some(now);
         d.updated_at = later(now, d.updated_at);
         let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now, expires_at: m.expires_at };
-        let pending = to_item(&pending_pk(&p.project_id, &endpoint.id), &pending_sk(m.user_id.as_deref(), &m.id), &r)?;
+        let pending =
+            to_item(&pending_pk(&p.project_id, &endpoint.id, shard), &pending_sk(m.user_id.as_deref(), &m.id), &r)?;
         let log = to_item(&lpk, &m.id, &d)?;
         let new = if is_new { vec![new_entry(&log)?] } else { Vec::new() };
         let ops = vec![
             WriteOp::Put { table: Table::Main, item: log, cond },
             WriteOp::Put { table: Table::Main, item: pending, cond: Cond::None },
-            work_mark(p, &endpoint.id)?,
+            work_mark(p, &endpoint.id, shard)?,
         ];
         match history_pages::counting(store, Table::Main, &new, true, store.transact(ops)).await {
             Ok(()) => return Ok(()),
@@ -367,27 +395,36 @@ pub(super) fn later(now: Timestamp, before: Timestamp) -> Timestamp {
 }
 
 pub async fn replay(store: &dyn Store, p: &Project, endpoint: &Endpoint, set: ReplaySet) -> Result<usize, ApiError> {
-    let mpk = messages_pk(&p.project_id);
+    let mpks = all_shards(|s| messages_pk(&p.project_id, s));
     let messages: Vec<Message> = match set {
         ReplaySet::Range(r) => {
             let (lo, hi) = id_range(&r);
-            let page =
-                store.query(Table::Main, &Query::new(&mpk, SkRange::Between(lo, hi)).limit(MAX_REPLAY + 1)).await?;
-            if page.items.len() > MAX_REPLAY {
+            let range = SkRange::Between(lo, hi);
+            let docs =
+                merged::query_all(store, Table::Main, &mpks, &range, Some(MAX_REPLAY + 1), Order::OldestFirst).await?;
+            if docs.len() > MAX_REPLAY {
                 return Err(ApiError::field(
                     "since",
                     format!("the range holds more than {MAX_REPLAY} events; narrow it"),
                 ));
             }
-            page.items.into_iter().map(from_item).collect::<Result<_, _>>()?
+            from_jsons(&docs)?
         }
         ReplaySet::Ids(ids) => {
-            let mut out = Vec::new();
-            for (i, id) in ids.iter().enumerate() {
-                let item = store.get(Table::Main, &mpk, id).await?.ok_or_else(|| {
+            // The ids name no user, so no shard: each shard is asked for all of them at once.
+            let mut found: Vec<Option<Message>> = vec![None; ids.len()];
+            for pk in &mpks {
+                for (i, doc) in store.get_docs(Table::Main, pk, &ids).await?.into_iter().enumerate() {
+                    if let Some(doc) = doc {
+                        found[i] = Some(crate::store::from_json(&doc)?);
+                    }
+                }
+            }
+            let mut out = Vec::with_capacity(ids.len());
+            for (i, (id, m)) in ids.iter().zip(found).enumerate() {
+                out.push(m.ok_or_else(|| {
                     ApiError::not_found(format!("event_ids[{i}]: no webhook message '{id}' in this project"))
-                })?;
-                out.push(from_item(item)?);
+                })?);
             }
             out
         }
