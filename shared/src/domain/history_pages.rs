@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::paging::{Order, PAGE_SIZE, PageInfo, PageNumber};
+use crate::paging::{Order, PageInfo, PageNumber};
 use serde_json::Value;
 
 use cells::{Cells, cell_end};
@@ -395,36 +395,8 @@ pub async fn page(
     page: PageNumber,
     order: Order,
 ) -> Result<(Vec<Doc>, PageInfo), StoreError> {
-    let cells = cells(store, table, pk, lo, hi).await?;
-    let total = cells.iter().map(|c| c.2).sum();
-    let info = PageInfo::new(page, total);
-    let offset = page.offset();
-    if offset >= total {
-        return Ok((Vec::new(), info));
-    }
-    // The page's first entry as a position in key order, then the cell that holds it: the page
-    // is read from there (skipping the cell's entries before it) in the list's order.
-    let first = match order {
-        Order::OldestFirst => offset,
-        Order::NewestFirst => total - 1 - offset,
-    };
-    let mut before = 0;
-    for (from, to, n) in cells {
-        if first >= before + n {
-            before += n;
-            continue;
-        }
-        let (q, skip) = match order {
-            Order::OldestFirst => (Query::new(pk, SkRange::Between(from, hi.to_owned())), first - before),
-            Order::NewestFirst => {
-                (Query::new(pk, SkRange::Between(lo.to_owned(), to)).descending(), before + n - 1 - first)
-            }
-        };
-        // Stored JSON documents: the caller decodes the page's records straight from them.
-        let docs = store.query_docs(table, &q.limit(skip + PAGE_SIZE)).await?.into_iter().skip(skip).collect();
-        return Ok((docs, info));
-    }
-    Ok((Vec::new(), info))
+    // One partition is a list of one shard (`merged` reads it without merging).
+    merged::page(store, table, &[pk.to_owned()], lo, hi, page, order).await
 }
 
 #[cfg(test)]

@@ -590,8 +590,8 @@ async fn scoped_fences(cx: &mut Ctx<'_>, pk: &str, live: bool, mut cursor: Optio
 
 /// Webhook messages are per project (in shards), with the user inside: the user's own messages go
 /// with their delivery log and pending entries at every endpoint (message last: it finds them on
-/// a retry); another user's message that mentions the user (a moving fence that followed them) keeps its
-/// place in the log with the id redacted from its body.
+/// a retry); another user's message that mentions the user (a moving fence that followed them)
+/// keeps its place in the log with the id redacted from its body.
 async fn webhook_messages(cx: &mut Ctx<'_>, cursor: Option<String>) -> Result<Run, ApiError> {
     let pid = cx.pid.clone();
     let endpoints: Vec<String> = cx

@@ -18,8 +18,8 @@
 //!
 //! Each event is written three times, so every list reads its own partitions: by project
 //! (`<project>#E#<shard>`), by fence (`<project>#FE#<fence>#<shard>`, also what `counts.events`
-//! counts), both sharded by a hash of the user, and by user (`<project>#UE#<user>`); `<project>#FU#<fence>` holds one item per user who caused an
-//! event there (`counts.users`). Retention (`pipeline::retention`) removes all three copies.
+//! counts), both sharded by a hash of the user, and by user (`<project>#UE#<user>`);
+//! `<project>#FU#<fence>` holds one item per user who caused an event there (`counts.users`). Retention (`pipeline::retention`) removes all three copies.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -308,10 +308,10 @@ pub(crate) fn event_items(
 pub async fn counts(store: &dyn Store, p: &Project, fid: &str) -> Result<Value, ApiError> {
     // From the list's own counts (`history_pages`), not by reading every event.
     let (lo, hi) = crate::ids::all_ids();
-    let mut events = 0;
-    for pk in fence_events_pks(&p.project_id, fid) {
-        events += history_pages::count(store, Table::Main, &pk, &lo, &hi).await?;
-    }
+    let pks = fence_events_pks(&p.project_id, fid);
+    let shards =
+        futures::future::try_join_all(pks.iter().map(|pk| history_pages::count(store, Table::Main, pk, &lo, &hi)));
+    let events: usize = shards.await?.into_iter().sum();
     let users = store.count(Table::Main, &fence_users_pk(&p.project_id, fid), &SkRange::All).await?;
     Ok(json!({"events": events, "users": users}))
 }

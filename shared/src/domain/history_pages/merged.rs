@@ -20,8 +20,12 @@ pub fn sk_of(doc: &Doc) -> Result<String, StoreError> {
     Ok(from_json::<Sk>(doc)?.sk)
 }
 
-/// Merge shards' answers (each in `order`) into one list in `order`, by sort key.
-pub fn merge(parts: Vec<Vec<Doc>>, order: Order) -> Result<Vec<Doc>, StoreError> {
+/// Merge shards' answers (each in `order`) into one list in `order`, by sort key. One answer is
+/// already in order: it is not decoded (a location history's page reads one partition).
+pub fn merge(mut parts: Vec<Vec<Doc>>, order: Order) -> Result<Vec<Doc>, StoreError> {
+    if parts.len() == 1 {
+        return Ok(parts.pop().unwrap_or_default());
+    }
     let mut keyed: Vec<(String, Doc)> = Vec::with_capacity(parts.iter().map(Vec::len).sum());
     for doc in parts.into_iter().flatten() {
         keyed.push((sk_of(&doc)?, doc));
@@ -63,7 +67,7 @@ pub async fn query_all(
     Ok(merged)
 }
 
-/// [`super::page`] of the union of the shards `pks`.
+/// One page of the union of the shards `pks` (one key: a partition's page, [`super::page`]).
 pub async fn page(
     store: &dyn Store,
     table: Table,
