@@ -58,7 +58,8 @@ impl List {
         match self {
             List::Users => {
                 let (got, info) = users::list(s, &p, range, None, PageNumber(n)).await.expect("users page");
-                let got = shared::store::from_jsons::<users::User>(&got).expect("stored users");
+                let docs: Vec<_> = got.into_iter().map(|u| u.doc).collect();
+                let got = shared::store::from_jsons::<users::User>(&docs).expect("stored users");
                 (got.into_iter().map(|u| u.id).collect(), info)
             }
             List::Fences => {
@@ -324,7 +325,8 @@ async fn user_page_cost_does_not_grow_with_the_page_number() {
             .await
             .unwrap();
             measure(format!("page {page} (count and skip, before)"), t.elapsed(), units() - u0);
-            let got = shared::store::from_jsons::<users::User>(&got).unwrap();
+            let docs: Vec<_> = got.iter().map(|u| u.doc.clone()).collect();
+            let got = shared::store::from_jsons::<users::User>(&docs).unwrap();
             assert_eq!(old.iter().map(|u| &u.id).collect::<Vec<_>>(), got.iter().map(|u| &u.id).collect::<Vec<_>>());
         }
         // Create and delete one user more: their cost in capacity units, against the former

@@ -270,6 +270,13 @@ both!(history_from_before_the_processor_is_not_replayed, |app| async move {
     let p = project(&app);
     let store = app.state.store.as_ref();
     let wm = marks::watermark_pk(&p.project_id, &u);
+    // The old code kept the latest location on the user record, and no watermark.
+    let user = shared::domain::users::get(store, &p, &u).await.unwrap().expect("the user");
+    assert!(user.last_location_update.is_some());
+    let raw = shared::domain::users::record(store, &p, &u).await.unwrap().expect("the record");
+    assert!(raw.last_location_update.is_none(), "a pass writes the latest location in the watermark only");
+    let item = shared::store::to_item(&shared::domain::users::users_pk(&p.project_id), &u, &user).unwrap();
+    store.put(shared::store::Table::Main, item, shared::store::Cond::None).await.unwrap();
     store.delete(shared::store::Table::Main, &wm, "-", shared::store::Cond::None).await.unwrap();
     assert!(store.get(shared::store::Table::Main, &wm, "-").await.unwrap().is_none());
 

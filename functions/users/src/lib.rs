@@ -35,7 +35,7 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
         if let Some(other) = LIST_FILTERS.iter().find(|f| q.has(f)) {
             return Err(ApiError::field("user_id", format!("use it alone; it cannot be combined with {other}")));
         }
-        let user = users::require_doc(s.store.as_ref(), &p, "user_id", id).await?;
+        let user = users::require_listed(s.store.as_ref(), &p, "user_id", id).await?;
         let page = UsersPage {
             account_id: &p.account_id,
             next_page: None,
@@ -49,7 +49,7 @@ async fn list(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> 
     let range = q.date_range(tz)?;
     let filter = q.metadata_filter()?;
     let (list, info) = users::list(s.store.as_ref(), &p, range, filter.as_ref(), q.page_number()?).await?;
-    let users: Vec<_> = list.iter().map(|doc| users::view_json(doc, tz)).collect::<Result<_, _>>()?;
+    let users: Vec<_> = list.iter().map(|u| users::view_json(u, tz)).collect::<Result<_, _>>()?;
     let bytes = users.iter().map(|u| u.get().len()).sum();
     let page = UsersPage {
         account_id: &p.account_id,

@@ -4,12 +4,18 @@
 //! larger id than the ones before it, whatever order fixes and controls arrive in (a fix
 //! recorded before a control and sent after it is late, as an offline batch is: stored and
 //! counted in trip figures, no events). Streams and webhooks then resume exactly per user.
+//!
+//! The watermark also keeps the user's latest location (`latest`): every pass writes this item,
+//! in the user's own partition, so the latest fix costs no write of its own. It lived on the user
+//! record, in the project's users list, where every pass of every user rewrote it: that one
+//! partition capped a project at about 4,800 fixes a second (docs/architecture.md, "Partitions").
 
 use serde::{Deserialize, Serialize};
 
+use super::locations::Location;
 use crate::error::ApiError;
 use crate::project::Project;
-use crate::store::{Cond, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_json, to_item};
 use crate::time::Timestamp;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -18,6 +24,9 @@ pub struct Watermark {
     pub last_id: Option<String>,
     pub last_at: Option<Timestamp>,
     pub version: u64,
+    /// The newest fix by recorded time that a pass has taken: the user's `last_location_update`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest: Option<Location>,
 }
 
 /// Key of a user's watermark.
@@ -28,6 +37,20 @@ pub fn pk(pid: &str, uid: &str) -> String {
 pub async fn read(store: &dyn Store, p: &Project, user_id: &str) -> Result<Watermark, ApiError> {
     let item = store.get(Table::Main, &pk(&p.project_id, user_id), "-").await?;
     Ok(item.map(from_item).transpose()?.unwrap_or_default())
+}
+
+/// The latest locations of these users, in their order (None for a user no pass has moved since
+/// the location left the user record): one read of each user's own partition.
+pub async fn latest_of(store: &dyn Store, p: &Project, user_ids: &[&str]) -> Result<Vec<Option<Location>>, ApiError> {
+    let qs: Vec<Query> =
+        user_ids.iter().map(|u| Query::new(pk(&p.project_id, u), SkRange::Between("-".into(), "-".into()))).collect();
+    let docs = store.query_docs_many(Table::Main, &qs).await?;
+    docs.into_iter()
+        .map(|d| match d.first() {
+            Some(doc) => Ok(from_json::<Watermark>(doc)?.latest),
+            None => Ok(None),
+        })
+        .collect()
 }
 
 /// The put of `next` over `read` (the watermark as it was read): fails with ConditionFailed
@@ -57,6 +80,7 @@ pub fn past(wm: &Watermark, t: Timestamp) -> Watermark {
         last_id: Some(wm.last_id.clone().filter(|l| *l > id).unwrap_or(id)),
         last_at: Some(wm.last_at.filter(|l| *l > t).unwrap_or(t)),
         version: wm.version + 1,
+        latest: wm.latest.clone(),
     }
 }
 
@@ -71,7 +95,7 @@ mod tests {
     #[test]
     fn a_control_goes_after_what_is_out_and_moves_the_watermark_past_itself() {
         let fix = crate::ids::id_at(ts(1_000).0, 77);
-        let wm = Watermark { last_id: Some(fix.clone()), last_at: Some(ts(1_000)), version: 3 };
+        let wm = Watermark { last_id: Some(fix.clone()), last_at: Some(ts(1_000)), version: 3, latest: None };
         // Later than the newest fix: at its own time.
         assert_eq!(place(&wm, ts(5_000)), ts(5_000));
         // Before it (a start dated back): just after it.
@@ -82,7 +106,12 @@ mod tests {
         assert!(next.last_id.as_deref().unwrap() < crate::ids::id_at(ts(5_001).0, 0).as_str());
         // Never back.
         let back = past(
-            &Watermark { last_at: Some(ts(9_000)), last_id: Some(crate::ids::id_at(ts(9_000).0, 1)), version: 1 },
+            &Watermark {
+                last_at: Some(ts(9_000)),
+                last_id: Some(crate::ids::id_at(ts(9_000).0, 1)),
+                version: 1,
+                latest: None,
+            },
             ts(5_000),
         );
         assert_eq!(back.last_at, Some(ts(9_000)));

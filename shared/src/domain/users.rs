@@ -3,6 +3,12 @@
 //! Layout (main table): live users at `pk = <project>#U`, `sk = <user id>`, so listing in creation
 //! order, and by creation date, is one Query. Deleting a user erases them and everything derived
 //! from them (see `pipeline::erasure`).
+//!
+//! The record is written only by the user's own requests (create, update, erase). Their latest
+//! location lives in their watermark (`domain::sequence`, in the user's own partition), which
+//! every processing pass writes anyway; reads that show it ([`get`], [`require`], [`list`]) read
+//! it beside the record. `last_location_update` on a record is what a pass wrote there before
+//! (shown until a pass moves the watermark's).
 
 use chrono_tz::Tz;
 use serde::de::DeserializeOwned;
@@ -159,13 +165,37 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateUser) -> Result
     Ok(user)
 }
 
-/// A live (not deleted) user of this project.
+/// A live (not deleted) user of this project, with their latest location.
 pub async fn get(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<User>, ApiError> {
+    if !is_id(user_id) {
+        return Ok(None);
+    }
+    let (user, latest) = futures::try_join!(record(store, p, user_id), latest(store, p, user_id))?;
+    Ok(user.map(|u| with_latest(u, latest)))
+}
+
+/// The user record alone, as stored: its `last_location_update` is not the latest (the events
+/// processor, which keeps the latest location, reads this).
+pub async fn record(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<User>, ApiError> {
     read(store, p, user_id).await
 }
 
 pub async fn require(store: &dyn Store, p: &Project, field: &str, user_id: &str) -> Result<User, ApiError> {
-    require_as(store, p, field, user_id).await
+    check_user_id(field, user_id)?;
+    let (user, latest) = futures::try_join!(require_as(store, p, field, user_id), latest(store, p, user_id))?;
+    Ok(with_latest(user, latest))
+}
+
+async fn latest(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<Location>, ApiError> {
+    Ok(super::sequence::read(store, p, user_id).await?.latest)
+}
+
+/// The record's location replaced by the watermark's, when a pass has written one there.
+fn with_latest(mut u: User, latest: Option<Location>) -> User {
+    if latest.is_some() {
+        u.last_location_update = latest;
+    }
+    u
 }
 
 /// What most requests need of the user they name: that it exists, its id and its app.
@@ -208,6 +238,18 @@ pub async fn require_doc(store: &dyn Store, p: &Project, field: &str, user_id: &
     read_doc(store, p, user_id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("{field}: no user '{user_id}' in this project")))
+}
+
+/// A stored user as [`view_json`] shows them: the record's document and the latest location.
+pub struct Listed {
+    pub doc: Doc,
+    pub latest: Option<Location>,
+}
+
+/// [`require_doc`] with the user's latest location.
+pub async fn require_listed(store: &dyn Store, p: &Project, field: &str, user_id: &str) -> Result<Listed, ApiError> {
+    let (doc, latest) = futures::try_join!(require_doc(store, p, field, user_id), latest(store, p, user_id))?;
+    Ok(Listed { doc, latest })
 }
 
 async fn require_as<T: DeserializeOwned>(
@@ -308,24 +350,34 @@ pub async fn update(store: &dyn Store, p: &Project, input: UpdateUser) -> Result
 }
 
 /// Users created inside `range` (all when None), in creation order, one page, as stored JSON
-/// documents (shown through [`view_json`]).
+/// documents with their latest locations (shown through [`view_json`]).
 pub async fn list(
     store: &dyn Store,
     p: &Project,
     range: Option<DateRange>,
     filter: Option<&MetadataFilter>,
     page: PageNumber,
-) -> Result<(Vec<Doc>, PageInfo), ApiError> {
+) -> Result<(Vec<Listed>, PageInfo), ApiError> {
     let pk = users_pk(&p.project_id);
     let ids = range.map(|r| id_range(&r));
     let keep = filter.map(|f| move |u: &User| f.matches(u.metadata.as_ref()));
     let keep = keep.as_ref().map(|k| k as &(dyn Fn(&User) -> bool + Sync));
-    Ok(super::list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::OldestFirst).await?)
+    let (docs, info) =
+        super::list_pages::page_where(store, Table::Main, &pk, ids, page, keep, Order::OldestFirst).await?;
+    #[derive(Deserialize)]
+    struct Id {
+        id: String,
+    }
+    let ids: Vec<Id> = docs.iter().map(|d| from_json(d)).collect::<Result<_, _>>()?;
+    let ids: Vec<&str> = ids.iter().map(|i| i.id.as_str()).collect();
+    let latest = super::sequence::latest_of(store, p, &ids).await?;
+    Ok((docs.into_iter().zip(latest).map(|(doc, latest)| Listed { doc, latest }).collect(), info))
 }
 
 /// A stored user as lists show it ([`UserView`]).
-pub fn view_json(doc: &Doc, tz: Option<Tz>) -> Result<Box<RawValue>, StoreError> {
-    crate::store::rendered("user", &UserView::new(&from_json(doc)?, tz))
+pub fn view_json(user: &Listed, tz: Option<Tz>) -> Result<Box<RawValue>, StoreError> {
+    let u = with_latest(from_json(&user.doc)?, user.latest.clone());
+    crate::store::rendered("user", &UserView::new(&u, tz))
 }
 
 /// `<project_id>_<1 or 2>`.

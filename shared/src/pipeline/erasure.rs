@@ -2,10 +2,11 @@
 //! table holds their id afterwards (privacy law's right to erasure).
 //!
 //! Order, and why:
-//! 1. One transaction removes the user record (`<project>#U`) and writes an erasure marker at
-//!    `ERASE`, sort key `<project>#<user>`. From then on every read and every ingest of the user
-//!    is a 404, since they all start from the user record; the marker is the only thing left
-//!    that names them.
+//! 1. One transaction removes the user record (`<project>#U`), moves the user's watermark on (so
+//!    a processing pass under way fails its commit) and writes an erasure marker at `ERASE`,
+//!    sort key `<project>#<user>`. From then on every read and every ingest of the user is a
+//!    404, since they all start from the user record; the marker (and the watermark, until the
+//!    processor step) is all that is left that names them.
 //! 2. Steps, each idempotent (deletes without conditions; derived keys), in bounded batches of at
 //!    most [`PAGE`] keys, deleted with [`Store::delete_many`] (no transaction: it would double
 //!    the write cost, and a step cut short is simply run again). Trips come first so their tracking links die
@@ -33,6 +34,7 @@ use serde_json::Value;
 
 use super::marks;
 use crate::domain::geofences::{self, Geofence, events as fence_events, index, moving};
+use crate::domain::sequence::{self, Watermark};
 use crate::domain::trips::{self, Api, events as trip_events};
 use crate::domain::users::{self, User, check_user_id};
 use crate::domain::{groups, history_pages, insights, locations, webhooks};
@@ -259,11 +261,13 @@ async fn start(store: &dyn Store, p: &Project, user_id: &str) -> Result<Marker, 
             return Err(ApiError::not_found(format!("user_id: no user '{user_id}' in this project")));
         };
         let user: User = from_item(item)?;
+        let wm = sequence::read(store, p, user_id).await?;
+        let latest = wm.latest.as_ref().or(user.last_location_update.as_ref());
         let marker = Marker {
             project_id: p.project_id.clone(),
             account_id: p.account_id.clone(),
             user_id: user.id.clone(),
-            cell: user.last_location_update.as_ref().and_then(|l| index::cell_of(l.coordinates).ok()),
+            cell: latest.and_then(|l| index::cell_of(l.coordinates).ok()),
             started_at: Timestamp::now(),
             step: 0,
             cursor: None,
@@ -280,6 +284,9 @@ async fn start(store: &dyn Store, p: &Project, user_id: &str) -> Result<Marker, 
             },
         ];
         ops.extend(crate::domain::list_pages::count_ops(Table::Main, &pk, &user.id, -1));
+        // A pass under way read the watermark before this: moved here, its commit fails (passes
+        // write the watermark, not the record), and the pass finds no user when it reads again.
+        ops.push(sequence::put(p, user_id, &Watermark { version: wm.version + 1, ..wm.clone() }, &wm)?);
         match store.transact(ops).await {
             Ok(()) => return Ok(marker),
             // The user changed, or another request began the erasure: read again.

@@ -17,7 +17,7 @@ use crate::error::ApiError;
 use crate::ids::id_at;
 use crate::project::{KeyKind, Project};
 use crate::store::{
-    Cond, Item, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_jsons, to_item,
+    Cond, Item, MAX_TRANSACT_OPS, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, from_jsons,
 };
 use crate::time::Timestamp;
 use tracing::Instrument;
@@ -80,7 +80,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             hi = hi.min(since - chrono::Duration::milliseconds(1));
         }
         let hi = id_at(hi, u64::MAX);
-        let Some(user) = users::get(store, p, user_id).await? else {
+        let Some(user) = users::record(store, p, user_id).await? else {
             // Erased (or being erased): nothing to derive, and no watermark to write, which would
             // bring back an item naming a user who must leave none. Fixes here were stored by an
             // ingest that passed its user check before the erasure began: they go too.
@@ -92,6 +92,9 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             return Ok(Pass::Done(Processed::default()));
         };
         let start = start_of(&wm, &user);
+        // The latest location: the watermark's, or the record's for a user no pass has moved
+        // since it left the record.
+        let before = wm.latest.clone().or_else(|| user.last_location_update.clone());
         let q = Query::new(locations_pk(&p.project_id, user_id), SkRange::Between("0".repeat(24), hi))
             .after(start.last_id.clone())
             .limit(PASS_FIXES + 1);
@@ -111,7 +114,8 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         // Outside the request that stored the batch (the stream-fed processor, the sweep), what
         // the pass causes records that request (the first batch's, when it derives several), so
         // a batch is followed from its request to its deliveries in the logs there too.
-        let planned = plan(store, p, &user, &fixes, &late);
+        let newest = fixes.last().filter(|n| before.as_ref().is_none_or(|b| n.recorded_at > b.recorded_at)).cloned();
+        let planned = plan(store, p, &user, &fixes, &late, before.as_ref(), newest.as_ref());
         let Plan { facts, counted, marks: work_marks, mut states, counted_in_states, messages } =
             match marks.iter().find_map(|(_, m)| m.request_id.clone()) {
                 Some(id) if crate::request_id::current().is_none() => {
@@ -132,13 +136,25 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         // once). The counted ones and the rest in one store call.
         let _synced_below =
             crate::domain::history_pages::put_new_counted_with(store, Table::Main, counted, facts).await?;
-        let newest = fixes.last();
+        let last = fixes.last();
         let next = Watermark {
-            last_id: newest.map(|l| l.id.clone()).or(start.last_id),
-            last_at: newest.map(|l| l.recorded_at).or(start.last_at),
+            last_id: last.map(|l| l.id.clone()).or(start.last_id),
+            last_at: last.map(|l| l.recorded_at).or(start.last_at),
             version: wm.version + 1,
+            latest: newest.or(before),
         };
         let mut commit = vec![sequence::put(p, user_id, &next, &wm)?];
+        if wm.version == 0 {
+            // The first watermark of a user: nothing an erasure could have bumped yet, so the
+            // record it was derived for must still be there (an erasure deletes it, then the
+            // watermark: a later pass's version check fails on either).
+            commit.push(WriteOp::Check {
+                table: Table::Main,
+                pk: users::users_pk(&p.project_id),
+                sk: user.id.clone(),
+                cond: Cond::Equals("version", user.version.into()),
+            });
+        }
         let step = Processed { fixes: fixes.len(), queued: !work_marks.is_empty() };
         // Outbox work marks after the facts they announce (one write fewer than on their own).
         commit.extend(work_marks);
@@ -194,7 +210,7 @@ fn start_of(wm: &Watermark, user: &users::User) -> Watermark {
         return wm.clone();
     }
     let last = user.last_location_update.as_ref().filter(|l| l.recorded_at <= latest_acceptable());
-    Watermark { last_id: last.map(|l| l.id.clone()), last_at: last.map(|l| l.recorded_at), version: 0 }
+    Watermark { last_id: last.map(|l| l.id.clone()), last_at: last.map(|l| l.recorded_at), version: 0, latest: None }
 }
 
 async fn read_watermark(store: &dyn Store, p: &Project, user_id: &str) -> Result<Watermark, ApiError> {
@@ -217,31 +233,24 @@ struct Plan {
 }
 
 /// Ask every module what `fixes` (new, in order) and late fixes in the `late` ranges change.
+/// `before` is the user's latest location when the pass began, `newest` the pass's fix that
+/// replaces it (kept in the watermark: see `domain::sequence`).
 async fn plan(
     store: &dyn Store,
     p: &Project,
     user: &users::User,
     fixes: &[Location],
     late: &[(Timestamp, Timestamp)],
+    before: Option<&Location>,
+    newest: Option<&Location>,
 ) -> Result<Plan, ApiError> {
     // Messages are built whether or not an endpoint listens: live streams resume from them.
     let subs = webhooks::subscriptions(store, p).await?;
     let (mut facts, mut counted) = (Vec::new(), Vec::new());
     let mut states = Vec::new();
     let mut hooks = Vec::new();
-    let before = user.last_location_update.clone();
-    let newest = fixes.last().filter(|n| before.as_ref().is_none_or(|b| n.recorded_at > b.recorded_at));
     let mut user_after = user.clone();
-    if let Some(n) = newest {
-        // The user record: checked on its version, so a concurrent update makes the pass redo.
-        user_after.last_location_update = Some(n.clone());
-        user_after.version += 1;
-        states.push(WriteOp::Put {
-            table: Table::Main,
-            item: to_item(&users::users_pk(&p.project_id), &user.id, &user_after)?,
-            cond: Cond::Equals("version", user.version.into()),
-        });
-    }
+    user_after.last_location_update = newest.or(before).cloned();
     let trips = trips::plan_progress(store, p, user, fixes, late, true).await?;
     states.extend(trips.states);
     let counted_in_states = trips.counted;
@@ -261,7 +270,7 @@ async fn plan(
         facts.extend(stays.stays);
     }
     if let Some(n) = newest {
-        states.extend(moving::reindex_ops(p, &user_after, n, before.as_ref())?);
+        states.extend(moving::reindex_ops(p, &user_after, n, before)?);
         let m = moving::plan(store, p, &user_after, n).await?;
         states.extend(m.states);
         let events: Vec<_> = m.events.iter().map(|(e, _)| e.clone()).collect();
