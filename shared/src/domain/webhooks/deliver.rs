@@ -21,7 +21,7 @@ use super::outbox::{
 use super::{Endpoint, is_public};
 use crate::error::ApiError;
 use crate::project::{KeyKind, Project};
-use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
+use crate::store::{Cond, Item, Query, SkRange, Store, StoreError, Table, WriteOp, from_item, to_item};
 use crate::time::Timestamp;
 
 pub const USER_AGENT: &str = concat!("Waymark-Webhooks/", env!("CARGO_PKG_VERSION"));
@@ -284,7 +284,7 @@ impl Worker {
         let d: Delivery = from_item(d)?;
         let m: Message = from_item(m)?;
         if d.status != Status::Pending {
-            store.transact(vec![drop_ref]).await?;
+            store.delete(Table::Main, &ppk, sk, Cond::None).await?;
             return Ok((Outcome::Final, d.status == Status::Delivered));
         }
         let now = Timestamp::now();
@@ -312,23 +312,17 @@ impl Worker {
                 // The record decides (delivered elsewhere, or replayed: sent again).
                 Outcome::Wait(Timestamp::now())
             };
-            let log = WriteOp::Put {
-                table: Table::Main,
-                item: to_item(&lpk, &r.event_id, &d)?,
-                cond: Cond::Equals("updated_at", read_at),
+            let log = (to_item(&lpk, &r.event_id, &d)?, Cond::Equals("updated_at", read_at));
+            let pending = match &outcome {
+                _ if !decides => None,
+                Outcome::Final => Some(drop_ref.clone()),
+                Outcome::Wait(at) => {
+                    let next =
+                        PendingRef { event_id: r.event_id.clone(), next_attempt_at: *at, expires_at: r.expires_at };
+                    Some(WriteOp::Put { table: Table::Main, item: to_item(&ppk, sk, &next)?, cond: Cond::None })
+                }
             };
-            let mut ops = vec![log];
-            if decides {
-                ops.push(match &outcome {
-                    Outcome::Final => drop_ref.clone(),
-                    Outcome::Wait(at) => {
-                        let next =
-                            PendingRef { event_id: r.event_id.clone(), next_attempt_at: *at, expires_at: r.expires_at };
-                        WriteOp::Put { table: Table::Main, item: to_item(&ppk, sk, &next)?, cond: Cond::None }
-                    }
-                });
-            }
-            match record(store, ops, success).await {
+            match record(store, log, pending, success).await {
                 Ok(()) => return Ok((outcome, success)),
                 Err(StoreError::ConditionFailed) => {
                     let Some(item) = store.get(Table::Main, &lpk, &r.event_id).await? else { break };
@@ -485,19 +479,42 @@ async fn heads(store: &dyn Store, ppk: &str) -> Result<BTreeMap<String, Vec<(Str
     }
 }
 
-/// Writes an attempt's record (and its pending reference). After a delivered attempt a store
-/// that stays unavailable is tried again for [`RECORD_PATIENCE`]; a failed attempt's record may
-/// be lost (the attempt is then made again).
-async fn record(store: &dyn Store, ops: Vec<WriteOp>, delivered: bool) -> Result<(), StoreError> {
+/// Writes an attempt's record, then its pending reference: two single writes, not one
+/// transaction, which would cost twice the write units of both. The record is the truth and
+/// the reference a hint the worker checks against it, so a failure between the two is
+/// harmless: a final record's reference left behind is dropped unsent; a pending one's old
+/// time brings its next attempt forward, once. After a delivered attempt a store that stays
+/// unavailable is tried again for [`RECORD_PATIENCE`]; a failed attempt's record may be lost
+/// (the attempt is then made again).
+async fn record(
+    store: &dyn Store,
+    (item, cond): (Item, Cond),
+    pending: Option<WriteOp>,
+    delivered: bool,
+) -> Result<(), StoreError> {
     let started = Instant::now();
     loop {
-        match store.transact(ops.clone()).await {
+        match store.put(Table::Main, item.clone(), cond.clone()).await {
             Err(StoreError::Unavailable(cause)) if delivered && started.elapsed() < RECORD_PATIENCE => {
                 tracing::warn!(%cause, "webhook delivered, its record not written yet; writing again");
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
+            Ok(()) => break,
             other => return other,
         }
+    }
+    let done = match pending {
+        Some(WriteOp::Delete { table, pk, sk, cond }) => store.delete(table, &pk, &sk, cond).await,
+        Some(WriteOp::Put { table, item, cond }) => store.put(table, item, cond).await,
+        Some(other) => store.transact(vec![other]).await,
+        None => Ok(()),
+    };
+    match done {
+        Err(e) if delivered => {
+            tracing::warn!(error = %e, "webhook delivered and recorded; its pending reference is left for the worker to drop");
+            Ok(())
+        }
+        other => other,
     }
 }
 
