@@ -66,7 +66,7 @@ pub async fn control(
     let mut last_fix: Option<Location> = None;
     let mut route: Option<route::Route> = None;
     for _ in 0..30 {
-        let snapshot = get_or_deleted(store, p, api, trip_id).await?;
+        let mut snapshot = get_or_deleted(store, p, api, trip_id).await?;
         legal(&snapshot, action)?;
         // Without a given time the move happens now, taken afresh on each attempt: a concurrent
         // move that won the race may have happened after this request began.
@@ -82,6 +82,11 @@ pub async fn control(
                 last_fix = users::get(store, p, user).await?.and_then(|u| u.last_location_update);
             }
             Action::End => {
+                // The judge as the user's passes left it (this write moves the user's watermark,
+                // so no pass commits in between).
+                if let Some(g) = super::judge_of(store, p, &snapshot).await? {
+                    snapshot.gps = g;
+                }
                 let mut ended = snapshot.clone();
                 ended.ended_at = Some(at);
                 let locs = trip_locations(store, p, &ended, at).await?;
@@ -238,7 +243,7 @@ pub(crate) fn set_figures(trip: &mut Trip, r: &route::Route, end: Timestamp) {
 /// Index writes for a move: a started trip enters the user's list of trips that locations move.
 fn index_ops(p: &Project, trip: &Trip, action: Action) -> Vec<WriteOp> {
     let (Action::Start, Some(user)) = (action, &trip.user_id) else { return Vec::new() };
-    let entry = UserTrip { trip_id: trip.id.clone(), api: trip.api };
+    let entry = UserTrip { trip_id: trip.id.clone(), api: trip.api, gps: None };
     match to_item(&user_trips_pk(&p.project_id, user), &trip.id, &entry) {
         Ok(item) => vec![WriteOp::Put { table: Table::Main, item, cond: Cond::None }],
         Err(_) => Vec::new(),

@@ -134,7 +134,7 @@ pub async fn plan(
     let mut out = TripPlan::default();
     for e in entries {
         let e: UserTrip = from_item(e)?;
-        let Some(trip) = get_record(store, p, e.api, &e.trip_id).await? else {
+        let Some(mut trip) = get_record(store, p, e.api, &e.trip_id).await? else {
             out.states.push(WriteOp::Delete { table: Table::Main, pk: pk.clone(), sk: e.trip_id, cond: Cond::None });
             continue;
         };
@@ -152,6 +152,9 @@ pub async fn plan(
         let late = late.iter().any(|(s, u)| intervals.iter().any(|(a, b)| s <= b && a <= u));
         if inside.is_empty() && !late {
             continue;
+        }
+        if let Some(g) = &e.gps {
+            trip.gps = g.clone();
         }
         let mut t = trip.clone();
         // Once its first fixes may have expired (retention), an ended trip's figures stay as
@@ -181,7 +184,18 @@ pub async fn plan(
             }
             progress(&mut t, &inside);
         }
-        if t == trip {
+        if t.gps != trip.gps {
+            // Checked to exist: a trip that left the user's list meanwhile (ended long ago,
+            // reassigned, deleted) does not come back; the pass reads again.
+            let entry = UserTrip { gps: Some(t.gps.clone()), ..e.clone() };
+            out.states.push(WriteOp::Put {
+                table: Table::Main,
+                item: to_item(&pk, &e.trip_id, &entry)?,
+                cond: Cond::Exists,
+            });
+        }
+        let record = Trip { gps: trip.gps.clone(), ..t.clone() };
+        if record == trip {
             continue;
         }
         t.version += 1;
