@@ -131,7 +131,8 @@ def start_proxy(upstream):
                          stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline().split()
     assert line and line[0] == "PORT", f"proxy did not start: {line}"
-    threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
+    # The server logs to stdout: kept with its stderr, so a 500 can be traced.
+    threading.Thread(target=lambda: [log.write(line) for line in p.stdout], daemon=True).start()
     return p, int(line[1])
 
 
@@ -157,7 +158,8 @@ def start_serve(binary, proxy_port, prefix, data_dir, log):
         line = p.stdout.readline()
         assert line, f"serve did not start: {printed}"
         printed += line
-    threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
+    # The server logs to stdout: kept with its stderr, so a 500 can be traced.
+    threading.Thread(target=lambda: [log.write(line) for line in p.stdout], daemon=True).start()
     return p, port
 
 
@@ -368,6 +370,9 @@ def drive(args, name, faults, proxy_port, api, rx, reference, data_dir):
 
     lat = sorted(x[4] for x in api.log)
     codes = Counter(x[2] for x in api.log)
+    for x in api.log:
+        if x[2] >= 500 and x[2] != 503:
+            print(f"{name}: {x[0]} {x[1]} answered {x[2]} after {x[4]:.1f} s", file=sys.stderr, flush=True)
     row = {
         "phase": name, "requests": len(api.log), "faults injected": sum(injected.values()) if injected else 0,
         "503/429": codes[503] + codes[429], "503 without Retry-After": sum(1 for x in api.log if x[2] == 503 and not x[3]),
