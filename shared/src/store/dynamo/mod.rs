@@ -539,9 +539,12 @@ impl Store for DynamoStore {
         }
         // One client token for the tries of one transaction: a try whose answer was lost and that
         // committed makes the next try's answer that success, not a failed condition (DynamoDB
-        // keeps a token 10 minutes). A try cancelled outright applied nothing: a new token then.
+        // keeps a token 10 minutes). A try cancelled outright applied nothing: a new token then,
+        // unless an earlier try's outcome was unknown (it may have committed: a fresh token
+        // after it, say for a throttled retry, met its own write as a failed condition).
         let client = self.client().await;
         let mut token = client_token();
+        let mut unknown = false;
         let mut tries = retry::Tries::new();
         loop {
             let r = client
@@ -565,7 +568,8 @@ impl Store for DynamoStore {
             if !tries.again(class).await {
                 return Err(retry::failure(class, e));
             }
-            if class != Class::Unknown {
+            unknown |= class == Class::Unknown;
+            if !unknown {
                 token = client_token();
             }
         }
