@@ -29,6 +29,7 @@ mod reads;
 pub mod render;
 pub mod route;
 mod smooth;
+mod started;
 mod stops;
 pub mod stream_filter;
 pub mod view;
@@ -39,6 +40,7 @@ pub use reads::{Summary, by_token, summary, trip_fixes, trip_locations, trip_loc
 
 pub use list::{ListFilter, StoredTrip, TripType, list_v1, list_v2};
 pub use progress::{TripPlan, plan as plan_progress};
+pub(crate) use started::{UserTrip, judge_of, user_trips_pk};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -362,38 +364,8 @@ async fn load_events_many(store: &dyn Store, p: &Project, trips: &mut [Trip]) ->
     }
     Ok(())
 }
-pub(crate) fn user_trips_pk(project_id: &str, user_id: &str) -> String {
-    [project_id, "#UT#", user_id].concat()
-}
 pub fn tracking_pk(token: &str) -> String {
     format!("TRACK#{}", hash_secret(token))
-}
-
-/// Entry of the user's started trips (in the user's own partition).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct UserTrip {
-    pub(crate) trip_id: String,
-    pub(crate) api: Api,
-    /// The trip's online judge, which nearly every pass of the user moves: kept here, where the
-    /// pass reads the entry anyway, rather than on the trip record in the project's trips list,
-    /// which every pass of every user on a trip rewrote (that partition capped a project's
-    /// ingest). The record is written only when a pass changes more (a waypoint, the start
-    /// location). None on entries from before: the record's judge holds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) gps: Option<gps::OnlineFilter>,
-}
-
-/// The judge of `trip` as its user's entry keeps it (the record's when the entry has none).
-pub(crate) async fn judge_of(
-    store: &dyn Store,
-    p: &Project,
-    trip: &Trip,
-) -> Result<Option<gps::OnlineFilter>, ApiError> {
-    let Some(user) = &trip.user_id else { return Ok(None) };
-    let Some(item) = store.get(Table::Main, &user_trips_pk(&p.project_id, user), &trip.id).await? else {
-        return Ok(None);
-    };
-    Ok(crate::store::from_item::<UserTrip>(item)?.gps)
 }
 
 /// Where a tracking token leads.
