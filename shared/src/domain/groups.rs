@@ -103,7 +103,7 @@ async fn checked_users(store: &dyn Store, p: &Project, users: &[String]) -> Resu
         users::check_user_id("users", id)?;
     }
     let found: Vec<bool> = futures::stream::iter(ids.clone())
-        .map(|id| async move { users::get(store, p, &id).await.map(|u| u.is_some()) })
+        .map(|id| async move { users::record(store, p, &id).await.map(|u| u.is_some()) })
         .buffered(16)
         .try_collect()
         .await?;

@@ -174,8 +174,8 @@ pub async fn get(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option
     Ok(user.map(|u| with_latest(u, latest)))
 }
 
-/// The user record alone, as stored: its `last_location_update` is not the latest (the events
-/// processor, which keeps the latest location, reads this).
+/// The user record alone, as stored: its `last_location_update` is not the latest. For the events
+/// processor, which keeps the latest location, and for checks that a user exists (one read).
 pub async fn record(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<User>, ApiError> {
     read(store, p, user_id).await
 }

@@ -222,7 +222,7 @@ async fn check_scope(
 ) -> Result<(), ApiError> {
     let mut unknown = Vec::new();
     for u in user_ids {
-        if users::get(store, p, u).await?.is_none() {
+        if users::record(store, p, u).await?.is_none() {
             unknown.push(u.as_str());
         }
     }

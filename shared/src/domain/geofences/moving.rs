@@ -100,7 +100,7 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateMoving) -> Resu
     }
     let mut unknown = Vec::new();
     for u in &followed {
-        if users::get(store, p, u).await?.is_none() {
+        if users::record(store, p, u).await?.is_none() {
             unknown.push(u.as_str());
         }
     }
