@@ -9,8 +9,15 @@ use shared::AppState;
 use crate::helpers::{Key, TestApp, dynamo_store};
 use crate::trace::Trace;
 
+/// Writers fold their count items at random (1 bucket in 8 they finish: a query and a
+/// transaction, 3 units); the figures here are without those folds, so that chance decides
+/// nothing (the bounds once left room for one fold, and two in one phase failed CI).
 #[tokio::test]
 async fn capacity_units_of_trip_operations() {
+    shared::domain::history_pages::with_fold_odds(0, trip_operations()).await
+}
+
+async fn trip_operations() {
     let store = dynamo_store().await;
     let app = TestApp::with_state(AppState::new(store.clone())).await;
     let user = app.create_user(json!({})).await;
@@ -22,8 +29,6 @@ async fn capacity_units_of_trip_operations() {
         figures.push((label.to_owned(), used));
         assert!(used <= bound, "{label}: {used} capacity units, more than {bound}");
     };
-    // Bounds leave room for 3 units: in 12 runs each phase sometimes measured 3 more than its usual
-    // figure (end control 28 or 31, start control 17 or 20), not yet traced to its cause.
     let mut figures = Vec::new();
     let ok = |(s, b): (StatusCode, Value)| {
         assert!(s.is_success(), "{b}");
@@ -42,7 +47,7 @@ async fn capacity_units_of_trip_operations() {
     ok(app.post("/v3/api/trips/controls/", &ctl("start", "started_at", t0)).await);
     // A control also reads its user's watermark and puts it in its transaction (its place in the
     // user's sequence, domain::sequence), after the pass that derives the user's stored fixes
-    // first reads the marks and the watermark: 17 or 20 units measured, 18 before.
+    // first reads the marks and the watermark: 19 units.
     cost("start control", 21.0, &mut figures);
 
     let mut tr = Trace::new(3, t0, 4.0);
@@ -63,8 +68,8 @@ async fn capacity_units_of_trip_operations() {
 
     ok(app.post("/v3/api/trips/controls/", &ctl("end", "ended_at", tr.fixes[99].at)).await);
     // It also reads the trip's online judge from the user's started-trips entry (one unit more
-    // since the judge left the trip record: 29 or 32, now 30 or 33).
-    cost("end control (reads the trip's 100 locations)", 33.0, &mut figures);
+    // since the judge left the trip record: 30).
+    cost("end control (reads the trip's 100 locations)", 32.0, &mut figures);
     ok(app.get(&format!("/v3/api/trips/summary/?trip_id={trip}")).await);
     cost("summary of a 100-point trip", 15.0, &mut figures);
     ok(app.get(&format!("/v3/api/trips/?trip_id={trip}")).await);
@@ -79,6 +84,10 @@ async fn capacity_units_of_trip_operations() {
 /// operation against the same writes without the counters, as the code made them before.
 #[tokio::test]
 async fn capacity_units_of_counted_creates_and_deletes() {
+    shared::domain::history_pages::with_fold_odds(0, counted_creates_and_deletes()).await
+}
+
+async fn counted_creates_and_deletes() {
     use shared::domain::list_pages::count_ops;
     use shared::store::{Cond, Store, Table, WriteOp};
     let store = dynamo_store().await;

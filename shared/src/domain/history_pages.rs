@@ -8,6 +8,7 @@
 
 mod cells;
 mod deltas;
+pub use deltas::with_fold_odds;
 pub mod merged;
 
 use std::collections::{BTreeMap, BTreeSet};

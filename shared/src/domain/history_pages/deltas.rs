@@ -16,6 +16,18 @@ use super::*;
 /// A writer folds each bucket it finished in with this odds (1 in N): deltas stay few without a
 /// read per write.
 const FOLD_ONE_IN: u32 = 8;
+
+tokio::task_local! {
+    /// Within [`with_fold_odds`]: the odds in place of [`FOLD_ONE_IN`] (0: never).
+    static FOLD_ODDS: u32;
+}
+
+/// Runs `f` with writers folding 1 in `one_in` of the buckets they finish (0: never, 1: always),
+/// in place of 1 in [`FOLD_ONE_IN`] at random: what the capacity tests count is then not left to
+/// chance (a fold is a query and a transaction: 3 units more, in any phase, 1 time in 8).
+pub async fn with_fold_odds<F: std::future::Future>(one_in: u32, f: F) -> F::Output {
+    FOLD_ODDS.scope(one_in, f).await
+}
 /// A reader folds a bucket holding at least this many finished deltas.
 pub(super) const READ_FOLD_AT: usize = 16;
 
@@ -218,7 +230,10 @@ pub(super) async fn finish(
         let chosen: Vec<(&Writer, &String)> = writers
             .iter()
             .flat_map(|w| w.buckets.iter().map(move |b| (w, b)))
-            .filter(|_| rand::random_range(0..FOLD_ONE_IN) == 0)
+            .filter(|_| {
+                let odds = FOLD_ODDS.try_with(|o| *o).unwrap_or(FOLD_ONE_IN);
+                odds != 0 && rand::random_range(0..odds) == 0
+            })
             .collect();
         if chosen.is_empty() {
             return Ok(());
