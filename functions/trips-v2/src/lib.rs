@@ -115,6 +115,7 @@ async fn create(
         waypoints: stops(b.stops.unwrap_or_default())?,
     };
     let mut trip = trips::create(s.store.as_ref(), &p, Api::V2, input).await?;
+    s.wake.notify_one();
     // As in v1/v3: the creation event is recorded, the response shows `events` empty.
     trip.events.clear();
     Ok(V2Envelope::new(201, "trip_created", "Trip created").with("trip", render(&s, &p, &trip).await?))
@@ -168,11 +169,13 @@ async fn update(
     };
     let up = TripUpdate { user_id: b.user_id, name: b.name, description: b.description, metadata: b.metadata, replace };
     let trip = trips::update(s.store.as_ref(), &p, Api::V2, &id, up).await?;
+    s.wake.notify_one();
     Ok(V2Envelope::new(200, "trip_updated", "Trip updated").with("trip", render(&s, &p, &trip).await?))
 }
 
 async fn delete(Bearer(p): Bearer, State(s): State<AppState>, TripId(id): TripId) -> Result<V2Envelope, V2Error> {
     let trip = trips::delete(s.store.as_ref(), &p, Api::V2, &id).await?;
+    s.wake.notify_one();
     Ok(V2Envelope::new(200, "trip_deleted", "Trip deleted").with("trip", json!({"id": trip.id, "is_deleted": true})))
 }
 
@@ -203,6 +206,7 @@ async fn controls(
     let action = Action::parse(&b.action)?;
     let at = action.pick([b.started_at, b.paused_at, b.resumed_at, b.ended_at]);
     let trip = shared::pipeline::controls::control(s.store.as_ref(), &p, Api::V2, &id, action, at).await?;
+    s.wake.notify_one();
     // As Roam answers each move: 201 with the move's own message.
     let message = match action {
         Action::Start => "trip_started",

@@ -152,9 +152,12 @@ async fn create(
 ) -> Result<Envelope<Value>, ApiError> {
     if body.is_started == Some(true) {
         let trip = shared::pipeline::controls::quick(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
+        s.wake.notify_one();
         return Ok(Envelope::created(shared::envelope::SUCCESS, json!([render(&s, &p, &trip).await?])));
     }
     let mut trip = trips::create(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
+    // Trip events may have queued messages: the delivery worker naps until woken.
+    s.wake.notify_one();
     // The creation event is recorded; the response shows the trip as created, events empty.
     trip.events.clear();
     Ok(Envelope::created(shared::envelope::SUCCESS, json!([render(&s, &p, &trip).await?])))
@@ -226,12 +229,14 @@ async fn update(
     }
     let up = TripUpdate { user_id: b.user_id, metadata: b.metadata, replace, ..TripUpdate::default() };
     let trip = trips::update(s.store.as_ref(), &p, Api::V1, &b.trip_id, up).await?;
+    s.wake.notify_one();
     Ok(Envelope::created(shared::envelope::SUCCESS, json!([render(&s, &p, &trip).await?])))
 }
 
 async fn delete(SecretKey(p): SecretKey, State(s): State<AppState>, q: Params) -> Result<Envelope<Value>, ApiError> {
     q.only(&["trip_id"])?;
     trips::delete(s.store.as_ref(), &p, Api::V1, q.required("trip_id")?).await?;
+    s.wake.notify_one();
     Ok(Envelope::ok("Trip deleted successfully", Value::Null))
 }
 
@@ -278,6 +283,7 @@ async fn controls(
     let action = Action::parse(&b.action)?;
     let at = action.pick([b.started_at, b.paused_at, b.resumed_at, b.ended_at]);
     let trip = shared::pipeline::controls::control(s.store.as_ref(), &p, Api::V1, &b.trip_id, action, at).await?;
+    s.wake.notify_one();
     Ok(Envelope::ok(shared::envelope::SUCCESS, json!([render(&s, &p, &trip).await?])))
 }
 
@@ -287,6 +293,7 @@ async fn quick(
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Result<Envelope<Value>, ApiError> {
     let trip = shared::pipeline::controls::quick(s.store.as_ref(), &p, Api::V1, body.into_new()).await?;
+    s.wake.notify_one();
     Ok(Envelope::created("Trip created and started", json!([render(&s, &p, &trip).await?])))
 }
 

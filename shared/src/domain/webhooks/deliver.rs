@@ -45,6 +45,14 @@ const PARALLEL_USERS: usize = 8;
 pub const RUN_PER_PASS: usize = 50;
 /// How long the worker lets new messages gather after being woken.
 const COALESCE: Duration = Duration::from_millis(5);
+/// The longest nap with nothing due. Whatever queues a message in this process wakes the worker
+/// (ingest, trip requests, replays, tests, the sweep), and the pass returns when its next retry
+/// is due, so the poll only bounds how late work of another writer is seen: a query of each
+/// of the [`WORK_SHARDS`] a poll (32 read units a second at a 1 s poll, a fix's cost many times
+/// over at a sparse load), where the Lambda sender is woken by the stream and once a minute.
+const IDLE_POLL: Duration = Duration::from_secs(10);
+/// The nap after a pass that failed (a store fault): its work is tried again soon.
+const AFTER_ERROR: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct DeliveryConfig {
@@ -131,21 +139,18 @@ impl Worker {
     }
 
     /// Serve forever: work whatever is due, then sleep until woken (new messages) or until the
-    /// next retry is due (at most a second).
+    /// next retry is due (at most [`IDLE_POLL`]; [`AFTER_ERROR`] after a failed pass).
     pub async fn run(self, wake: Arc<tokio::sync::Notify>) {
         loop {
-            let next = match self.run_once().await {
-                Ok(n) => n,
+            let (next, longest) = match self.run_once().await {
+                Ok(n) => (n, IDLE_POLL),
                 Err(e) => {
                     tracing::warn!(error = %e.msg, "webhook delivery pass failed");
-                    None
+                    (None, AFTER_ERROR)
                 }
             };
             let now = Timestamp::now();
-            let nap = next
-                .map(|t| (t.0 - now.0).to_std().unwrap_or(Duration::ZERO))
-                .unwrap_or(Duration::from_secs(1))
-                .min(Duration::from_secs(1));
+            let nap = next.map_or(longest, |t| (t.0 - now.0).to_std().unwrap_or(Duration::ZERO)).min(longest);
             tokio::select! {
                 // Let a burst of ingests land first: one pass then sends all their messages
                 // instead of a pass (a scan of the work marks) per batch.
