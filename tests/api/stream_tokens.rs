@@ -1,6 +1,7 @@
 //! Stream tokens (`/v1/api/streams/tokens/`): what a browser opens a stream with instead of the
 //! secret key. A token opens its own filter only, of its own project only; revoked or expired, it
-//! opens nothing, and a stream it opened closes at its next message.
+//! opens nothing, and a stream it opened closes at its next message; so it is when the key or
+//! console session that minted it is revoked or signed out.
 
 use std::time::Duration;
 
@@ -119,4 +120,48 @@ both!(a_stream_token_opens_its_own_trip_only_until_revoked_or_expired, |app| asy
     tokio::time::sleep(Duration::from_millis(3100)).await;
     let (status, _) = Sse::request(&base, "", &format!("token={short}"), None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "expired");
+});
+
+both!(a_stream_token_holds_only_while_the_key_or_session_that_minted_it_does, |app| async move {
+    let base = serve(&app).await;
+    let user = tracked_user(&app).await;
+    // A console session of 10 minutes asks for a token of a day: it gets the session's end.
+    let (status, s) =
+        app.call("POST", "/v1/api/console/sessions/", Key::Secret, Some(&json!({"ttl_seconds": 600}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{s}");
+    let session = s["data"]["token"].as_str().expect("session").to_owned();
+    let (status, res) = mint(&app, Key::Raw(&session), json!({"ttl_seconds": 86_400})).await;
+    assert_eq!(status, StatusCode::CREATED, "{res}");
+    assert_eq!(res["data"]["expires_at"], s["data"]["expires_at"], "a session's token ends with it: {res}");
+    let token = res["data"]["token"].as_str().expect("token").to_owned();
+    let mut stream = Sse::open(&base, "", &format!("token={token}"), None).await;
+    let now = chrono::Utc::now();
+    send(&app, &user, &[fix(now - chrono::Duration::seconds(30))]).await;
+    let got = stream.take(1).await;
+    assert_eq!(got[0]["type"], "location.updated", "{got:?}");
+
+    // Signing out ends the session's tokens: none opens, an open stream closes at its next message.
+    let (status, res) = app.call("DELETE", "/v1/api/console/sessions/", Key::Raw(&session), None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let (status, _) = Sse::request(&base, "", &format!("token={token}"), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "a signed-out session's token");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    send(&app, &user, &[fix(now - chrono::Duration::seconds(20))]).await;
+    let closed = stream.next().await.expect("a closing event");
+    assert_eq!(closed.event.as_deref(), Some("closed"), "{closed:?}");
+
+    // A revoked secret key's tokens end with it; the other key's live on.
+    let (_, made) = app.call("POST", "/v1/api/keys/", Key::Secret, Some(&json!({"kind": "secret"}))).await;
+    let key = made["data"]["key"].as_str().expect("key").to_owned();
+    let key_id = made["data"]["key_id"].as_str().expect("key_id").to_owned();
+    let (_, res) = mint(&app, Key::Raw(&key), json!({"user_id": user})).await;
+    let theirs = res["data"]["token"].as_str().expect("token").to_owned();
+    let (_, res) = mint(&app, Key::Secret, json!({"user_id": user})).await;
+    let ours = res["data"]["token"].as_str().expect("token").to_owned();
+    Sse::open(&base, "", &format!("token={theirs}"), None).await;
+    let (status, res) = app.call("DELETE", &format!("/v1/api/keys/?key_id={key_id}"), Key::Secret, None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let (status, _) = Sse::request(&base, "", &format!("token={theirs}"), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "a revoked key's token");
+    Sse::open(&base, "", &format!("token={ours}"), None).await;
 });

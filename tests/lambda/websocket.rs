@@ -198,7 +198,7 @@ async fn websocket_events_are_answered_within_the_function_policy() {
     // $connect with a stream token of the trip: its filter is the connection's.
     let trip = fx.trip_id.clone().expect("trip");
     let filter = Filter::parse(None, None, Some(&trip), None).unwrap();
-    let minted = tokens::mint(store.as_ref(), &p, filter.clone(), 900).await.expect("token");
+    let minted = tokens::mint(store.as_ref(), &p, filter.clone(), 900, Some(&fx.project.api_key)).await.expect("token");
     let e = ws_event("streams-ws-connect-token", &[("REPLACE_STREAM_TOKEN", &minted.token)], "tok1=", None);
     assert_eq!(streams_ws::handle(fx.store_ref(), &api, e).await, json!({"statusCode": 200}));
     let c = connections::get(store.as_ref(), "tok1=").await.expect("get").expect("registered");
@@ -282,7 +282,7 @@ async fn a_refused_subscribe_gets_an_error_frame_naming_the_field() {
             .await
             .expect("trip")
             .id;
-    let minted = tokens::mint(store.as_ref(), &p, Filter::parse(None, None, Some(&trip), None).unwrap(), 900)
+    let minted = tokens::mint(store.as_ref(), &p, Filter::parse(None, None, Some(&trip), None).unwrap(), 900, None)
         .await
         .expect("token");
     let e = ws_event("streams-ws-connect-token", &[("REPLACE_STREAM_TOKEN", &minted.token)], "t=", None);
@@ -363,7 +363,7 @@ async fn committed_messages_are_posted_to_matching_connections_and_a_gone_one_is
     })
     .await
     .expect("subscribe gone=");
-    let minted = tokens::mint(store.as_ref(), &p, Filter::parse(Some(&user), None, None, None).unwrap(), 900)
+    let minted = tokens::mint(store.as_ref(), &p, Filter::parse(Some(&user), None, None, None).unwrap(), 900, None)
         .await
         .expect("token");
     let e = ws_event("streams-ws-connect-token", &[("REPLACE_STREAM_TOKEN", &minted.token)], "tok=", None);

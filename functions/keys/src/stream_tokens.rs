@@ -25,12 +25,14 @@ pub(crate) struct NewToken {
 pub(crate) async fn mint(
     SecretKey(p): SecretKey,
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     ApiJson(b): ApiJson<NewToken>,
 ) -> Result<Envelope<Value>, ApiError> {
     let filter = Filter::parse(b.user_id.as_deref(), b.group_id.as_deref(), b.trip_id.as_deref(), b.events.as_deref())?;
     let ttl = tokens::parse_ttl(b.ttl_seconds.as_ref())?;
     resolve_filter(s.store.as_ref(), &p, &filter).await?;
-    let minted = tokens::mint(s.store.as_ref(), &p, filter, ttl).await?;
+    // The token holds while the key (or console session) that minted it does.
+    let minted = tokens::mint(s.store.as_ref(), &p, filter, ttl, Some(crate::api_key(&headers))).await?;
     Ok(Envelope::created("Stream token created; it is shown only now", minted.json))
 }
 

@@ -264,7 +264,7 @@ async fn trip_data(s: &AppState, trip: &Trip, cfg: &PageConfig, stream: bool) ->
     let stream = match (&cfg.stream_url, stream && !ended) {
         (Some(url), true) => {
             let filter = Filter { scope: Scope::Trip(trip.id.clone()), types: None };
-            let minted = tokens::mint(s.store.as_ref(), &p, filter, STREAM_TOKEN_SECONDS).await.map_err(|e| {
+            let minted = tokens::mint(s.store.as_ref(), &p, filter, STREAM_TOKEN_SECONDS, None).await.map_err(|e| {
                 tracing::error!("tracking stream token failed: {}", e.msg);
                 StatusCode::SERVICE_UNAVAILABLE.into_response()
             })?;

@@ -175,20 +175,8 @@ fn cache_key(store: &dyn Store, hash: &str) -> (usize, String) {
 pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Project>, ApiError> {
     let hash = hash_secret(secret);
     let pk = key_pk(&hash);
-    let mut record = match KEYS.get(&cache_key(store, &hash)) {
-        Some(r) => r,
-        None => {
-            // Unknown keys are not remembered: a key just created elsewhere works at once.
-            let Some(doc) = store.get_doc(Table::Main, &pk, KEY_SK).await? else { return Ok(None) };
-            let record: KeyRecord = from_json(&doc)?;
-            KEYS.put(cache_key(store, &hash), record.clone());
-            record
-        }
-    };
+    let Some(mut record) = live_record(store, &hash).await? else { return Ok(None) };
     let now_s = crate::store::epoch_now();
-    if record.revoked_at.is_some() || record.expires_at.is_some_and(|e| e <= now_s) {
-        return Ok(None);
-    }
     // Whole seconds on both sides: past the granularity by one, so never sooner than it. A console
     // session (it expires) keeps no `last_used_at`: its write, conditioned on `listed`, would fail
     // every time its cache entry lapsed, a wasted write unit on its key every 10 s.
@@ -204,6 +192,25 @@ pub async fn authenticate(store: &dyn Store, secret: &str) -> Result<Option<Proj
         }
     }
     Ok(Some(record.project()))
+}
+
+/// The record of the key with this hash while it authenticates (not revoked, not expired), as
+/// [`authenticate`] reads it: from this instance's cache when read in the last
+/// [`KEY_CACHE_SECONDS`]. What a stream token asks of the key that minted it.
+pub async fn live_record(store: &dyn Store, hash: &str) -> Result<Option<KeyRecord>, ApiError> {
+    let record = match KEYS.get(&cache_key(store, hash)) {
+        Some(r) => r,
+        None => {
+            // Unknown keys are not remembered: a key just created elsewhere works at once.
+            let Some(doc) = store.get_doc(Table::Main, &key_pk(hash), KEY_SK).await? else { return Ok(None) };
+            let record: KeyRecord = from_json(&doc)?;
+            KEYS.put(cache_key(store, hash), record.clone());
+            record
+        }
+    };
+    let now_s = crate::store::epoch_now();
+    let live = record.revoked_at.is_none() && record.expires_at.is_none_or(|e| e > now_s);
+    Ok(live.then_some(record))
 }
 
 /// Forget the key with this hash, for every store of this process (revoked or signed out).

@@ -6,6 +6,11 @@
 //! the project, the filter and its expiry as the item's TTL, so an expired token is gone for
 //! every read on both stores. The project's index (`<project>#STK`, sort key the token id, same
 //! TTL) lets the secret key revoke it by id: revoking deletes both.
+//!
+//! A token minted by a key names it (its hash) and holds only while that key does: revoking the
+//! key, or signing out of the console session that minted it, ends the token too (read through
+//! the key cache: at once on `waymark serve`, within `keys::KEY_CACHE_SECONDS` on AWS), and a
+//! session's token never outlives the session.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -34,6 +39,9 @@ struct TokenRecord {
     token_id: String,
     filter: Filter,
     expires_at_time: Timestamp,
+    /// The hash of the key (or console session) that minted it; none for a tracking page's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    minted_by: Option<String>,
 }
 
 /// What the project's index holds of a token.
@@ -71,13 +79,28 @@ pub struct Minted {
 }
 
 /// Mint a token of project `p` for `filter` (already checked against the project by the
-/// caller), valid for `ttl_seconds`.
-pub async fn mint(store: &dyn Store, p: &Project, filter: Filter, ttl_seconds: i64) -> Result<Minted, ApiError> {
+/// caller), valid for `ttl_seconds`, or until the key `minted_by` (the request's `Api-Key`, when a
+/// key minted it) stops authenticating, whichever is first.
+pub async fn mint(
+    store: &dyn Store,
+    p: &Project,
+    filter: Filter,
+    ttl_seconds: i64,
+    minted_by: Option<&str>,
+) -> Result<Minted, ApiError> {
     let token = [PREFIX, &crate::ids::random_hex(24)].concat();
     let hash = crate::domain::keys::hash_secret(&token);
     let token_id = crate::ids::random_hex(12);
     // In whole seconds, as the store's TTL: at least `ttl_seconds`, less than one more.
-    let expires_s = Timestamp::now().0.timestamp() + ttl_seconds + 1;
+    let mut expires_s = Timestamp::now().0.timestamp() + ttl_seconds + 1;
+    let minted_by = minted_by.map(crate::domain::keys::hash_secret);
+    if let Some(parent) = &minted_by {
+        let Some(key) = crate::domain::keys::live_record(store, parent).await? else {
+            return Err(ApiError::unauthorized("Api-Key: not a valid API key"));
+        };
+        // A console session's token ends with the session.
+        expires_s = key.expires_at.map_or(expires_s, |e| e.min(expires_s));
+    }
     let expires = Timestamp(chrono::DateTime::from_timestamp(expires_s, 0).unwrap_or_default());
     let record = TokenRecord {
         project_id: p.project_id.clone(),
@@ -85,6 +108,7 @@ pub async fn mint(store: &dyn Store, p: &Project, filter: Filter, ttl_seconds: i
         token_id: token_id.clone(),
         filter: filter.clone(),
         expires_at_time: expires,
+        minted_by,
     };
     let ttl = json!(expires_s);
     let mut item = to_item(&token_pk(&hash), SK, &record)?;
@@ -126,6 +150,9 @@ pub async fn authenticate(store: &dyn Store, token: &str) -> Result<Option<(Proj
     let hash = crate::domain::keys::hash_secret(token);
     let Some(item) = store.get(Table::Main, &token_pk(&hash), SK).await? else { return Ok(None) };
     let r: TokenRecord = from_item(item)?;
+    if !minter_holds(store, &r).await? {
+        return Ok(None);
+    }
     let p = Project { project_id: r.project_id, account_id: r.account_id, kind: KeyKind::Secret };
     Ok(Some((p, r.filter)))
 }
@@ -156,5 +183,16 @@ pub async fn revoke(store: &dyn Store, p: &Project, token_id: &str) -> Result<()
 /// Whether the token with this hash (as a connection keeps it) is still live: not expired, not
 /// revoked.
 pub async fn live_hash(store: &dyn Store, hash: &str) -> Result<bool, ApiError> {
-    Ok(store.get(Table::Main, &token_pk(hash), SK).await?.is_some())
+    match store.get(Table::Main, &token_pk(hash), SK).await? {
+        Some(item) => minter_holds(store, &from_item(item)?).await,
+        None => Ok(false),
+    }
+}
+
+/// Whether the key that minted the token still authenticates (a token no key minted: yes).
+async fn minter_holds(store: &dyn Store, r: &TokenRecord) -> Result<bool, ApiError> {
+    match &r.minted_by {
+        Some(h) => Ok(crate::domain::keys::live_record(store, h).await?.is_some()),
+        None => Ok(true),
+    }
 }
