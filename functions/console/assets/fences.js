@@ -1,6 +1,7 @@
 // The Geofences view: the list, a fence's form (name, tag, colour, metadata, scope, window,
 // enabled), drawing new circles and polygons on the map and reshaping them by dragging
-// (leaflet-geoman), the fence's recent events and the users inside it now.
+// (leaflet-geoman) or typing their coordinates (for the keyboard: WCAG 2.1.1), the fence's
+// recent events and the users inside it now.
 
 import { api } from './api.js';
 import { $, el, clear, bus, failed, announce, busy, confirmClick, pager, fenceColor, shortId } from './ui.js';
@@ -26,6 +27,7 @@ export function initFences(m) {
   map.on('pm:create', onDrawn);
   $('draw-circle').addEventListener('click', () => startDraw('Circle'));
   $('draw-polygon').addEventListener('click', () => startDraw('Polygon'));
+  $('draw-typed').addEventListener('click', startTyped);
   $('draw-cancel').addEventListener('click', stopDraw);
   $('fence-form').addEventListener('submit', (e) => { e.preventDefault(); save(); });
   $('fence-edit-shape').addEventListener('click', toggleShapeEdit);
@@ -103,6 +105,51 @@ function onDrawn(e) {
   $('ff-name').focus();
 }
 
+// A new fence whose shape is typed: the form without a drawn layer, at the coordinates field.
+function startTyped() {
+  stopDraw();
+  if (cur && cur.id === null && cur.layer) map.removeLayer(cur.layer);
+  releaseCurrent();
+  cur = { id: null, fence: null, layer: null, editing: false, original: null };
+  fillForm(null);
+  $('draw-hint').textContent = 'Type the shape\'s coordinates, name it and save it.';
+  $('ff-coords').focus();
+}
+
+// The coordinates field as the layer shows its shape: "lat, lng, radius" or "lat, lng; …".
+function coordsText(layer) {
+  if (!layer) return '';
+  const s = shapeOf(layer);
+  if (s.geometry_type === 'circle') return `${s.coordinates[1]}, ${s.coordinates[0]}, ${s.geometry_radius}`;
+  return s.coordinates.map((c) => `${c[1]}, ${c[0]}`).join('; ');
+}
+
+// The typed shape as the API takes it, or null when the field still shows the layer's shape.
+function typedShape() {
+  const text = $('ff-coords').value.trim();
+  if (!text || (cur && text === cur.coordsShown)) return null;
+  const bad = (why) => new Error(`Shape as coordinates: ${why}`);
+  const parts = text.split(';').map((p) => p.trim()).filter(Boolean).map((p) => p.split(',').map((x) => Number(x.trim())));
+  for (const p of parts) {
+    if (p.some((x) => !Number.isFinite(x))) throw bad('only numbers, separated by commas (and ; between corners).');
+    if (p[0] < -90 || p[0] > 90 || p[1] < -180 || p[1] > 180) throw bad('a latitude is -90 to 90 and a longitude -180 to 180.');
+  }
+  if (parts.length === 1 && parts[0].length === 3) {
+    const [lat, lng, r] = parts[0];
+    if (r < 50 || r > 1000) throw bad('a circle\'s radius is 50 to 1000 m.');
+    return { geometry_type: 'circle', coordinates: [round(lng), round(lat)], geometry_radius: Math.round(r) };
+  }
+  if (parts.length >= 3 && parts.every((p) => p.length === 2)) {
+    return { geometry_type: 'polygon', coordinates: parts.map(([lat, lng]) => [round(lng), round(lat)]) };
+  }
+  throw bad('give "latitude, longitude, radius" for a circle, or at least 3 corners "latitude, longitude; …" for a polygon.');
+}
+
+function showCoords() {
+  cur.coordsShown = coordsText(cur.layer);
+  $('ff-coords').value = cur.coordsShown;
+}
+
 function snapshot(layer) {
   if (layer instanceof L.Circle) return { center: layer.getLatLng(), radius: layer.getRadius() };
   return { latlngs: layer.getLatLngs()[0].map((p) => L.latLng(p.lat, p.lng)) };
@@ -141,6 +188,7 @@ function onShapeChanged() {
   if (!cur) return;
   cur.dirty = true;
   $('fence-shape').textContent = `${shapeText(cur.layer)} (changed, not saved)`;
+  showCoords();
 }
 
 function finishShapeEdit() {
@@ -160,6 +208,7 @@ function undoShape() {
   cur.dirty = false;
   $('fence-shape-cancel').hidden = true;
   $('fence-shape').textContent = shapeText(cur.layer);
+  showCoords();
   if (cur.id) hold(cur.id, false);
 }
 
@@ -172,7 +221,9 @@ function fillForm(f) {
   $('fence-form-msg').textContent = '';
   $('fence-shape').textContent = cur.layer ? shapeText(cur.layer) : '';
   $('fence-edit-shape').textContent = 'Edit shape';
+  $('fence-edit-shape').hidden = !cur.layer;
   $('fence-shape-cancel').hidden = true;
+  showCoords();
   $('ff-name').value = f ? f.description || '' : '';
   $('ff-tag').value = f ? f.tag || '' : '';
   let color = f ? fenceColor(f.color_code) : '#2b6cb0';
@@ -203,7 +254,10 @@ function readForm() {
   const start = fromLocalInput($('ff-start').value);
   const end = fromLocalInput($('ff-end').value);
   if (start && end && end <= start) throw new Error('Active until: must be after Active from.');
+  const typed = typedShape();
+  if (!typed && !cur.layer) throw new Error('Shape as coordinates: draw the shape on the map or type it.');
   return {
+    typed,
     description: name, tag: $('ff-tag').value.trim(), color_code: $('ff-color').value.replace('#', ''),
     metadata, user_ids: list($('ff-users').value), group_ids: list($('ff-groups').value),
     start, end, enabled: $('ff-enabled').checked,
@@ -222,18 +276,19 @@ async function save() {
     try {
       let id = cur.id;
       if (!id) {
-        const body = { description: v.description, color_code: v.color_code, metadata: v.metadata, ...shapeOf(cur.layer) };
+        const body = { description: v.description, color_code: v.color_code, metadata: v.metadata, ...(v.typed || shapeOf(cur.layer)) };
         if (v.tag) body.tag = v.tag;
         if (scoped) Object.assign(body, { user_ids: v.user_ids, group_ids: v.group_ids, is_enabled: [v.enabled, v.start, v.end] });
         else body.is_enabled = v.enabled;
         const d = await api('POST', '/v1/api/geofence/', { body });
         id = d.geofence_id || d.id;
-        map.removeLayer(cur.layer);
+        if (cur.layer) map.removeLayer(cur.layer);
       } else {
         const was = cur.fence;
         const body = { geofence_id: id, description: v.description, color_code: v.color_code, metadata: v.metadata, is_enabled: v.enabled };
         if (v.tag || was.tag) body.tag = v.tag;
-        if (cur.dirty) Object.assign(body, shapeOf(cur.layer));
+        if (v.typed) Object.assign(body, v.typed);
+        else if (cur.dirty) Object.assign(body, shapeOf(cur.layer));
         if (scoped || Array.isArray(was.is_enabled)) {
           Object.assign(body, { user_ids: v.user_ids, group_ids: v.group_ids, enable_at: v.start, disable_at: v.end });
         }

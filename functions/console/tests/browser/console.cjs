@@ -382,6 +382,35 @@ async function main() {
     return Math.min(...ring.map((p) => meters([p[1], p[0]], w)));
   });
   check(Math.max(...off) < 15, `each corner is where it was clicked (at most ${Math.max(...off).toFixed(1)} m off)`);
+
+  // By keyboard alone: a circle, then the polygon reshaped, by their coordinates (WCAG 2.1.1).
+  await page.focus('#draw-typed');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.activeElement && document.activeElement.id === 'ff-coords');
+  const [tlng, tlat] = [center[0] + 0.003, center[1] - 0.002];
+  await page.keyboard.type(`${tlat}, ${tlng}, 120`);
+  await page.focus('#ff-name');
+  await page.keyboard.type('Typed circle');
+  await page.keyboard.press('Enter'); // submits the form
+  await until('the typed circle saved', async () => (await page.textContent('#fence-form-h')).includes('Typed circle'));
+  const typed = (await all()).find((f) => f.description === 'Typed circle');
+  const tc = typed && typed.geometry_center.coordinates;
+  check(typed && typed.geometry_type === 'circle' && typed.geometry_radius === 120 && Math.abs(tc[0] - tlng) < 1e-6 && Math.abs(tc[1] - tlat) < 1e-6,
+    'a circle typed by keyboard exists through the API with the typed centre and radius');
+  await page.fill('#ff-coords', 'north, east');
+  await page.focus('#ff-name');
+  await page.keyboard.press('Enter');
+  await until('the bad shape named', async () => (await page.textContent('#fence-form-msg')).startsWith('Shape as coordinates'));
+  check(true, 'a shape that is no coordinates is refused in the form, naming the field');
+  const square = [[tlat, tlng], [tlat, tlng + 0.002], [tlat + 0.0015, tlng + 0.002], [tlat + 0.0015, tlng]];
+  await page.fill('#ff-coords', square.map(([a, b]) => `${a}, ${b}`).join('; '));
+  await page.focus('#ff-name');
+  await page.keyboard.press('Enter');
+  const reshaped = await until('the typed polygon saved', async () => {
+    const f = (await all()).find((x) => x.geofence_id === typed.geofence_id);
+    return f && f.geometry_type === 'polygon' ? f : null;
+  });
+  check(reshaped.geometry.coordinates[0].length === 5, 'typing corners turns the fence into that polygon through the API');
   await page.click('#fence-close');
   await page.waitForSelector('#fence-list button[data-fence-id]');
   await axe(page, 'geofences-desktop');
@@ -515,6 +544,19 @@ async function main() {
   await until('markers on the phone', async () => (await markerBox(ph, A)) || (await ph.locator('.wm-cluster').count()) > 0);
   await ph.click(`#inview button[data-user-id="${A}"]`);
   await until('the card on the phone', async () => (await ph.textContent('#card-facts')).includes('Pixel 8'));
+  // What changes data works at the phone's size too: a fix reaches the open card by the stream,
+  // a trip is started from its page, sign-out (below) is the button.
+  await fix(A, center[0] - 0.0035, center[1], { battery_remaining: 55 });
+  await until('the fix on the phone\'s card', async () => (await ph.textContent('#card-facts')).includes('55 %'));
+  check(true, 'a fix ingested through the API updates the phone\'s open card without a reload');
+  const phoneTrip = (await api('POST', '/v1/api/trips/', { user_id: A })).data[0];
+  await go(ph, `#trips/${phoneTrip.id}`);
+  await ph.waitForSelector('#trip-detail:not([hidden])');
+  await until('the phone\'s trip shown', async () => (await ph.getAttribute('#trip-state', 'data-state')) === 'created');
+  await ph.click('#trip-controls button[data-action="start"]');
+  await until('the trip started from the phone', async () => (await ph.getAttribute('#trip-state', 'data-state')) === 'started'
+    && (await api('GET', `/v1/api/trips/?trip_id=${phoneTrip.id}`)).data[0].is_started);
+  check(true, 'Start on the phone starts the trip through the API');
   for (const v of ['map', 'trips', 'geofences', 'events', 'webhooks']) {
     await go(ph, `#${v}`);
     await ph.waitForSelector(`#view-${v}:not([hidden])`);
@@ -543,6 +585,13 @@ async function main() {
   await go(ph, '#webhooks'); // its list is read again: 401
   await ph.waitForSelector('#view-signin:not([hidden])', { timeout: 10000 });
   check(/expired|revoked/.test(await ph.textContent('#signin-msg')), 'a 401 returns to sign-in saying the session ended: ' + await ph.textContent('#signin-msg'));
+  await signIn(ph);
+  const phoneSession = await ph.evaluate(() => JSON.parse(sessionStorage.getItem('waymark.console.session')).token);
+  await ph.click('#signout');
+  await until('the phone signed out', async () => (await ph.textContent('#signin-msg')).includes('signed out'));
+  check(await ph.evaluate(() => sessionStorage.getItem('waymark.console.session') === null)
+    && (await raw('GET', '/v1/api/webhooks/', undefined, { 'Api-Key': phoneSession })).status === 401,
+  'Sign out on the phone ends the session (401) and forgets it');
 
   check(offOrigin.length === 0, 'no request left the server\'s origin (no tile URL set): ' + offOrigin.join(', '));
   check(problems.length === 0, 'no console errors, CSP violations or page errors: ' + problems.join(' | '));
