@@ -53,6 +53,10 @@ pub async fn process_user(store: &dyn Store, p: &Project, user_id: &str) -> Resu
     Ok(total)
 }
 
+fn sk_of(item: &Item) -> &str {
+    item.get("sk").and_then(|v| v.as_str()).unwrap_or_default()
+}
+
 enum Pass {
     Done(Processed),
     More(Processed),
@@ -100,7 +104,26 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             .limit(PASS_FIXES + 1);
         // Decoded straight from the stored documents; one past the pass says whether there is more.
         let mut fixes: Vec<Location> = from_jsons(&store.query_docs(Table::Locations, &q).await?)?;
-        let more = fixes.len() > PASS_FIXES && blocking.is_empty();
+        // A batch marked after the marks above were read (or still being stored then) may have
+        // put only some of its fixes in this read: its mark precedes its fixes, so it is among the
+        // marks now. Derived now, its fixes stored after this read would come late and fire no
+        // geofence events (an entry a fix later, seen under DynamoDB's faults); this pass stops
+        // before it, and the batch's own request derives it.
+        let seen: std::collections::HashSet<&str> = marks.iter().chain(&blocking).map(|(m, _)| sk_of(m)).collect();
+        let newer = store
+            .query(Table::Main, &Query::new(&mpk, SkRange::Prefix(format!("{}#{user_id}#", p.project_id))))
+            .await?
+            .items
+            .into_iter()
+            .filter(|m| !seen.contains(sk_of(m)))
+            .filter_map(|m| from_item::<BatchMark>(m).ok())
+            .map(|b| b.since)
+            .min();
+        let cut = newer.is_some_and(|since| fixes.iter().any(|f| f.recorded_at >= since));
+        if let Some(since) = newer {
+            fixes.retain(|f| f.recorded_at < since);
+        }
+        let more = fixes.len() > PASS_FIXES && blocking.is_empty() && !cut;
         fixes.truncate(PASS_FIXES);
         if fixes.is_empty() && marks.is_empty() {
             return Ok(Pass::Done(Processed::default()));
