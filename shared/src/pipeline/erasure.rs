@@ -513,6 +513,13 @@ async fn memberships(cx: &mut Ctx<'_>) -> Result<bool, ApiError> {
 /// follows the user stops following them, and one that followed only them is erased with its
 /// states (it existed only to watch this user).
 async fn moving_fences(cx: &mut Ctx<'_>, pk: &str, live: bool) -> Result<bool, ApiError> {
+    let done = moving_fences_of(cx, pk, live).await;
+    // This instance's passes read the fences again (they lose the erased user here).
+    moving::fences_changed(&cx.pid);
+    done
+}
+
+async fn moving_fences_of(cx: &mut Ctx<'_>, pk: &str, live: bool) -> Result<bool, ApiError> {
     let items = cx.store.query(Table::Main, &Query::new(pk, SkRange::All).with_expired()).await?.items;
     let uid = cx.uid.clone();
     let (lead, tail) = (format!("{uid}#"), format!("#{uid}"));

@@ -126,7 +126,9 @@ pub async fn create(store: &dyn Store, p: &Project, input: CreateMoving) -> Resu
         version: 1,
     };
     // Counted for the list's pages in the same transaction.
-    list_pages::insert(store, Table::Main, to_item(&fences_pk(&p.project_id), &g.id, &g)?).await?;
+    let written = list_pages::insert(store, Table::Main, to_item(&fences_pk(&p.project_id), &g.id, &g)?).await;
+    fences_changed(&p.project_id);
+    written?;
     Ok(g)
 }
 
@@ -168,7 +170,9 @@ pub async fn update(
         g.version += 1;
         g.updated_at = Timestamp::now();
         let item = to_item(&fences_pk(&p.project_id), &g.id, &g)?;
-        match store.put(Table::Main, item, Cond::Equals("version", expected.into())).await {
+        let written = store.put(Table::Main, item, Cond::Equals("version", expected.into())).await;
+        fences_changed(&p.project_id);
+        match written {
             Ok(()) => return Ok(g),
             Err(StoreError::ConditionFailed) => continue,
             Err(e) => return Err(e.into()),
@@ -192,7 +196,9 @@ pub async fn delete(store: &dyn Store, p: &Project, id: &str) -> Result<(), ApiE
         WriteOp::Put { table: Table::Main, item: to_item(&deleted_pk(&p.project_id), &g.id, &g)?, cond: Cond::None },
     ];
     ops.extend(list_pages::count_ops(Table::Main, &fences_pk(&p.project_id), &g.id, -1));
-    match store.transact(ops).await {
+    let written = store.transact(ops).await;
+    fences_changed(&p.project_id);
+    match written {
         Ok(()) => Ok(()),
         Err(StoreError::ConditionFailed) => {
             Err(ApiError::conflict("geofence_id: the geofence changed meanwhile; retry"))
@@ -322,17 +328,33 @@ pub struct MovingPlan {
 }
 
 /// Evaluate moving fences for `user`, whose latest location is now `at`.
+/// How long an instance trusts the project's moving fences it read for a pass (seconds): every
+/// pass of every user reads them, so uncached `<project>#MF` was one partition read by all of a
+/// project's ingest. A write forgets them on its own instance at once (`waymark serve` is
+/// exact); on AWS other instances' passes see a change within this time (docs/geofences.md).
+pub const ENABLED_CACHE_SECONDS: u64 = 10;
+static ENABLED: crate::ttl_cache::ProjectCache<Vec<MovingGeofence>> =
+    crate::ttl_cache::ProjectCache::new(std::time::Duration::from_secs(ENABLED_CACHE_SECONDS), 10_000);
+
+/// After a write of one of the project's moving fences (also one whose outcome is unknown).
+pub(crate) fn fences_changed(project_id: &str) {
+    ENABLED.changed(project_id);
+}
+
+/// The project's enabled moving fences, through [`ENABLED`].
+async fn enabled(store: &dyn Store, p: &Project) -> Result<Vec<MovingGeofence>, ApiError> {
+    let id = std::ptr::from_ref(store).cast::<()>() as usize;
+    ENABLED
+        .get_or(id, &p.project_id, || async {
+            let items = store.query(Table::Main, &Query::new(fences_pk(&p.project_id), SkRange::All)).await?.items;
+            let all = items.into_iter().map(from_item).collect::<Result<Vec<MovingGeofence>, _>>()?;
+            Ok::<_, ApiError>(all.into_iter().filter(|g| g.is_enabled).collect())
+        })
+        .await
+}
+
 pub async fn plan(store: &dyn Store, p: &Project, user: &User, at: &Location) -> Result<MovingPlan, ApiError> {
-    let fences: Vec<MovingGeofence> = store
-        .query(Table::Main, &Query::new(fences_pk(&p.project_id), SkRange::All))
-        .await?
-        .items
-        .into_iter()
-        .map(from_item)
-        .collect::<Result<Vec<MovingGeofence>, _>>()?
-        .into_iter()
-        .filter(|g| g.is_enabled)
-        .collect();
+    let fences = enabled(store, p).await?;
     let me = Position {
         user_id: user.id.clone(),
         location_id: at.id.clone(),

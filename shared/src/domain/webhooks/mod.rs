@@ -26,6 +26,7 @@ use crate::metadata::check_text;
 use crate::project::Project;
 use crate::store::{Cond, Query, SkRange, Store, StoreError, Table, from_item, to_item};
 use crate::time::Timestamp;
+use crate::ttl_cache::ProjectCache;
 
 /// Every event type an endpoint may subscribe to.
 pub const EVENT_TYPES: &[&str] = &[
@@ -231,7 +232,24 @@ pub async fn list(store: &dyn Store, p: &Project) -> Result<Vec<Endpoint>, ApiEr
 /// The endpoints that take events now (enabled); empty when the project has none, which lets
 /// producers skip all webhook work.
 pub async fn subscriptions(store: &dyn Store, p: &Project) -> Result<Vec<Endpoint>, ApiError> {
-    Ok(list(store, p).await?.into_iter().filter(|e| e.enabled).collect())
+    let id = std::ptr::from_ref(store).cast::<()>() as usize;
+    SUBSCRIPTIONS
+        .get_or(id, &p.project_id, || async { Ok(list(store, p).await?.into_iter().filter(|e| e.enabled).collect()) })
+        .await
+}
+
+/// How long an instance trusts the endpoints it read for [`subscriptions`] (seconds). Every pass
+/// of every user reads them, so without the cache `<project>#WH` was one partition read by all
+/// of a project's ingest (3,000 reads a second at most). A write forgets them on its own
+/// instance at once (so `waymark serve`, the store's only writer, is exact); on AWS another
+/// instance's passes see a new, changed or deleted endpoint within this time (docs/events.md).
+pub const SUBSCRIPTIONS_CACHE_SECONDS: u64 = 10;
+static SUBSCRIPTIONS: ProjectCache<Vec<Endpoint>> =
+    ProjectCache::new(std::time::Duration::from_secs(SUBSCRIPTIONS_CACHE_SECONDS), 10_000);
+
+/// After a write of one of the project's endpoints: this instance reads them again.
+fn endpoints_changed(project_id: &str) {
+    SUBSCRIPTIONS.changed(project_id);
 }
 
 pub async fn get(store: &dyn Store, p: &Project, id: &str) -> Result<Endpoint, ApiError> {
@@ -271,7 +289,10 @@ pub async fn create(
         updated_at: now,
         version: 1,
     };
-    store.put(Table::Main, to_item(&endpoints_pk(&p.project_id), &e.id, &e)?, Cond::NotExists).await?;
+    let written = store.put(Table::Main, to_item(&endpoints_pk(&p.project_id), &e.id, &e)?, Cond::NotExists).await;
+    // Also after an error: the write may have been applied.
+    endpoints_changed(&p.project_id);
+    written?;
     Ok(e)
 }
 
@@ -289,7 +310,9 @@ pub async fn modify(
         e.version += 1;
         e.updated_at = Timestamp::now();
         let item = to_item(&endpoints_pk(&p.project_id), &e.id, &e)?;
-        match store.put(Table::Main, item, Cond::Equals("version", expected.into())).await {
+        let written = store.put(Table::Main, item, Cond::Equals("version", expected.into())).await;
+        endpoints_changed(&p.project_id);
+        match written {
             Ok(()) => return Ok(e),
             Err(StoreError::ConditionFailed) => continue,
             Err(err) => return Err(err.into()),
@@ -332,8 +355,9 @@ pub async fn update(
 
 pub async fn delete(store: &dyn Store, p: &Project, id: &str) -> Result<(), ApiError> {
     get(store, p, id).await?;
-    store.delete(Table::Main, &endpoints_pk(&p.project_id), id, Cond::None).await?;
-    Ok(())
+    let deleted = store.delete(Table::Main, &endpoints_pk(&p.project_id), id, Cond::None).await;
+    endpoints_changed(&p.project_id);
+    Ok(deleted?)
 }
 
 /// A new signing secret; the previous one keeps signing for [`ROTATION_OVERLAP_SECONDS`].
