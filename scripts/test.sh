@@ -9,6 +9,6 @@ source scripts/dynamodb-local.sh
 source scripts/python-env.sh
 cargo test --workspace --all-targets "$@"
 # DynamoDB's faults from outside (throttling, conflicts, errors, lost answers, unprocessed items,
-# slow answers; seeded, short, each alone): nothing lost or doubled, no 500 (scripts/faults.py; the long run
+# slow answers; seeded, short, each alone and all of them mixed): nothing lost or doubled, no 500 (scripts/faults.py; the long run
 # is scripts/bench/faults.sh). The binary cargo test built above.
 python3 scripts/faults.py --bin "${CARGO_TARGET_DIR:-target}/debug/waymark" --short --check
