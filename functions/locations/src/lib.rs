@@ -80,7 +80,7 @@ async fn ingest(
 ) -> Result<Envelope<Value>, ApiError> {
     let store = s.store.as_ref();
     locations::validate_batch(&batch)?;
-    let user = users::require_ref(store, &p, "user_id", &batch.user_id).await?;
+    let user = users::require_ref_for_ingest(store, &p, "user_id", &batch.user_id).await?;
     let outcome = ingest::ingest(store, &p, &user.id, batch.locations).await?;
     if outcome.queued {
         s.wake.notify_one();

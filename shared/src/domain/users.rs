@@ -21,7 +21,7 @@ use crate::ids::{id_range, is_id, new_id};
 use crate::metadata::{self, MetadataFilter};
 use crate::paging::{Order, PageInfo, PageNumber};
 use crate::project::Project;
-use crate::store::{Cond, Doc, Store, StoreError, Table, from_json, to_item};
+use crate::store::{Cond, Doc, Query, SkRange, Store, StoreError, Table, from_json, to_item};
 use crate::time::{DateRange, Timestamp};
 
 use super::locations::view::LastLocation;
@@ -217,6 +217,25 @@ impl UserRef {
 /// whole user).
 pub async fn require_ref(store: &dyn Store, p: &Project, field: &str, user_id: &str) -> Result<UserRef, ApiError> {
     require_as(store, p, field, user_id).await
+}
+
+/// [`require_ref`] for ingest's check of a batch's user: read eventually consistent first (half
+/// a read unit: every batch of every user of a project reads this one partition), and strongly
+/// only when that read finds nothing, since it may miss a user created a moment ago. A user
+/// erased a moment ago may still pass: the pass that follows reads the record strongly and
+/// drops what such a batch stored (`pipeline::processor`).
+pub async fn require_ref_for_ingest(
+    store: &dyn Store,
+    p: &Project,
+    field: &str,
+    user_id: &str,
+) -> Result<UserRef, ApiError> {
+    check_user_id(field, user_id)?;
+    let q = Query::new(users_pk(&p.project_id), SkRange::Between(user_id.into(), user_id.into())).limit(1).eventual();
+    match store.query_docs(Table::Main, &q).await?.first() {
+        Some(doc) => Ok(from_json(doc)?),
+        None => require_ref(store, p, field, user_id).await,
+    }
 }
 
 /// The user's stored JSON document; None when there is none (or `user_id` is not an id).
