@@ -64,7 +64,7 @@ class Stats:
         with self.lock:
             self.since = time.time()
             self.keys = {}      # (table, pk) -> [actions, wcu, rcu]
-            self.patterns = {}  # (table, pattern) -> [calls, actions, wcu, rcu]
+            self.patterns = {}  # (table, pattern) -> [calls, actions, wcu, rcu, wcu of count items]
             self.ops = {}       # op -> {calls, wcu, rcu, errors}
             self.totals = dict(calls=0, wcu=0.0, rcu=0.0, transactions=0, cancelled=0, cancel_reasons={},
                                condition_failed=0, condition_failed_by={}, idempotent_replays=0, unbilled_calls=0, upstream_errors=0,
@@ -80,7 +80,8 @@ class Stats:
             d[name] += n
 
     def commit(self, op, charges, status, etype, up_s, all_s):
-        """One call; charges are (table, pk, wcu, rcu), one an item action."""
+        """One call; charges are (table, pk, wcu, rcu[, sk]), one an item action (a write's sort key
+        says whether it wrote a list's own count item, `~…`: counted apart, as `wcu_counts`)."""
         with self.lock:
             t = self.totals
             t["calls"] += 1; t["upstream_s"] += up_s; t["proxy_s"] += all_s - up_s
@@ -89,12 +90,14 @@ class Stats:
             if status >= 400:
                 o["errors"][etype] = o["errors"].get(etype, 0) + 1
             touched = set()
-            for table, pk, w, r in charges:
+            for table, pk, w, r, *sk in charges:
                 k = self.keys.setdefault((table, pk), [0, 0.0, 0.0])
                 k[0] += 1; k[1] += w; k[2] += r
                 pt = (table, pattern(table, pk))
-                p = self.patterns.setdefault(pt, [0, 0, 0.0, 0.0])
+                p = self.patterns.setdefault(pt, [0, 0, 0.0, 0.0, 0.0])
                 p[1] += 1; p[2] += w; p[3] += r
+                if sk and sk[0].startswith("~"):
+                    p[4] += w
                 touched.add(pt)
                 o["wcu"] += w; o["rcu"] += r; t["wcu"] += w; t["rcu"] += r
             for pt in touched:
@@ -115,9 +118,9 @@ class Stats:
                 if r > h[2][0]:
                     h[2] = (r, pk, w, r)
             rows = []
-            for (table, pat), (calls, actions, w, r) in self.patterns.items():
+            for (table, pat), (calls, actions, w, r, wc) in self.patterns.items():
                 n, hw, hr = hot[(table, pat)]
-                rows.append(dict(table=table, pattern=pat, calls=calls, actions=actions, wcu=w, rcu=r, keys=n,
+                rows.append(dict(table=table, pattern=pat, calls=calls, actions=actions, wcu=w, rcu=r, keys=n, wcu_counts=wc,
                                  hottest_write=dict(pk=hw[1], wcu=hw[2], rcu=hw[3]),
                                  hottest_read=dict(pk=hr[1], wcu=hr[2], rcu=hr[3])))
             rows.sort(key=lambda x: (-x["wcu"], -x["rcu"]))
@@ -456,7 +459,7 @@ class Handler(BaseHTTPRequestHandler):
             units = wu(max(new, old))
         failed = status == 400 and out.get("__type", "").endswith("#ConditionalCheckFailedException")
         if status == 200 or failed:  # AWS bills a write whose condition failed
-            self.charges.append((table, k[1], float(units), 0.0))
+            self.charges.append((table, k[1], float(units), 0.0, k[2]))
             if failed:
                 STATS.count("totals", "condition_failed")
                 STATS.count("condition_failed_by", "%s: %s" % (table, pattern(table, k[1])))
@@ -535,7 +538,7 @@ class Handler(BaseHTTPRequestHandler):
         for i in keep:
             t, _, k, n = reqs[i]
             if k not in un:
-                self.charges.append((t, k[1], float(units[i]), 0.0))
+                self.charges.append((t, k[1], float(units[i]), 0.0, k[2]))
                 SIZES.set(k, n or 0)
         if not held:
             return status, headers, data
@@ -636,7 +639,7 @@ class Handler(BaseHTTPRequestHandler):
         return status, headers, data
 
     def bill_transaction(self, acts, units, reasons):
-        self.charges += [(t, k[1], u, 0.0) for (_, t, k, _), u in zip(acts, units)]
+        self.charges += [(t, k[1], u, 0.0, k[2]) for (_, t, k, _), u in zip(acts, units)]
         if reasons is not None:
             STATS.count("totals", "cancelled")
             for c in set(reasons) - {"None"}:

@@ -209,7 +209,7 @@ def drive(base, pub, walkers, n_fixes, out):
 def table(load, res):
     s, f = res["stats"], res["fixes"]
     lines = [f"### {load}: {f:,} fixes measured ({res['users']} users, {res['fences']} fences)", "",
-             "| Partition (table: pattern) | Write units a fix | Read units a fix | Project ingest before it passes DynamoDB's limit (fixes/s) |",
+             "| Partition (table: pattern) | Write units a fix (of them, the list's own count items `~…`) | Read units a fix | Project ingest before it passes DynamoDB's limit (fixes/s) |",
              "|---|---|---|---|"]
     for p in s["patterns"]:
         if not (p["wcu"] or p["rcu"]):
@@ -220,7 +220,9 @@ def table(load, res):
         if p["keys"] > 1 and ceil != math.inf:
             cell += f" (its hottest of {p['keys']:,} keys)"
         name = p["table"].removeprefix("waymark-") + ": `" + p["pattern"] + "`"
-        lines.append(f"| {name} | {p['wcu'] / f:.3g} | {p['rcu'] / f:.3g} | {cell} |")
+        counts = p.get("wcu_counts") or 0  # saved runs before the split have none
+        w = f"{p['wcu'] / f:.3g}" + (f" ({counts / f:.2g})" if counts else "")
+        lines.append(f"| {name} | {w} | {p['rcu'] / f:.3g} | {cell} |")
     t, ev = s["totals"], res["events"]
     w, r = t["wcu"] / f, t["rcu"] / f
     geo = sum(v for k, v in ev.items() if k.startswith("geofence."))

@@ -159,6 +159,16 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         // once). The counted ones and the rest in one store call.
         let _synced_below =
             crate::domain::history_pages::put_new_counted_with(store, Table::Main, counted, facts).await?;
+        // Outbox work marks after the facts they announce, as plain puts: in the commit below
+        // each cost twice (a transaction's price), and a mark is only a hint (the worker finds
+        // the pending entries and checks each against its delivery). The facts are there
+        // whether or not the commit follows, and a pass redone writes the same ones again.
+        let queued = !work_marks.is_empty();
+        for mark in work_marks {
+            if let WriteOp::Put { table, item, cond } = mark {
+                let _synced_below = store.put_unsynced(table, item, cond).await?;
+            }
+        }
         let last = fixes.last();
         let next = Watermark {
             last_id: last.map(|l| l.id.clone()).or(start.last_id),
@@ -178,22 +188,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
                 cond: Cond::Equals("version", user.version.into()),
             });
         }
-        let step = Processed { fixes: fixes.len(), queued: !work_marks.is_empty() };
-        // Outbox work marks after the facts they announce (one write fewer than on their own).
-        commit.extend(work_marks);
-        // A mark goes only with the pass that reaches the end of the log: a batch of more than
-        // PASS_FIXES fixes needs several passes, and a crash between them must leave the mark
-        // for the sweep to find.
-        for (m, _) in marks.iter().filter(|_| !more) {
-            let sk = m.get("sk").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
-            let nonce = m.get("nonce").cloned().unwrap_or_default();
-            commit.push(WriteOp::Delete {
-                table: Table::Main,
-                pk: mpk.clone(),
-                sk,
-                cond: Cond::Equals("nonce", nonce),
-            });
-        }
+        let step = Processed { fixes: fixes.len(), queued };
         // States and watermark together when they fit one transaction; otherwise the states go
         // first (rare: a fix that changes more than ~90 items) and the watermark commits last.
         // Trip events' copies among the states are counted in their users' lists around it.
@@ -211,6 +206,15 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         let result = crate::domain::history_pages::counting(store, Table::Main, &counted_in_states, one, write).await;
         match result {
             Ok(()) => {
+                // A mark goes only with the pass that reaches the end of the log (a batch of
+                // more than PASS_FIXES fixes needs several passes, and a crash between them must
+                // leave the mark for the sweep), and after the commit, not in it, where each
+                // delete cost twice: a mark left by a crash or a failed delete costs the sweep
+                // a pass that finds nothing new, and one rewritten since it was read (a re-sent
+                // batch) stays for its own pass.
+                if !more {
+                    drop_marks(store, &mpk, &marks).await;
+                }
                 // Committed: live streams get the messages now (a redone pass sends them again
                 // with the same ids; subscribers skip ids they have sent).
                 crate::domain::streams::connections::publish(store, &p.project_id, &messages).await;
@@ -222,6 +226,18 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         }
     }
     Err(ApiError::conflict("user_id: this user's locations are being processed by other requests; retry"))
+}
+
+/// Remove the batch marks a committed pass covered, each only if it is still as read.
+async fn drop_marks(store: &dyn Store, mpk: &str, marks: &[(Item, BatchMark)]) {
+    for (m, _) in marks {
+        let nonce = m.get("nonce").cloned().unwrap_or_default();
+        match store.delete_unsynced(Table::Main, mpk, sk_of(m), Cond::Equals("nonce", nonce)).await {
+            // The delete is made durable by a later synced commit.
+            Ok(_) | Err(StoreError::ConditionFailed) => {}
+            Err(e) => tracing::warn!(error = %e, "batch mark left for the sweep"),
+        }
+    }
 }
 
 /// Where a pass starts: the watermark, or for a user with history from before the processor

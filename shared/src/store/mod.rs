@@ -260,6 +260,12 @@ pub trait Store: Send + Sync + 'static {
         self.transact(ops).await.map(|()| Unsynced::default())
     }
     async fn delete(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<(), StoreError>;
+    /// [`Store::delete`] that a crash may undo, under [`Store::put_unsynced`]'s rule: a pass's
+    /// batch marks, removed after its commit (a mark brought back by a crash costs a pass that
+    /// finds nothing new).
+    async fn delete_unsynced(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<Unsynced, StoreError> {
+        self.delete(table, pk, sk, cond).await.map(|()| Unsynced::default())
+    }
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError>;
     /// One item as a JSON document, for a record decoded straight from it ([`get_as`]). By default
     /// [`Store::get`]'s item, encoded. A document may lack `pk` (the embedded store keeps it in

@@ -269,8 +269,8 @@ fn state_ops(
 }
 
 /// The items that record events: three copies of each (project, fence, user lists: paged by their
-/// own counts, `history_pages`), and one per (fence, user) for `counts.users`, once even when
-/// several events share it. Facts with deterministic keys, written put-if-absent by the
+/// own counts, `history_pages`), and one per (fence, user) for `counts.users`, written by entry
+/// events, once even when several share it. Facts with deterministic keys, written put-if-absent by the
 /// processor. With the project's `retention_days`, each copy carries the TTL attribute
 /// (`pipeline::retention`); the (fence, user) items are a count, not a record of when, and stay.
 pub(crate) struct EventItems {
@@ -295,7 +295,12 @@ pub(crate) fn event_items(
             crate::expiry::stamp(&mut item, e.recorded_at, retention_days);
             copies.push(item);
         }
-        pairs.insert((e.geofence_id.clone(), e.user_id.clone()));
+        // An exit or a dwell ends or marks a visit whose entry wrote the pair already (a fence
+        // is in a user's state only by an entry event, and the pairs stay until an erasure takes
+        // the state with them): a put-if-absent of an item that is there is still billed.
+        if e.event_type.ends_with(":entry") {
+            pairs.insert((e.geofence_id.clone(), e.user_id.clone()));
+        }
     }
     let pairs = pairs
         .into_iter()

@@ -73,6 +73,9 @@ pub(super) struct Group {
     pub(super) bucket: String,
     pub(super) base: Option<Bucket>,
     pub(super) deltas: Vec<Delta>,
+    /// Deltas the base lists as folded that are still stored (their deletes did not happen
+    /// yet): not counted, deleted again by the next fold.
+    pub(super) stale: Vec<String>,
 }
 
 impl Group {
@@ -132,6 +135,9 @@ pub(super) fn groups(docs: &[Doc]) -> Result<Vec<Group>, StoreError> {
         let g = out.last_mut().expect("pushed");
         if sk.len() == 1 + BUCKET_HEX {
             g.base = Some(from_json(doc)?);
+        } else if g.base.as_ref().is_some_and(|b| b.folded.iter().any(|f| f == sk)) {
+            // The base sorts first (`~<bucket>` before `~<bucket>+…`): its list is known here.
+            g.stale.push(sk.to_owned());
         } else {
             g.deltas.push(from_json(doc)?);
         }
@@ -241,49 +247,68 @@ pub(super) async fn finish(
         let qs: Vec<Query> = chosen.iter().map(|(w, b)| Query::new(&w.pk, buckets_range(b, b))).collect();
         // Writers of one call share their table.
         let table = chosen[0].0.table;
-        let mut ops = Vec::new();
+        let mut folds = Vec::new();
         for (docs, (w, b)) in store.query_docs_many(table, &qs).await?.into_iter().zip(&chosen) {
             let g = groups(&docs)?.pop().unwrap_or_else(|| Group { bucket: (*b).clone(), ..Group::default() });
-            let more = fold_ops(table, &w.pk, &g)?;
-            // Folds whole, each transaction at most MAX_TRANSACT_OPS (one fold is at most that).
-            if ops.len() + more.len() > crate::store::MAX_TRANSACT_OPS {
-                run_folds(store, std::mem::take(&mut ops)).await?;
-            }
-            ops.extend(more);
+            folds.extend(fold_of(table, &w.pk, &g)?);
         }
-        run_folds(store, ops).await?;
+        futures::stream::iter(folds)
+            .map(|f| run_fold(store, f))
+            .buffer_unordered(crate::store::MAX_TRANSACT_OPS)
+            .try_collect::<()>()
+            .await?;
     }
     Ok(())
 }
 
-/// Folds in one transaction, best effort: one that loses a race to another write of a base does
-/// nothing (none of them is done).
-async fn run_folds(store: &dyn Store, ops: Vec<WriteOp>) -> Result<(), StoreError> {
-    if ops.is_empty() {
-        return Ok(());
-    }
-    match store.transact_unsynced(ops).await.map(drop) {
-        Ok(()) | Err(StoreError::ConditionFailed) => Ok(()),
-        Err(e) => Err(e),
-    }
+/// Most deltas one fold takes: the base lists them until the next fold, so they bound its size.
+const FOLD_AT_MOST: usize = 16;
+
+/// A fold's writes: the new base (conditional on the base as read), then the deletes of the
+/// deltas it lists as folded.
+struct Fold {
+    table: Table,
+    base: Item,
+    cond: Cond,
+    pk: String,
+    deletes: Vec<String>,
 }
 
-/// Move a bucket's finished deltas into its base, best effort (a fold that loses a race to
-/// another write of the base does nothing).
+/// Write the base, then delete its folded deltas, best effort: a fold that loses a race to
+/// another write of the base does nothing, and a delete not done is done by the next fold (the
+/// base lists the delta, so no reader counts it twice meanwhile).
+async fn run_fold(store: &dyn Store, f: Fold) -> Result<(), StoreError> {
+    match store.put_unsynced(f.table, f.base, f.cond).await.map(drop) {
+        Ok(()) => {}
+        Err(StoreError::ConditionFailed) => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    let deletes = f.deletes.iter().map(|sk| store.delete_unsynced(f.table, &f.pk, sk, Cond::None));
+    for done in futures::future::join_all(deletes).await {
+        if let Err(e) = done {
+            tracing::debug!(error = %e, "a folded delta left for the next fold");
+        }
+    }
+    Ok(())
+}
+
+/// Move a bucket's finished deltas into its base, best effort (see [`run_fold`]).
 pub(super) async fn fold(store: &dyn Store, table: Table, pk: &str, g: &Group) -> Result<(), StoreError> {
-    run_folds(store, fold_ops(table, pk, g)?).await
+    match fold_of(table, pk, g)? {
+        Some(f) => run_fold(store, f).await,
+        None => Ok(()),
+    }
 }
 
-/// The writes of a fold of `g`: its base rewritten (conditional on the base as read) and the
-/// deltas folded into it deleted; none when there is nothing to fold.
-fn fold_ops(table: Table, pk: &str, g: &Group) -> Result<Vec<WriteOp>, StoreError> {
+/// The fold of `g`: its finished deltas merged into its base, which lists them (and the stale
+/// ones still there) as folded; none when there is nothing to fold.
+fn fold_of(table: Table, pk: &str, g: &Group) -> Result<Option<Fold>, StoreError> {
     if g.base.as_ref().is_some_and(|b| !b.valid) {
-        return Ok(Vec::new());
+        return Ok(None);
     }
-    let folded: Vec<&Delta> =
-        g.deltas.iter().filter(|d| d.done && d.valid).take(crate::store::MAX_TRANSACT_OPS - 1).collect();
+    let folded: Vec<&Delta> = g.deltas.iter().filter(|d| d.done && d.valid).take(FOLD_AT_MOST).collect();
     if folded.is_empty() {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let mut base = g.base.clone().unwrap_or(Bucket { valid: true, ..Bucket::default() });
     for d in &folded {
@@ -291,7 +316,8 @@ fn fold_ops(table: Table, pk: &str, g: &Group) -> Result<Vec<WriteOp>, StoreErro
         merge_exp(&mut base.exp, &d.exp);
     }
     base.nonce = crate::ids::random_hex(8);
-    let mut ops = vec![WriteOp::Put { table, item: to_item(pk, &bucket_sk(&g.bucket), &base)?, cond: g.base_cond() }];
-    ops.extend(folded.iter().map(|d| WriteOp::Delete { table, pk: pk.to_owned(), sk: d.sk.clone(), cond: Cond::None }));
-    Ok(ops)
+    // What the base listed and is gone now is forgotten; what is still there is deleted again.
+    base.folded = g.stale.iter().cloned().chain(folded.iter().map(|d| d.sk.clone())).collect();
+    let base_item = to_item(pk, &bucket_sk(&g.bucket), &base)?;
+    Ok(Some(Fold { table, base: base_item, cond: g.base_cond(), pk: pk.to_owned(), deletes: base.folded }))
 }

@@ -458,6 +458,11 @@ impl Store for EmbeddedStore {
         self.write_all(vec![WriteOp::Delete { table, pk: pk.to_owned(), sk: sk.to_owned(), cond }], true).await
     }
 
+    async fn delete_unsynced(&self, table: Table, pk: &str, sk: &str, cond: Cond) -> Result<Unsynced, StoreError> {
+        self.write_all(vec![WriteOp::Delete { table, pk: pk.to_owned(), sk: sk.to_owned(), cond }], false).await?;
+        Ok(self.pending())
+    }
+
     async fn query(&self, table: Table, q: &Query) -> Result<Page, StoreError> {
         // Here unless it passes INLINE_ITEMS entries (most reads without a limit are short, such
         // as a list's counters), then again on the blocking pool.
