@@ -238,7 +238,10 @@ def table(load, res):
               + "".join(f"; {k} {v:,}" for k, v in sorted(t.get("condition_failed_by", {}).items(), key=lambda kv: -kv[1])[:4]),
               f"- measured over {res['drive_s']:.0f} s of driving ({f / res['drive_s']:.1f} fixes/s) + {res['settle_s']:.0f} s settling; "
               f"idle afterwards: {res['idle']['calls_s']:.1f} calls/s, {res['idle']['rcu_s']:.1f} RCU/s, {res['idle']['wcu_s']:.2f} WCU/s "
-              f"(included above: about {res['idle']['rcu_s'] * (res['drive_s'] + res['settle_s']) / f:.3f} read units a fix)",
+              f"(included above: about {res['idle']['rcu_s'] * (res['drive_s'] + res['settle_s']) / f:.3f} read units a fix)"
+              + ("; idle by pattern: " + ", ".join(f"`{p['pattern']}` {p['wcu_s']:.1f} W/s {p['rcu_s']:.1f} R/s"
+                                                  for p in res["idle"].get("patterns", []) if p["wcu_s"] or p["rcu_s"])
+                 if res["idle"].get("patterns") else ""),
               f"- answers not 2xx: {res['bad'] or 'none'}; batches answered processed=false: {res['not_processed']}, fixes rejected: {res['rejected']}",
               f"- per-user partitions (a user's history, `#GS#`, `#PW#`, …) grow with users, not with the project's rate: their "
               f"ceiling is {res['users']} users' share; a per-project key (`<project>#E`, `#WL#` of one endpoint) is the real cap"]
@@ -327,6 +330,13 @@ def main():
     b1 = brief(a.proxy)
     dt = b1["seconds"] - b0["seconds"]
     idle = {k + "_s": (b1["totals"][k] - b0["totals"][k]) / dt for k in ("calls", "wcu", "rcu")}
+    # Who reads and writes while nothing is sent: the patterns' units over the idle seconds.
+    after = proxy_call(a.proxy, "GET", "/__proxy/stats")
+    was = {(p["table"], p["pattern"]): p for p in stats["patterns"]}
+    idle["patterns"] = sorted(
+        ({"pattern": p["pattern"], "wcu_s": (p["wcu"] - was.get((p["table"], p["pattern"]), {}).get("wcu", 0)) / dt,
+          "rcu_s": (p["rcu"] - was.get((p["table"], p["pattern"]), {}).get("rcu", 0)) / dt} for p in after["patterns"]),
+        key=lambda x: -(x["wcu_s"] * 5 + x["rcu_s"]))[:6]
     day = datetime.fromtimestamp(t0, timezone.utc)
     q = f"/v1/api/event/?start_date={(day - timedelta(days=1)):%Y-%m-%d}&end_date={(day + timedelta(days=2)):%Y-%m-%d}"
     first = api.call("GET", q) or {"data": {"pages": 0}}

@@ -114,6 +114,53 @@ both!(a_batch_still_being_stored_holds_passes_back_until_complete_or_abandoned, 
     assert!(!got.is_empty() && got.len() < expected.len(), "events of the stored half only: {got:?}");
 });
 
+/// The user's batch marks: (stored, number of fixes), oldest batch first.
+async fn marks_of(app: &TestApp, user: &str) -> Vec<(bool, u64)> {
+    let mut out: Vec<(String, bool, u64)> = app
+        .state
+        .store
+        .scan_all(shared::store::Table::Main)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|i| i["pk"].as_str().unwrap().starts_with("PENDING#") && i["user_id"] == user)
+        .map(|i| (i["since"].to_string(), i["stored"] == true, i["fixes"].as_u64().unwrap()))
+        .collect();
+    out.sort();
+    out.into_iter().map(|(_, s, n)| (s, n)).collect()
+}
+
+both!(a_batchs_own_pass_takes_its_mark_as_stored_and_one_it_cannot_reach_is_derived_after, |app| async move {
+    // A request's own pass takes its batch's mark as stored (no rewrite) and removes it. Held
+    // back by an earlier batch whose request is still at work, it leaves its mark, marked
+    // stored, and that request's pass derives both, in order.
+    circle_and_square(&app).await;
+    let fixes = crossing_trace(5);
+    let expected = reference_events(&app, &fixes).await;
+    let p = project(&app);
+    let store = app.state.store.as_ref();
+    let plain = tracked_user(&app).await;
+    send(&app, &plain, &fixes).await;
+    assert_eq!(marks_of(&app, &plain).await, vec![], "an ingest leaves no mark");
+
+    let u = tracked_user(&app).await;
+    let (a, b) = fixes.split_at(fixes.len() / 2);
+    // Batch A's request has marked it and is storing it when batch B comes.
+    let prepared = locations::prepare(&p, &u, parse(a));
+    let pending = marks::mark_batch(store, &p, &u, &prepared).await.unwrap();
+    let res = send(&app, &u, b).await;
+    assert_eq!(res["stored"], b.len(), "{res}");
+    assert_eq!(all_events(&app, &format!("user_id={u}")).await.len(), 0, "nothing derived past A's oldest fix");
+    assert_eq!(marks_of(&app, &u).await, vec![(false, a.len() as u64), (true, b.len() as u64)]);
+    // A's request goes on as ingest does: its pass derives A and B and removes both marks.
+    let new = locations::store_prepared(store, &p, &u, prepared).await.unwrap();
+    let own = marks::own_mark(pending.as_ref(), &new).expect("a fresh mark over new fixes");
+    let done = processor::process_own(store, &p, &u, Some(&own)).await.unwrap();
+    assert!(done.own_cleared, "{done:?}");
+    assert_eq!(marks_of(&app, &u).await, vec![]);
+    assert_eq!(kinds(&all_events(&app, &format!("user_id={u}")).await), kinds(&expected));
+});
+
 /// What a request of a process that died left: its mark, written before the store was opened
 /// (by this process) and never completed, and the batch's fixes, all or every other one.
 async fn left_by_a_dead_process(app: &TestApp, user: &str, fixes: &[Value], whole: bool) {

@@ -71,8 +71,32 @@ pub async fn ingest(
     let prepared = locations::prepare(p, user_id, accepted);
     let pending = marks::mark_batch(store, p, user_id, &prepared).await?;
     let (stored, fixes) = locations::store_unsynced(store, p, user_id, prepared).await?;
-    let mark = marks::batch_stored(store, pending, &stored).await?;
-    let (processed, queued) = match processor::process_user(store, p, user_id).await {
+    // The pass takes the batch's mark as stored and removes it: no write says "stored" unless the
+    // pass could not derive the whole batch (then the mark is rewritten and the pass runs again).
+    let own = marks::own_mark(pending.as_ref(), &stored);
+    let first = match own {
+        Some(ref o) => Some(processor::process_own(store, p, user_id, Some(o)).await),
+        None => None,
+    };
+    let (mark, outcome) = match first {
+        Some(Ok(r)) if r.own_cleared => (crate::store::Unsynced::default(), Ok(r)),
+        Some(first) => {
+            let mark = marks::batch_stored(store, pending, &stored).await?;
+            let again = match first {
+                Ok(r) => processor::process_user(store, p, user_id)
+                    .await
+                    .map(|s| processor::Processed { queued: s.queued || r.queued, ..s }),
+                // Left to the sweep, as below.
+                Err(e) => Err(e),
+            };
+            (mark, again)
+        }
+        None => {
+            let mark = marks::batch_stored(store, pending, &stored).await?;
+            (mark, processor::process_user(store, p, user_id).await)
+        }
+    };
+    let (processed, queued) = match outcome {
         Ok(r) => (true, r.queued),
         Err(e) => {
             tracing::warn!(user_id, kind = ?e.kind, error = %e.msg, "locations stored; derived work left to the sweep");

@@ -91,6 +91,32 @@ pub struct PendingBatch {
     fresh: bool,
 }
 
+/// A stored batch's mark as its own request's pass takes it: stored, over its new fixes, though
+/// the store still says `stored: false` (see `processor::process_own`).
+#[derive(Debug, Clone)]
+pub struct OwnMark {
+    sk: String,
+    nonce: String,
+    pub(crate) since: Timestamp,
+    pub(crate) until: Timestamp,
+}
+
+impl OwnMark {
+    /// Whether the mark read at `sk` is this one (not rewritten since by a re-send).
+    pub(crate) fn is(&self, sk: &str, b: &BatchMark) -> bool {
+        sk == self.sk && b.nonce == self.nonce
+    }
+}
+
+/// The mark its request's pass may take as stored: a fresh one, over fixes new to the log (else
+/// [`batch_stored`] removes or rewrites it, as before).
+pub fn own_mark(pending: Option<&PendingBatch>, new: &[Location]) -> Option<OwnMark> {
+    let p = pending.filter(|p| p.fresh)?;
+    let since = new.iter().map(|l| l.recorded_at).min()?;
+    let until = new.iter().map(|l| l.recorded_at).max()?;
+    Some(OwnMark { sk: p.sk.clone(), nonce: p.mark.nonce.clone(), since, until })
+}
+
 /// Record that a batch for the user is on its way into the log (before storing it).
 pub async fn mark_batch(
     store: &dyn Store,

@@ -8,7 +8,7 @@
 
 use serde_json::json;
 
-use super::marks::{BatchMark, SHARDS, marks_pk, shard_of};
+use super::marks::{BatchMark, OwnMark, SHARDS, marks_pk, shard_of};
 use crate::domain::geofences::{self, events as fence_events, moving};
 use crate::domain::locations::{Location, latest_acceptable, locations_pk};
 use crate::domain::sequence::{self, Watermark};
@@ -32,18 +32,36 @@ pub struct Processed {
     pub fixes: usize,
     /// Whether webhook messages were queued (only then is the delivery worker woken).
     pub queued: bool,
+    /// With [`process_own`]: whether the request's own batch mark is gone (its fixes derived),
+    /// so it needs no rewrite as stored.
+    pub own_cleared: bool,
 }
 
 /// Process everything of the user that is past the watermark or marked.
 pub async fn process_user(store: &dyn Store, p: &Project, user_id: &str) -> Result<Processed, ApiError> {
+    process_own(store, p, user_id, None).await
+}
+
+/// [`process_user`] by the request that stored a batch, whose mark (`own`, still `stored:
+/// false` in the store) its passes take as stored: a pass that derives the whole batch removes
+/// the mark, and the rewrite that said "stored" (a write unit a batch) is not made. A pass
+/// stopped before the batch's end (another batch still being stored, or being derived by its
+/// own request) leaves it: the caller then marks it stored and runs again (`pipeline::ingest`).
+pub async fn process_own(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    own: Option<&OwnMark>,
+) -> Result<Processed, ApiError> {
     let mut total = Processed::default();
     for _ in 0..1000 {
-        let (done, step) = match pass(store, p, user_id).await? {
+        let (done, step) = match pass(store, p, user_id, own).await? {
             Pass::Done(s) => (true, s),
             Pass::More(s) => (false, s),
         };
         total.fixes += step.fixes;
         total.queued |= step.queued;
+        total.own_cleared = step.own_cleared;
         if done {
             break;
         }
@@ -62,7 +80,7 @@ enum Pass {
     More(Processed),
 }
 
-async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, ApiError> {
+async fn pass(store: &dyn Store, p: &Project, user_id: &str, own: Option<&OwnMark>) -> Result<Pass, ApiError> {
     let mpk = marks_pk(shard_of(&p.project_id, user_id));
     for _ in 0..20 {
         let wm = read_watermark(store, p, user_id).await?;
@@ -73,7 +91,10 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
             .await?
             .items
         {
-            let Ok(b) = from_item::<BatchMark>(item.clone()) else { continue };
+            let Ok(mut b) = from_item::<BatchMark>(item.clone()) else { continue };
+            if let Some(o) = own.filter(|o| o.is(sk_of(&item), &b)) {
+                (b.stored, b.since, b.until) = (true, o.since, o.until);
+            }
             if b.holds(store, now).await? { blocking.push((item, b)) } else { marks.push((item, b)) }
         }
         // Past the watermark, not in the future (a fix stored before the clock rule existed waits
@@ -93,7 +114,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
                 let sk = m.get("sk").and_then(|v| v.as_str()).unwrap_or_default();
                 store.delete(Table::Main, &mpk, sk, Cond::None).await?;
             }
-            return Ok(Pass::Done(Processed::default()));
+            return Ok(Pass::Done(Processed { own_cleared: true, ..Processed::default() }));
         };
         let start = start_of(&wm, &user);
         // The latest location: the watermark's, or the record's for a user no pass has moved
@@ -123,10 +144,18 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
         if let Some(since) = newer {
             fixes.retain(|f| f.recorded_at < since);
         }
-        let more = fixes.len() > PASS_FIXES && blocking.is_empty() && !cut;
+        let truncated_at = fixes.get(PASS_FIXES).map(|f| f.recorded_at);
+        let more = truncated_at.is_some() && blocking.is_empty() && !cut;
         fixes.truncate(PASS_FIXES);
+        // Up to where this pass derives every fix: a mark ending at or past it is left. Its
+        // batch is derived by the pass of the batch that stops this one, unless that pass, its
+        // own request's, took this batch for one still being stored and stopped before it too.
+        let stop = blocking.iter().map(|(_, b)| b.since).chain(newer).chain(truncated_at).min();
+        let covered = |b: &BatchMark| stop.is_none_or(|t| b.until < t);
+        // The request's own mark, unless it is gone (or no longer its own: re-sent meanwhile).
+        let own_here = own.is_some_and(|o| marks.iter().any(|(m, b)| o.is(sk_of(m), b)));
         if fixes.is_empty() && marks.is_empty() {
-            return Ok(Pass::Done(Processed::default()));
+            return Ok(Pass::Done(Processed { own_cleared: true, ..Processed::default() }));
         }
         // Late: batches reaching back before the watermark (their fixes were not in the range).
         let late: Vec<(Timestamp, Timestamp)> = marks
@@ -188,7 +217,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
                 cond: Cond::Equals("version", user.version.into()),
             });
         }
-        let step = Processed { fixes: fixes.len(), queued };
+        let mut step = Processed { fixes: fixes.len(), queued, own_cleared: !own_here };
         // States and watermark together when they fit one transaction; otherwise the states go
         // first (rare: a fix that changes more than ~90 items) and the watermark commits last.
         // Trip events' copies among the states are counted in their users' lists around it.
@@ -213,7 +242,10 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
                 // a pass that finds nothing new, and one rewritten since it was read (a re-sent
                 // batch) stays for its own pass.
                 if !more {
-                    drop_marks(store, &mpk, &marks).await;
+                    let dropped: Vec<&(Item, BatchMark)> = marks.iter().filter(|(_, b)| covered(b)).collect();
+                    let own_covered = dropped.iter().any(|(m, b)| own.is_some_and(|o| o.is(sk_of(m), b)));
+                    let own_gone = drop_marks(store, &mpk, dropped.into_iter(), own).await;
+                    step.own_cleared |= own_covered && own_gone;
                 }
                 // Committed: live streams get the messages now (a redone pass sends them again
                 // with the same ids; subscribers skip ids they have sent).
@@ -228,16 +260,28 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str) -> Result<Pass, Api
     Err(ApiError::conflict("user_id: this user's locations are being processed by other requests; retry"))
 }
 
-/// Remove the batch marks a committed pass covered, each only if it is still as read.
-async fn drop_marks(store: &dyn Store, mpk: &str, marks: &[(Item, BatchMark)]) {
-    for (m, _) in marks {
+/// Remove the batch marks a committed pass covered, each only if it is still as read. Returns
+/// whether `own` (when among them) is gone.
+async fn drop_marks<'a>(
+    store: &dyn Store,
+    mpk: &str,
+    marks: impl Iterator<Item = &'a (Item, BatchMark)>,
+    own: Option<&OwnMark>,
+) -> bool {
+    let mut own_gone = true;
+    for (m, b) in marks {
         let nonce = m.get("nonce").cloned().unwrap_or_default();
         match store.delete_unsynced(Table::Main, mpk, sk_of(m), Cond::Equals("nonce", nonce)).await {
-            // The delete is made durable by a later synced commit.
+            // The delete is made durable by a later synced commit. A mark rewritten since it
+            // was read belongs to a re-sent batch, whose request takes care of it.
             Ok(_) | Err(StoreError::ConditionFailed) => {}
-            Err(e) => tracing::warn!(error = %e, "batch mark left for the sweep"),
+            Err(e) => {
+                tracing::warn!(error = %e, "batch mark left for the sweep");
+                own_gone &= !own.is_some_and(|o| o.is(sk_of(m), b));
+            }
         }
     }
+    own_gone
 }
 
 /// Where a pass starts: the watermark, or for a user with history from before the processor
