@@ -162,3 +162,12 @@ pub async fn members(store: &dyn Store, p: &Project, group_id: &str) -> Result<V
 pub async fn groups_of(store: &dyn Store, p: &Project, user_id: &str) -> Result<Vec<String>, ApiError> {
     sort_keys(store, &groups_of_pk(&p.project_id, user_id)).await
 }
+
+/// [`groups_of`] read eventually consistent (half a read unit): what a processing pass reads
+/// for a fence's scope on every batch, where a membership changed a moment ago may count a
+/// batch later.
+pub async fn groups_of_eventually(store: &dyn Store, p: &Project, user_id: &str) -> Result<Vec<String>, ApiError> {
+    let page =
+        store.query(Table::Main, &Query::new(groups_of_pk(&p.project_id, user_id), SkRange::All).eventual()).await?;
+    Ok(page.items.iter().filter_map(|i| i.get("sk").and_then(|v| v.as_str()).map(str::to_owned)).collect())
+}

@@ -161,7 +161,7 @@ pub async fn plan(store: &dyn Store, p: &Project, user: &User, fixes: &[Location
     if fixes.is_empty() {
         return Ok(FencePlan::default());
     }
-    let user_groups = groups::groups_of(store, p, user_id).await?;
+    let user_groups = groups::groups_of_eventually(store, p, user_id).await?;
     // The state items (`-`, `-1`, ...).
     let (mut before, mut stored) = (BTreeMap::new(), Vec::new());
     for item in
