@@ -208,6 +208,51 @@ both_alone!(events_arrive_signed_retried_and_in_order, |app| async move {
     assert_error(status, &res, StatusCode::BAD_REQUEST, "status");
 });
 
+/// The endpoint's pending entries in every outbox shard: each one's event ids, in order.
+async fn pending_entries(app: &TestApp, wh: &str) -> Vec<Vec<String>> {
+    let pid = &app.project.project_id;
+    let mut out = Vec::new();
+    for shard in 0..shared::domain::webhooks::outbox::OUTBOX_SHARDS {
+        let q = shared::store::Query::new(format!("{pid}#WP#{wh}#{shard:02}"), shared::store::SkRange::All);
+        for item in app.state.store.query(shared::store::Table::Main, &q).await.unwrap().items {
+            let r: shared::domain::webhooks::outbox::PendingRef = shared::store::from_item(item).unwrap();
+            out.push(r.ids());
+        }
+    }
+    out
+}
+
+both_alone!(a_batchs_deliveries_to_an_endpoint_are_one_pending_entry_sent_in_order, |app| async move {
+    // A pass queues its user's deliveries to an endpoint as one pending entry (put once and
+    // deleted once, not one entry each); the worker sends them in order, each retried in turn.
+    let app = app.with_private_webhooks();
+    let rx = Receiver::start(Mode::FailFirst(1)).await;
+    let (wh, _) = subscribe(&app, &rx, json!(["*"])).await;
+    circle_and_square(&app).await;
+    let user = tracked_user(&app).await;
+    send(&app, &user, &crossing_trace(11)).await;
+    let events = all_events(&app, &format!("user_id={user}")).await;
+    assert_eq!(events.len(), 4, "{events:?}");
+    let entries = pending_entries(&app, &wh).await;
+    assert_eq!(entries.len(), 1, "one entry for the batch: {entries:?}");
+    let ids = &entries[0];
+    assert_eq!(ids.len(), 5, "four fence events and the location.updated: {ids:?}");
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(ids, &sorted, "in event order");
+    let _w = worker(&app);
+    settled(&app, &wh, 5).await;
+    let mut first_seen: Vec<String> = Vec::new();
+    for id in rx.delivered() {
+        if !first_seen.contains(&id) {
+            first_seen.push(id);
+        }
+    }
+    assert_eq!(&first_seen, ids, "delivered in event order, each after its retry");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(pending_entries(&app, &wh).await, Vec::<Vec<String>>::new(), "the entry goes with its last delivery");
+});
+
 both_alone!(trip_lifecycle_events_arrive_with_the_trip, |app| async move {
     let app = app.with_private_webhooks();
     let rx = Receiver::start(Mode::Ok).await;

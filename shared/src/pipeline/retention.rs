@@ -35,6 +35,7 @@
 //! elevation gain (its summary answers them once the fixes may be gone, and a late fix does not
 //! recompute them from what remains: see `trips`), and insights read stays, never locations.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -344,6 +345,28 @@ impl Run<'_> {
                     logged.push((outbox::log_pk(pid, wh, shard), m.id.clone()));
                     let sk = outbox::pending_sk(m.user_id.as_deref(), &m.id);
                     copies.push((outbox::pending_pk(pid, wh, shard), sk));
+                }
+                // A pass's run of a user's deliveries is one pending entry, keyed by its first
+                // message and a hash (`outbox::run_sk`): found by a read of the user's entries
+                // up to the page's last message.
+                for wh in &endpoints {
+                    let users: BTreeSet<Option<&str>> = msgs.iter().map(|m| m.user_id.as_deref()).collect();
+                    for u in users {
+                        let ids: BTreeSet<&str> =
+                            msgs.iter().filter(|m| m.user_id.as_deref() == u).map(|m| m.id.as_str()).collect();
+                        let (Some(lo), Some(hi)) = (ids.first(), ids.last()) else { continue };
+                        let ppk = outbox::pending_pk(pid, wh, shard);
+                        let range =
+                            SkRange::Between(outbox::pending_sk(u, lo), outbox::pending_sk(u, &format!("{hi}#~")));
+                        for item in self.query(Table::Main, Query::new(&ppk, range)).await?.items {
+                            let (_, sk) = key_of(&item)?;
+                            if sk.split('#').nth(1).is_some_and(|first| ids.contains(first))
+                                && sk.matches('#').count() == 2
+                            {
+                                copies.push((ppk.clone(), sk));
+                            }
+                        }
+                    }
                 }
                 // The delivery logs page by their own counts (`history_pages`): not of these.
                 let change = crate::domain::history_pages::deleting(self.store, Table::Main, &logged).await?;

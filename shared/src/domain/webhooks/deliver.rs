@@ -51,6 +51,9 @@ const COALESCE: Duration = Duration::from_millis(5);
 /// of the [`WORK_SHARDS`] a poll (32 read units a second at a 1 s poll, a fix's cost many times
 /// over at a sparse load), where the Lambda sender is woken by the stream and once a minute.
 const IDLE_POLL: Duration = Duration::from_secs(10);
+/// A pending run whose messages are gone this long after it was queued was left by retention's
+/// sweeper (a pass that stored messages redoes them within minutes).
+const ORPHAN_RUN_SECONDS: i64 = 24 * 3600;
 /// The nap after a pass that failed (a store fault): its work is tried again soon.
 const AFTER_ERROR: Duration = Duration::from_secs(1);
 
@@ -250,23 +253,47 @@ impl Worker {
         let (mut any_ok, mut fails) = (false, 0);
         // A run cut at RUN_PER_PASS has more behind it: the next pass is due now.
         let more = (run.len() >= RUN_PER_PASS).then(Timestamp::now);
+        let mut sent = 0;
         for (sk, r) in run {
             if r.next_attempt_at > Timestamp::now() {
                 return (Ok(Some(r.next_attempt_at)), any_ok, fails);
             }
-            match self.attempt(p, ep, shard, &sk, &r).await {
-                Ok((Outcome::Final, delivered)) => {
-                    any_ok |= delivered;
-                    fails += usize::from(!delivered);
+            let ids = r.ids();
+            for i in 0..ids.len() {
+                if sent >= RUN_PER_PASS {
+                    // Cut here: the rest of the entry waits for the next pass, which is due now
+                    // (its deliveries already final are not looked at again).
+                    if i > 0 {
+                        let rest = PendingRef { event_id: ids[i].clone(), more: ids[i + 1..].to_vec(), ..r.clone() };
+                        let ppk = pending_pk(&p.project_id, &ep.id, shard);
+                        let put = match to_item(&ppk, &sk, &rest) {
+                            Ok(item) => self.store.put(Table::Main, item, Cond::None).await.map_err(ApiError::from),
+                            Err(e) => Err(ApiError::from(e)),
+                        };
+                        if let Err(e) = put {
+                            return (Err(e), any_ok, fails);
+                        }
+                    }
+                    return (Ok(Some(Timestamp::now())), any_ok, fails);
                 }
-                Ok((Outcome::Wait(t), _)) => return (Ok(Some(t)), any_ok, fails + 1),
-                Err(e) => return (Err(e), any_ok, fails),
+                sent += 1;
+                match self.attempt(p, ep, shard, &sk, &r, &ids, i).await {
+                    Ok((Outcome::Final, delivered)) => {
+                        any_ok |= delivered;
+                        fails += usize::from(!delivered);
+                    }
+                    Ok((Outcome::Wait(t), _)) => return (Ok(Some(t)), any_ok, fails + 1),
+                    Err(e) => return (Err(e), any_ok, fails),
+                }
             }
         }
         (Ok(more), any_ok, fails)
     }
 
-    /// One attempt at one delivery; returns what it means for the run and whether it succeeded.
+    /// One attempt at delivery `ids[i]` of pending entry `sk` (`r`); returns what it means for
+    /// the run and whether it succeeded. The entry goes with its last delivery made final; a
+    /// delivery that waits rewrites it as the run from that delivery on.
+    #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
         p: &Project,
@@ -274,23 +301,38 @@ impl Worker {
         shard: u32,
         sk: &str,
         r: &PendingRef,
+        ids: &[String],
+        i: usize,
     ) -> Result<(Outcome, bool), ApiError> {
         let store = self.store.as_ref();
+        let event_id = ids[i].as_str();
+        let last = i + 1 == ids.len();
         let lpk = log_pk(&p.project_id, &ep.id, shard);
         let ppk = pending_pk(&p.project_id, &ep.id, shard);
         let drop_ref = WriteOp::Delete { table: Table::Main, pk: ppk.clone(), sk: sk.to_owned(), cond: Cond::None };
+        let ppk_ref = ppk.as_str();
+        let done = |delivered: bool| async move {
+            if last {
+                store.delete(Table::Main, ppk_ref, sk, Cond::None).await?;
+            }
+            Ok::<_, ApiError>((Outcome::Final, delivered))
+        };
         let (Some(d), Some(m)) = (
-            store.get(Table::Main, &lpk, &r.event_id).await?,
-            store.get(Table::Main, &messages_pk(&p.project_id, shard), &r.event_id).await?,
+            store.get(Table::Main, &lpk, event_id).await?,
+            store.get(Table::Main, &messages_pk(&p.project_id, shard), event_id).await?,
         ) else {
+            // A run queued long ago whose message is gone was swept by retention (which deletes
+            // single entries with their messages, not runs): nothing is left to send.
+            if r.queued_at.is_some_and(|q| (Timestamp::now().0 - q.0).num_seconds() > ORPHAN_RUN_SECONDS) {
+                return done(false).await;
+            }
             // Written by a step still under way (or re-run after a crash): wait for it.
             return Ok((Outcome::Wait(Timestamp(Timestamp::now().0 + chrono::Duration::seconds(1))), false));
         };
         let d: Delivery = from_item(d)?;
         let m: Message = from_item(m)?;
         if d.status != Status::Pending {
-            store.delete(Table::Main, &ppk, sk, Cond::None).await?;
-            return Ok((Outcome::Final, d.status == Status::Delivered));
+            return done(d.status == Status::Delivered).await;
         }
         let now = Timestamp::now();
         let (attempt, retry_after) = self.send(ep, &m, now).await;
@@ -317,20 +359,25 @@ impl Worker {
                 // The record decides (delivered elsewhere, or replayed: sent again).
                 Outcome::Wait(Timestamp::now())
             };
-            let log = (to_item(&lpk, &r.event_id, &d)?, Cond::Equals("updated_at", read_at));
+            let log = (to_item(&lpk, event_id, &d)?, Cond::Equals("updated_at", read_at));
             let pending = match &outcome {
                 _ if !decides => None,
-                Outcome::Final => Some(drop_ref.clone()),
+                Outcome::Final if last => Some(drop_ref.clone()),
+                Outcome::Final => None,
                 Outcome::Wait(at) => {
-                    let next =
-                        PendingRef { event_id: r.event_id.clone(), next_attempt_at: *at, expires_at: r.expires_at };
+                    let next = PendingRef {
+                        event_id: event_id.to_owned(),
+                        more: ids[i + 1..].to_vec(),
+                        next_attempt_at: *at,
+                        ..r.clone()
+                    };
                     Some(WriteOp::Put { table: Table::Main, item: to_item(&ppk, sk, &next)?, cond: Cond::None })
                 }
             };
             match record(store, log, pending, success).await {
                 Ok(()) => return Ok((outcome, success)),
                 Err(StoreError::ConditionFailed) => {
-                    let Some(item) = store.get(Table::Main, &lpk, &r.event_id).await? else { break };
+                    let Some(item) = store.get(Table::Main, &lpk, event_id).await? else { break };
                     current = from_item(item)?;
                     // Our own write, its answer lost (on DynamoDB the transaction's token makes
                     // that a success; this is the check where it did not).

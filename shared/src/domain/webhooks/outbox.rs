@@ -94,14 +94,34 @@ pub struct Delivery {
     pub expires_at: Option<i64>,
 }
 
-/// An entry of the pending index.
+/// An entry of the pending index: one delivery, or a pass's run of one user's deliveries to one
+/// endpoint, in order (`event_id`, then `more`). A pass at city density queues several a batch;
+/// one entry put and deleted for all of them, not one each (two write units a delivery).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PendingRef {
     pub event_id: String,
+    /// The run's later deliveries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more: Vec<String>,
     pub next_attempt_at: Timestamp,
-    /// Its message's TTL.
+    /// Its message's TTL (a run's: its first message's, the earliest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<i64>,
+    /// When a run was queued: one whose messages and delivery records are all gone long after
+    /// (deleted by retention's sweeper, which deletes single entries by key, not runs) is dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_at: Option<Timestamp>,
+}
+
+impl PendingRef {
+    pub fn one(event_id: &str, next_attempt_at: Timestamp, expires_at: Option<i64>) -> Self {
+        Self { event_id: event_id.to_owned(), more: Vec::new(), next_attempt_at, expires_at, queued_at: None }
+    }
+
+    /// Its deliveries' event ids, in order.
+    pub fn ids(&self) -> Vec<String> {
+        std::iter::once(self.event_id.clone()).chain(self.more.iter().cloned()).collect()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -140,6 +160,24 @@ pub(crate) fn all_shards(pk: impl Fn(u32) -> String) -> Vec<String> {
 }
 pub(crate) fn pending_sk(user_id: Option<&str>, event_id: &str) -> String {
     format!("{}#{event_id}", user_id.unwrap_or("-"))
+}
+/// A run's key: after its first event, a hash of all of them. Runs are facts, written
+/// put-if-absent: two passes over the same fixes (a version race, a pass redone after a crash)
+/// that derive runs of different lengths from the same first event keep both, and the worker
+/// skips the deliveries already final, where one key would have kept only the first run written.
+pub(crate) fn run_sk(user_id: Option<&str>, ids: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for id in ids {
+        h.update(id.as_bytes());
+        h.update(b",");
+    }
+    format!(
+        "{}#{}#{}",
+        user_id.unwrap_or("-"),
+        ids.first().copied().unwrap_or_default(),
+        hex::encode(&h.finalize()[..6])
+    )
 }
 pub(crate) fn work_pk(shard: u32) -> String {
     format!("WORK#{shard}")
@@ -238,13 +276,29 @@ pub fn enqueue(
     }
     for ep in subs {
         let mut shards = std::collections::BTreeSet::new();
+        // Each user's deliveries, in event order, become one pending entry.
+        let mut runs: std::collections::BTreeMap<Option<&str>, Vec<&Message>> = Default::default();
         for m in out.messages.iter().filter(|m| ep.wants(&m.event_type)) {
             let shard = user_shard(m.user_id.as_deref());
             let d = new_delivery(&ep.id, m, now);
-            let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now, expires_at: m.expires_at };
             out.log.push(to_item(&log_pk(pid, &ep.id, shard), &m.id, &d)?);
-            out.facts.push(to_item(&pending_pk(pid, &ep.id, shard), &pending_sk(m.user_id.as_deref(), &m.id), &r)?);
+            runs.entry(m.user_id.as_deref()).or_default().push(m);
             shards.insert(shard);
+        }
+        for (user, mut run) in runs {
+            run.sort_by(|a, b| a.id.cmp(&b.id));
+            let ppk = pending_pk(pid, &ep.id, user_shard(user));
+            let first = run[0];
+            let r = PendingRef::one(&first.id, now, run.iter().filter_map(|m| m.expires_at).min());
+            let (sk, r) = if run.len() == 1 {
+                // Alone, under its own key, which retention's sweeper deletes with its message.
+                (pending_sk(user, &first.id), r)
+            } else {
+                let ids: Vec<&str> = run.iter().map(|m| m.id.as_str()).collect();
+                let more = ids[1..].iter().map(|s| (*s).to_owned()).collect();
+                (run_sk(user, &ids), PendingRef { more, queued_at: Some(now), ..r })
+            };
+            out.facts.push(to_item(&ppk, &sk, &r)?);
         }
         for shard in shards {
             out.marks.push(work_mark(p, &ep.id, shard)?);
@@ -361,7 +415,7 @@ async fn replay_one(
         d.round += 1;
         d.next_attempt_at = Some(now);
         d.updated_at = later(now, d.updated_at);
-        let r = PendingRef { event_id: m.id.clone(), next_attempt_at: now, expires_at: m.expires_at };
+        let r = PendingRef::one(&m.id, now, m.expires_at);
         let pending =
             to_item(&pending_pk(&p.project_id, &endpoint.id, shard), &pending_sk(m.user_id.as_deref(), &m.id), &r)?;
         let log = to_item(&lpk, &m.id, &d)?;
