@@ -140,7 +140,11 @@ pub async fn add_users(store: &dyn Store, p: &Project, input: AddUsers) -> Resul
 }
 
 async fn sort_keys(store: &dyn Store, pk: &str) -> Result<Vec<String>, ApiError> {
-    let page = store.query(Table::Main, &Query::new(pk, SkRange::All)).await?;
+    sort_keys_of(store, Query::new(pk, SkRange::All)).await
+}
+
+async fn sort_keys_of(store: &dyn Store, q: Query) -> Result<Vec<String>, ApiError> {
+    let page = store.query(Table::Main, &q).await?;
     Ok(page.items.iter().filter_map(|i| i.get("sk").and_then(|v| v.as_str()).map(str::to_owned)).collect())
 }
 
@@ -167,7 +171,5 @@ pub async fn groups_of(store: &dyn Store, p: &Project, user_id: &str) -> Result<
 /// for a fence's scope on every batch, where a membership changed a moment ago may count a
 /// batch later.
 pub async fn groups_of_eventually(store: &dyn Store, p: &Project, user_id: &str) -> Result<Vec<String>, ApiError> {
-    let page =
-        store.query(Table::Main, &Query::new(groups_of_pk(&p.project_id, user_id), SkRange::All).eventual()).await?;
-    Ok(page.items.iter().filter_map(|i| i.get("sk").and_then(|v| v.as_str()).map(str::to_owned)).collect())
+    sort_keys_of(store, Query::new(groups_of_pk(&p.project_id, user_id), SkRange::All).eventual()).await
 }

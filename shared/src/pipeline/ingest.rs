@@ -80,20 +80,17 @@ pub async fn ingest(
     };
     let (mark, outcome) = match first {
         Some(Ok(r)) if r.own_cleared => (crate::store::Unsynced::default(), Ok(r)),
-        Some(first) => {
+        first => {
             let mark = marks::batch_stored(store, pending, &stored).await?;
-            let again = match first {
-                Ok(r) => processor::process_user(store, p, user_id)
+            let outcome = match first {
+                // Failed: left to the sweep, as below.
+                Some(Err(e)) => Err(e),
+                Some(Ok(r)) => processor::process_user(store, p, user_id)
                     .await
                     .map(|s| processor::Processed { queued: s.queued || r.queued, ..s }),
-                // Left to the sweep, as below.
-                Err(e) => Err(e),
+                None => processor::process_user(store, p, user_id).await,
             };
-            (mark, again)
-        }
-        None => {
-            let mark = marks::batch_stored(store, pending, &stored).await?;
-            (mark, processor::process_user(store, p, user_id).await)
+            (mark, outcome)
         }
     };
     let (processed, queued) = match outcome {

@@ -242,10 +242,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str, own: Option<&OwnMar
                 // a pass that finds nothing new, and one rewritten since it was read (a re-sent
                 // batch) stays for its own pass.
                 if !more {
-                    let dropped: Vec<&(Item, BatchMark)> = marks.iter().filter(|(_, b)| covered(b)).collect();
-                    let own_covered = dropped.iter().any(|(m, b)| own.is_some_and(|o| o.is(sk_of(m), b)));
-                    let own_gone = drop_marks(store, &mpk, dropped.into_iter(), own).await;
-                    step.own_cleared |= own_covered && own_gone;
+                    step.own_cleared |= drop_marks(store, &mpk, marks.iter().filter(|(_, b)| covered(b)), own).await;
                 }
                 // Committed: live streams get the messages now (a redone pass sends them again
                 // with the same ids; subscribers skip ids they have sent).
@@ -261,25 +258,26 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str, own: Option<&OwnMar
 }
 
 /// Remove the batch marks a committed pass covered, each only if it is still as read. Returns
-/// whether `own` (when among them) is gone.
+/// whether `own` was among them and is gone.
 async fn drop_marks<'a>(
     store: &dyn Store,
     mpk: &str,
     marks: impl Iterator<Item = &'a (Item, BatchMark)>,
     own: Option<&OwnMark>,
 ) -> bool {
-    let mut own_gone = true;
+    let mut own_gone = false;
     for (m, b) in marks {
         let nonce = m.get("nonce").cloned().unwrap_or_default();
-        match store.delete_unsynced(Table::Main, mpk, sk_of(m), Cond::Equals("nonce", nonce)).await {
+        let gone = match store.delete_unsynced(Table::Main, mpk, sk_of(m), Cond::Equals("nonce", nonce)).await {
             // The delete is made durable by a later synced commit. A mark rewritten since it
             // was read belongs to a re-sent batch, whose request takes care of it.
-            Ok(_) | Err(StoreError::ConditionFailed) => {}
+            Ok(_) | Err(StoreError::ConditionFailed) => true,
             Err(e) => {
                 tracing::warn!(error = %e, "batch mark left for the sweep");
-                own_gone &= !own.is_some_and(|o| o.is(sk_of(m), b));
+                false
             }
-        }
+        };
+        own_gone |= gone && own.is_some_and(|o| o.is(sk_of(m), b));
     }
     own_gone
 }

@@ -263,21 +263,19 @@ impl Worker {
                 if sent >= RUN_PER_PASS {
                     // Cut here: the rest of the entry waits for the next pass, which is due now
                     // (its deliveries already final are not looked at again).
-                    if i > 0 {
-                        let rest = PendingRef { event_id: ids[i].clone(), more: ids[i + 1..].to_vec(), ..r.clone() };
-                        let ppk = pending_pk(&p.project_id, &ep.id, shard);
-                        let put = match to_item(&ppk, &sk, &rest) {
-                            Ok(item) => self.store.put(Table::Main, item, Cond::None).await.map_err(ApiError::from),
-                            Err(e) => Err(ApiError::from(e)),
-                        };
-                        if let Err(e) = put {
-                            return (Err(e), any_ok, fails);
-                        }
-                    }
-                    return (Ok(Some(Timestamp::now())), any_ok, fails);
+                    let cut = async {
+                        let rest = to_item(
+                            &pending_pk(&p.project_id, &ep.id, shard),
+                            &sk,
+                            &r.rest(&ids, i, r.next_attempt_at),
+                        )?;
+                        Ok::<_, ApiError>(self.store.put(Table::Main, rest, Cond::None).await?)
+                    };
+                    let cut = if i > 0 { cut.await } else { Ok(()) };
+                    return (cut.map(|()| Some(Timestamp::now())), any_ok, fails);
                 }
                 sent += 1;
-                match self.attempt(p, ep, shard, &sk, &r, &ids, i).await {
+                match self.attempt(p, ep, shard, &sk, &r, i).await {
                     Ok((Outcome::Final, delivered)) => {
                         any_ok |= delivered;
                         fails += usize::from(!delivered);
@@ -290,10 +288,9 @@ impl Worker {
         (Ok(more), any_ok, fails)
     }
 
-    /// One attempt at delivery `ids[i]` of pending entry `sk` (`r`); returns what it means for
+    /// One attempt at delivery `i` of pending entry `sk` (`r`, its [`PendingRef::ids`]); returns what it means for
     /// the run and whether it succeeded. The entry goes with its last delivery made final; a
     /// delivery that waits rewrites it as the run from that delivery on.
-    #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
         p: &Project,
@@ -301,10 +298,10 @@ impl Worker {
         shard: u32,
         sk: &str,
         r: &PendingRef,
-        ids: &[String],
         i: usize,
     ) -> Result<(Outcome, bool), ApiError> {
         let store = self.store.as_ref();
+        let ids = r.ids();
         let event_id = ids[i].as_str();
         let last = i + 1 == ids.len();
         let lpk = log_pk(&p.project_id, &ep.id, shard);
@@ -365,13 +362,8 @@ impl Worker {
                 Outcome::Final if last => Some(drop_ref.clone()),
                 Outcome::Final => None,
                 Outcome::Wait(at) => {
-                    let next = PendingRef {
-                        event_id: event_id.to_owned(),
-                        more: ids[i + 1..].to_vec(),
-                        next_attempt_at: *at,
-                        ..r.clone()
-                    };
-                    Some(WriteOp::Put { table: Table::Main, item: to_item(&ppk, sk, &next)?, cond: Cond::None })
+                    let next = to_item(&ppk, sk, &r.rest(&ids, i, *at))?;
+                    Some(WriteOp::Put { table: Table::Main, item: next, cond: Cond::None })
                 }
             };
             match record(store, log, pending, success).await {

@@ -122,6 +122,12 @@ impl PendingRef {
     pub fn ids(&self) -> Vec<String> {
         std::iter::once(self.event_id.clone()).chain(self.more.iter().cloned()).collect()
     }
+
+    /// The entry as the rest of its run from `ids[i]` on (`ids` its [`Self::ids`]), next tried at
+    /// `next_attempt_at`.
+    pub fn rest(&self, ids: &[String], i: usize, next_attempt_at: Timestamp) -> Self {
+        Self { event_id: ids[i].clone(), more: ids[i + 1..].to_vec(), next_attempt_at, ..self.clone() }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
