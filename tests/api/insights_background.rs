@@ -33,8 +33,9 @@ const FRIEND: Pos = (13.3500, 52.4900);
 /// An answer (home, work or POI) farther than this (meters) from every place of the life is a
 /// phantom: places' polygons are 10-50 m beyond their stays, and a place's stays lie within 80 m.
 pub const PHANTOM_M: f64 = 200.0;
-/// Phantom answers over the 40 lives of the test, at most (211 before excursions were outliers).
-const MAX_PHANTOMS: usize = 34;
+/// Phantom answers over the 40 lives of the test, at most (211 before excursions were outliers,
+/// 34 before fixes away followed by the night's silence were).
+const MAX_PHANTOMS: usize = 26;
 /// Home and work within this distance (meters) of the truth are found.
 const FOUND_M: f64 = 40.0;
 

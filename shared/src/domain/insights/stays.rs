@@ -5,8 +5,9 @@
 //! continues across a silent night or a phone that only reports on arrival and departure. A fix
 //! away from the run is held: if the next fix is back at the place, the held one was an outlier
 //! and is dropped; otherwise the run ends. From a stay, fixes away are held for up to
-//! [`MAX_EXCURSION_SECONDS`]: back at the place within it, they were an excursion (a phone's
-//! fallback position) and are dropped. It ends at the first fix away when that came within
+//! [`MAX_EXCURSION_SECONDS`]: back at the place within it, or after a silence at least as long
+//! that followed them (the phone dozed off), they were an excursion (a phone's fallback position)
+//! and are dropped. It ends at the first fix away when that came within
 //! [`DEPARTURE_WINDOW_SECONDS`] of the last fix at the place (the person left in between), else at
 //! the last fix there. A run of at least [`MIN_STAY_SECONDS`] is a stay; two fixes at one place
 //! (arrival and departure) are enough when they agree: no farther apart than their accuracies
@@ -156,7 +157,14 @@ impl Run {
                 .held
                 .first()
                 .is_none_or(|h| (l.recorded_at.0 - h.recorded_at.0).num_seconds() <= MAX_EXCURSION_SECONDS);
-        if in_time && here && (self.held.len() <= 1 || soon) {
+        // Back after a silence of an excursion's length that followed the fixes away, which
+        // spanned no more than one: nothing shows the person away for longer than those fixes,
+        // and a fallback burst just before the phone dozes off looks exactly so.
+        let after_silence = self.stay(None).is_some()
+            && matches!((self.held.first(), self.held.last()), (Some(a), Some(b))
+                if (b.recorded_at.0 - a.recorded_at.0).num_seconds() <= MAX_EXCURSION_SECONDS
+                    && (l.recorded_at.0 - b.recorded_at.0).num_seconds() >= MAX_EXCURSION_SECONDS);
+        if in_time && here && (self.held.len() <= 1 || soon || after_silence) {
             self.held.clear(); // back at the place: the fixes away were outliers
             self.add(l);
             return;
@@ -322,6 +330,32 @@ mod tests {
         assert_eq!(closed[0].end.0.to_rfc3339(), "2024-04-01T08:20:00+00:00");
         assert_eq!(closed[0].fixes, 2);
         assert_eq!(open.map(|s| s.dwell_s()), Some(19 * 60));
+    }
+
+    #[test]
+    fn fixes_away_just_before_the_phone_dozes_off_at_the_place_are_an_excursion() {
+        // Home, two fixes at a far-off fallback position, the night's silence, home again.
+        let (closed, open) = run(&[
+            fix(1, "2024-04-01T21:00:00", 0.0),
+            fix(2, "2024-04-01T21:20:00", 5.0),
+            fix(3, "2024-04-01T21:35:00", 1500.0),
+            fix(4, "2024-04-01T21:50:00", 1502.0),
+            fix(5, "2024-04-02T04:50:00", 3.0),
+            fix(6, "2024-04-02T05:05:00", 4.0),
+        ]);
+        assert!(closed.is_empty(), "no stay at the fallback position: {closed:?}");
+        assert_eq!(open.map(|h| h.fixes), Some(4), "one stay at home across the night");
+        // Away for longer than an excursion before the silence: a stay there, as before.
+        let (closed, open) = run(&[
+            fix(1, "2024-04-01T19:00:00", 0.0),
+            fix(2, "2024-04-01T19:20:00", 5.0),
+            fix(3, "2024-04-01T19:35:00", 1500.0),
+            fix(4, "2024-04-01T20:05:00", 1502.0),
+            fix(5, "2024-04-01T20:40:00", 1499.0),
+            fix(6, "2024-04-02T04:50:00", 3.0),
+        ]);
+        assert_eq!(closed.len(), 1, "home: {closed:?}");
+        assert_eq!(open.map(|v| (v.fixes, v.dwell_s())), Some((3, 65 * 60)), "then the visit");
     }
 
     #[test]
