@@ -54,14 +54,17 @@ function buildUrl(path, query) {
   return url;
 }
 
-// api('GET', '/v1/api/user/', {query, body, signal, key}) → the envelope's `data`.
-// Transient failures are retried with backoff: network errors and 5xx for reads and idempotent
-// writes; 503/429 (the server's "try again") for every method. Errors carry the server's `msg`.
+// api('GET', '/v1/api/user/', {query, body, signal, key, bearer}) → the envelope's `data` (v2's
+// envelope, which has none, whole). `bearer`: the token goes as `Authorization: Bearer`, as the
+// v2 trips API takes it. Transient failures are retried with backoff: network errors and 5xx for
+// reads and idempotent writes; 503/429 (the server's "try again") for every method. Errors carry
+// the server's message (v1's `msg`, v2's `description`).
 export async function api(method, path, opts = {}) {
-  const { query, body, signal, key, retries = 3 } = opts;
+  const { query, body, signal, key, bearer, retries = 3 } = opts;
   const token = key || (session.get() || {}).token;
   const headers = { Accept: 'application/json' };
-  if (token) headers['Api-Key'] = token;
+  if (token && bearer) headers.Authorization = `Bearer ${token}`;
+  else if (token) headers['Api-Key'] = token;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const idempotent = method === 'GET' || method === 'PUT' || method === 'DELETE';
   const url = buildUrl(path, query);
@@ -89,7 +92,7 @@ export async function api(method, path, opts = {}) {
       await sleep(after > 0 ? Math.min(after * 1000, 10000) : wait, signal);
       continue;
     }
-    const msg = (json && (json.msg || json.message)) || `HTTP ${res.status}`;
+    const msg = (json && (json.msg || json.description || json.message)) || `HTTP ${res.status}`;
     const field = json && json.errors && json.errors[0] ? json.errors[0].field : null;
     const err = new ApiError(res.status, msg, field);
     if (res.status === 401 && !key) expired(msg);

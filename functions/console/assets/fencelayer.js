@@ -112,7 +112,8 @@ export function drawFence(f, labelled = true) {
   if (old && old.labelled === labelled && JSON.stringify(old.fence) === JSON.stringify(f)) return old.layer;
   if (old) group.removeLayer(old.layer);
   const layer = shapeLayer(f);
-  layer.bindTooltip(f.description || 'Unnamed geofence', {
+  // A text node: the name comes from the API, and Leaflet sets a string tooltip as HTML.
+  layer.bindTooltip(document.createTextNode(f.description || 'Unnamed geofence'), {
     permanent: labelled, direction: 'center', className: 'wm-fence-label', opacity: 1,
   });
   layer.on('click', () => bus.emit('fence.select', id));

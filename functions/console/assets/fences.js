@@ -1,7 +1,7 @@
 // The Geofences view: the list, a fence's form (name, tag, colour, metadata, scope, window,
 // enabled), drawing new circles and polygons on the map and reshaping them by dragging
 // (leaflet-geoman) or typing their coordinates (for the keyboard: WCAG 2.1.1), the fence's
-// recent events and the users inside it now.
+// recent events and the users inside it now (those it applies to).
 
 import { api } from './api.js';
 import { $, el, clear, bus, failed, announce, busy, confirmClick, pager, fenceColor, shortId } from './ui.js';
@@ -408,8 +408,8 @@ function contains(layer, latlng) {
   return inside;
 }
 
-// The users whose latest position is inside the fence now: the users in its bounding box
-// (`/v1/api/users/positions/`), kept when inside its shape.
+// The users whose latest position is inside the fence now and whom it applies to: the users in
+// its bounding box (`/v1/api/users/positions/`), kept when inside its shape and in its scope.
 async function loadInside(id, layer) {
   const list = clear($('fence-inside'));
   const b = layer.getBounds();
@@ -417,15 +417,60 @@ async function loadInside(id, layer) {
   try {
     const d = await api('GET', '/v1/api/users/positions/', { query: { bbox, limit: 1000 } });
     if (!cur || cur.id !== id) return;
-    const inside = (d.positions || []).filter((p) => contains(layer, L.latLng(p.coordinates[1], p.coordinates[0])));
+    const inShape = (d.positions || []).filter((p) => contains(layer, L.latLng(p.coordinates[1], p.coordinates[0])));
+    const scope = await inScope(cur.fence, layer, inShape);
+    if (!cur || cur.id !== id) return;
+    const inside = scope.kept;
     for (const p of inside.slice(0, 100)) {
       list.append(el('li', {}, el('a', { href: `#map/user/${p.user_id}` }, `User ${shortId(p.user_id)}`),
         ` · last fix ${fmtTime(p.recorded_at)}`));
     }
-    $('fence-inside-count').textContent = `(${inside.length}${d.truncated ? '+' : ''})`;
+    $('fence-inside-count').textContent = `(${inside.length}${d.truncated || scope.partial ? '+' : ''})`;
     if (!inside.length) list.append(el('li', { class: 'hint' }, 'No one is inside now.'));
+    const out = inShape.length - inside.length;
+    if (out > 0 && !scope.partial) {
+      list.append(el('li', { class: 'hint', dataset: { outOfScope: out } },
+        `${out} more inside its shape ${out === 1 ? 'is' : 'are'} not in its scope (its users and groups).`));
+    }
   } catch (e) {
     if (e.status === 400) { list.append(el('li', { class: 'hint' }, 'Too large to list who is inside.')); return; }
     failed('Loading who is inside the geofence', e, () => loadInside(id, layer));
   }
+}
+
+// Groups' members near a fence read at most this many pages of 100 each.
+const SCOPE_PAGES = 10;
+
+// The positions whose users the fence applies to, as the server decides it for events
+// (Geofence::applies_to): with no users and no groups, everyone; else its users and the members
+// of its groups. The API reads no group's member list, so members come from the nearby-users
+// search by `group_id` over a circle around the shape: one request a group (and page), not one a
+// user. `partial`: a group had more members there than were read.
+async function inScope(f, layer, positions) {
+  const named = new Set(f.user_ids || []);
+  const groups = f.group_ids || [];
+  if (!named.size && !groups.length) return { kept: positions, partial: false };
+  const rest = positions.filter((p) => !named.has(p.user_id));
+  const members = new Set();
+  let partial = false;
+  if (rest.length && groups.length) {
+    // The search's circle: the shape's bounds' centre to its farthest point, a little wider
+    // than the index's distances may round (100 m to 10 km, the search's limits).
+    const c = layer instanceof L.Circle ? layer.getLatLng() : layer.getBounds().getCenter();
+    const far = layer instanceof L.Circle ? layer.getRadius() : Math.max(...layer.getLatLngs()[0].map((p) => c.distanceTo(p)));
+    const radius = Math.ceil(Math.max(100, far * 1.01 + 10));
+    if (radius > 10000) throw Object.assign(new Error('too large'), { status: 400 });
+    const page = (g, n) => api('GET', '/v1/api/search/users/', {
+      query: { location: `${c.lat.toFixed(6)},${c.lng.toFixed(6)}`, radius, group_id: g, page_limit: 100, page_number: n },
+    });
+    await Promise.all(groups.map(async (g) => {
+      const first = await page(g, 1);
+      const pages = Math.min(first.pages || 1, SCOPE_PAGES);
+      if ((first.pages || 1) > SCOPE_PAGES) partial = true;
+      const more = [];
+      for (let n = 2; n <= pages; n++) more.push(page(g, n));
+      for (const d of [first, ...(await Promise.all(more))]) for (const u of d.users || []) members.add(u.id);
+    }));
+  }
+  return { kept: positions.filter((p) => named.has(p.user_id) || members.has(p.user_id)), partial };
 }

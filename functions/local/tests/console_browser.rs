@@ -4,7 +4,8 @@
 //! playwright-core (both installed, once, by scripts/browser-tools.sh): sign-in refusals, sign-in
 //! and out, seeded users and fences on the map, a fix moving its marker through the stream with
 //! no polling, fences drawn and dragged with the mouse and checked through the API, trip
-//! controls, the events feed, a failed webhook delivery replayed to a real receiver, offline and
+//! controls and a v2 trip's planned stops, a scoped fence's users inside it, the events feed, a
+//! failed webhook delivery replayed to a real receiver, offline and
 //! back, a revoked session, axe-core (0 WCAG 2.2 A/AA violations) on every view at 375 px and
 //! 1280 px, and no request off the server's origin. Screenshots and logs go to
 //! target/test-artifacts/console/ (DynamoDB: its `dynamodb/` folder). `WAYMARK_SKIP_BROWSER=1`

@@ -145,6 +145,8 @@ async function main() {
       // Expected refusals: the positions endpoint's 400 ("zoom in"), the sign-in refusals and
       // the 401 after a revoke. Chromium logs each failed response as a console error.
       if (/Failed to load resource/.test(m.text()) && (/\/users\/positions\/|\/console\/sessions\//.test(url) || /status of 401/.test(m.text()))) return;
+      // A trip opened by its link alone is looked for among v1/v3's first: a v2 trip is a 404 there.
+      if (/status of 404/.test(m.text()) && /\/v1\/api\/trips\/(summary\/)?\?trip_id=/.test(url)) return;
       problems.push(`console (${name}): ${m.text()} ${url}`);
     });
     page.on('pageerror', (e) => problems.push(`page error (${name}): ${e.message}`));
@@ -416,6 +418,30 @@ async function main() {
   await axe(page, 'geofences-desktop');
   await shot(page, 'geofences-desktop');
 
+  // ---- a scoped fence: "Inside now" lists only those it applies to (its users, its groups) ----
+  const dock = [center[0] + 0.08, center[1] + 0.02]; // lng, lat: away from the rest
+  const member = await mkUser('Dock crew member');
+  const named = await mkUser('Dock named courier');
+  const outsider = await mkUser('Dock outsider');
+  const crew = (await api('POST', '/v1/api/group/', { description: 'Dock crew', users: [member] })).data.group_id;
+  await fix(member, dock[0] + 0.0005, dock[1]);
+  await fix(named, dock[0] - 0.0005, dock[1]);
+  await fix(outsider, dock[0], dock[1] + 0.0005);
+  const scoped = (await api('POST', '/v1/api/geofence/', {
+    coordinates: dock, geometry_radius: 200, description: 'Dock', is_enabled: [true, null, null], user_ids: [named], group_ids: [crew],
+  })).data.geofence_id;
+  const dockBox = [dock[0] - 0.01, dock[1] - 0.01, dock[0] + 0.01, dock[1] + 0.01].join(',');
+  await until('the three at the dock indexed', async () => (await api('GET', `/v1/api/users/positions/?bbox=${dockBox}`)).data.positions.length === 3);
+  await go(page, `#geofences/${scoped}`);
+  const insideLink = (u) => page.locator(`#fence-inside a[href="#map/user/${u}"]`).count();
+  await until('the scoped fence\'s inside list', async () => (await insideLink(member)) === 1 && (await insideLink(named)) === 1);
+  check((await insideLink(outsider)) === 0, 'a scoped fence does not list a user inside its shape but outside its scope');
+  check((await page.textContent('#fence-inside-count')).trim() === '(2)', 'it lists its group\'s member and its named user: '
+    + (await page.textContent('#fence-inside-count')).trim());
+  check(await page.getAttribute('#fence-inside li[data-out-of-scope]', 'data-out-of-scope') === '1', 'it says one more is inside its shape but out of scope: '
+    + await page.textContent('#fence-inside li[data-out-of-scope]'));
+  await axe(page, 'geofences-scoped-desktop');
+
   // ---- trips: controls and the tracking link ----
   await go(page, `#trips/${trip.id}`);
   await page.waitForSelector('#trip-detail:not([hidden])');
@@ -439,7 +465,6 @@ async function main() {
   check((await fetch(BASE + oldPath)).status === 404, 'the revoked link answers 404');
   check(await page.locator('#trip-list button[data-trip-id]').count() >= 1, 'the trip list shows the trip');
   await axe(page, 'trips-desktop');
-  await shot(page, 'trips-desktop');
   await page.click('#trip-controls button[data-action="end"]');
   await until('the trip ended', async () => (await page.getAttribute('#trip-state', 'data-state')) === 'ended' && (await getTrip()).is_ended);
   // The state filter asks the API (`trip_type`): the ended trip is among the ended, not the upcoming.
@@ -454,9 +479,71 @@ async function main() {
   await page.selectOption('#tf-state', '');
   check(true, 'end moves the trip to ended (page and API)');
 
+  // ---- a v2 trip: its planned stops on the route and as text, arrived and departed ----
+  const bearer = { Authorization: `Bearer ${SK}` };
+  const D = await mkUser('Courier D');
+  const s0 = [center[0] + 0.02, center[1] + 0.02];
+  const stop = (name, address, dx) => ({ name, address, geometry_radius: 50, geometry: { type: 'Point', coordinates: [s0[0] + dx, s0[1]] } });
+  const round = (await api('POST', '/v2/trips/', {
+    user_id: D, name: 'Morning round', description: 'three drops',
+    stops: [stop('Bakery', 'Hauptstraße 1', 0), stop('Pharmacy', 'Hauptstraße 40', 0.004), stop('Florist', 'Hauptstraße 80', 0.008)],
+  }, bearer)).trip;
+  // Started 10 minutes ago: D waits at the Bakery, walks (1.7 m/s) to the Pharmacy and waits there.
+  const since = Date.now() - 10 * 60000;
+  await api('POST', `/v2/trips/${round.id}/controls/`, { action: 'start', started_at: iso(since) }, bearer);
+  const walk = [];
+  for (let k = 0; k < 16; k++) {
+    const dx = Math.min(0.004, Math.max(0, k - 3) * 0.0005);
+    walk.push({ coordinates: [s0[0] + dx, s0[1]], recorded_at: iso(since + 60000 + k * 20000), accuracy: 5 });
+  }
+  await api('POST', '/v1/api/location/', { user_id: D, locations: walk }, { 'Api-Key': PK });
+  await until('the Bakery left and the Pharmacy reached (API)', async () => {
+    const st = (await api('GET', `/v2/trips/${round.id}/`, undefined, bearer)).trip.stops;
+    return st[0].departed_at && st[1].arrived_at;
+  });
+  await page.selectOption('#tf-api', 'v2');
+  check(await page.isHidden('#tf-from') && await page.isHidden('#tf-to'), 'v2\'s list has no creation days: the day filters go');
+  await page.click('#trip-filter button[type="submit"]');
+  await until('the v2 trip listed', async () => (await page.locator(`#trip-list button[data-trip-id="${round.id}"]`).count()) === 1);
+  await page.click(`#trip-list button[data-trip-id="${round.id}"]`);
+  const stopsShown = async () => {
+    await page.waitForSelector('#trip-stops-box:not([hidden])');
+    return until('the planned stops listed', async () => {
+      const items = await page.locator('#trip-stops li').evaluateAll((li) => li.map((x) => [x.dataset.state, x.textContent]));
+      return items.length === 3 && items[0][0] === 'departed' && items[1][0] === 'arrived' ? items : null;
+    });
+  };
+  const items = await stopsShown();
+  check(items.map(([, t]) => t.split(' · ')[0]).join('|') === 'Stop 1: Bakery|Stop 2: Pharmacy|Stop 3: Florist'
+    && items[0][1].includes('Hauptstraße 1') && /departed/.test(items[0][1]) && /not departed yet/.test(items[1][1]) && items[2][0] === 'planned'
+    && /not reached yet/.test(items[2][1]), 'the v2 trip lists its planned stops in order, with addresses, arrived and departed: '
+    + items.map(([, t]) => t).join(' | '));
+  check(await page.locator('path.wm-planned').count() === 3 && await page.locator('path.wm-planned-departed').count() === 1
+    && await page.locator('path.wm-planned-arrived').count() === 1, 'its stops are on the route as markers showing their progress');
+  const stopLabels = await page.locator('.wm-place-label').allTextContents();
+  check(['1. Bakery (departed)', '2. Pharmacy (arrived)', '3. Florist'].every((l) => stopLabels.includes(l)), 'the markers are labelled in order: ' + stopLabels.join(', '));
+  check((await page.textContent('#trip-h')).includes('Morning round') && (await page.getAttribute('#trip-state', 'data-state')) === 'started', 'the v2 trip is shown by name, under way');
+  await axe(page, 'trips-v2-desktop');
+  await shot(page, 'trips-desktop');
+  // Opened by its link alone (a reload: no list has said it is v2's), it is found all the same.
+  await page.reload({ waitUntil: 'load' });
+  await page.waitForSelector('#nav:not([hidden])');
+  await stopsShown();
+  check(true, 'a v2 trip opened by its link shows its planned stops');
+  await page.click('#trip-controls button[data-action="end"]');
+  await until('the v2 trip ended', async () => (await page.getAttribute('#trip-state', 'data-state')) === 'ended'
+    && (await api('GET', `/v2/trips/${round.id}/`, undefined, bearer)).trip.trip_state === 'ended');
+  check(true, 'End on a v2 trip ends it through the v2 API');
+  await page.selectOption('#tf-api', 'v1');
+  await go(page, `#trips/${trip.id}`); // back to the first trip's view of the map
+  await until('the first trip shown again', async () => (await page.getAttribute('#trip-state', 'data-state')) === 'ended');
+
   // ---- webhooks: add the receiver, a test event fails, the replay arrives ----
   await go(page, '#webhooks');
   await page.waitForSelector('#view-webhooks:not([hidden])');
+  // The list first: its first line moves the form's summary down, and a click just before that
+  // lands beside it (seen on DynamoDB).
+  await page.waitForSelector('#hook-list li');
   await page.click('#hook-new summary');
   await page.fill('#hf-url', `http://127.0.0.1:${hook.port}/hook`);
   await page.fill('#hf-desc', 'Test receiver');
