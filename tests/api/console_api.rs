@@ -156,10 +156,28 @@ both!(a_maps_view_lists_the_users_inside_it, |app| async move {
     want.sort();
     assert_eq!(ids(&res), want, "{res}");
 
-    // `limit` cuts and says so.
+    // `limit` cuts and says so; `next` pages on to the rest, each user once.
     let (_, res) = in_view(&app, Key::Secret, &format!("{view}&limit=2")).await;
     assert_eq!(res["data"]["positions"].as_array().unwrap().len(), 2, "{res}");
     assert_eq!(res["data"]["truncated"], true, "{res}");
+    let next = res["data"]["next"].as_str().expect("a cursor").to_owned();
+    let (status, rest) = in_view(&app, Key::Secret, &format!("{view}&limit=2&cursor={next}")).await;
+    assert_eq!(status, StatusCode::OK, "{rest}");
+    assert_eq!(
+        (rest["data"]["truncated"].clone(), rest["data"]["next"].clone()),
+        (json!(false), Value::Null),
+        "{rest}"
+    );
+    let mut paged = [ids(&res), ids(&rest)].concat();
+    paged.sort();
+    assert_eq!(paged, want, "two pages list every user once");
+    let (_, whole) = in_view(&app, Key::Secret, view).await;
+    assert_eq!(whole["data"]["next"], Value::Null, "{whole}");
+    // A cursor of another view, or none at all, is refused naming it.
+    for bad in [format!("bbox=13.0,52.0,13.1,52.1&cursor={next}"), format!("{view}&cursor=nonsense")] {
+        let (status, res) = in_view(&app, Key::Secret, &bad).await;
+        assert_error(status, &res, StatusCode::BAD_REQUEST, "cursor");
+    }
 
     // Another project sees none of them, and its own only.
     let other = app.other_project().await;

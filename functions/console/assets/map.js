@@ -114,18 +114,41 @@ const loadUsers = debounce(async () => {
   const clamp = (v, lo, hi) => Math.min(hi, Math.max(lo, v));
   const box = [clamp(b.getWest(), -180, 180), clamp(b.getSouth(), -85, 85), clamp(b.getEast(), -180, 180), clamp(b.getNorth(), -85, 85)];
   try {
-    const d = await api('GET', '/v1/api/users/positions/', {
-      query: { bbox: box.map((x) => x.toFixed(6)).join(','), limit: 5000 }, signal: ctrl.signal,
-    });
-    if (ctrl !== usersCtrl) return;
-    notice(d.truncated ? 'Showing the first 5,000 users in this area; zoom in to see them all.' : '');
-    merge(d.positions || [], b, !d.truncated);
+    // Page by page (`next`), each shown as it comes, up to VIEW_PAGES pages a view.
+    const seen = new Set();
+    let cursor = null;
+    let shown = 0;
+    for (let page = 0; page < VIEW_PAGES; page++) {
+      const query = { bbox: box.map((x) => x.toFixed(6)).join(','), limit: VIEW_PAGE };
+      if (cursor) query.cursor = cursor;
+      const d = await api('GET', '/v1/api/users/positions/', { query, signal: ctrl.signal });
+      if (ctrl !== usersCtrl) return;
+      (d.positions || []).forEach((p) => seen.add(p.user_id));
+      shown += (d.positions || []).length;
+      merge(d.positions || []);
+      cursor = d.next;
+      if (!cursor) break;
+    }
+    notice(cursor ? `Showing the first ${shown.toLocaleString('en')} users in this area; zoom in to see them all.` : '');
+    if (!cursor) prune(b, seen);
   } catch (e) {
     if (e.name === 'AbortError') return;
     if (e.status === 400 && e.field === 'bbox') { notice('Zoom in to load users.'); return; }
     failed('Loading users in view', e, () => loadUsers());
   }
 }, 250);
+
+// Users the server no longer has in this box (moved away or erased) leave it.
+function prune(bounds, seen) {
+  const gone = [];
+  for (const u of users.values()) {
+    if (!seen.has(u.id) && bounds.contains(u.latlng) && !pending.has(u.id) && u.id !== selected) gone.push(u);
+  }
+  if (gone.length) {
+    cluster.removeLayers(gone.map((u) => u.marker));
+    gone.forEach((u) => users.delete(u.id));
+  }
+}
 
 function label(u) {
   return u.description || `User ${shortId(u.id)}`;
@@ -148,11 +171,13 @@ function makeMarker(u) {
   return m;
 }
 
-function merge(positions, bounds, complete) {
+// A page of the users in view: at most VIEW_PAGE positions a request, VIEW_PAGES pages a view.
+const VIEW_PAGE = 5000;
+const VIEW_PAGES = 4;
+
+function merge(positions) {
   const add = [];
-  const seen = new Set();
   for (const p of positions) {
-    seen.add(p.user_id);
     const latlng = L.latLng(p.coordinates[1], p.coordinates[0]);
     const u = users.get(p.user_id);
     if (!u) {
@@ -162,17 +187,6 @@ function merge(positions, bounds, complete) {
       add.push(nu.marker);
     } else if (!u.recorded_at || (p.recorded_at && parseTs(p.recorded_at) > parseTs(u.recorded_at))) {
       pending.set(u.id, { latlng, recorded_at: p.recorded_at });
-    }
-  }
-  if (complete) {
-    // Users the server no longer has in this box (moved away or erased) leave it.
-    const gone = [];
-    for (const u of users.values()) {
-      if (!seen.has(u.id) && bounds.contains(u.latlng) && !pending.has(u.id) && u.id !== selected) gone.push(u);
-    }
-    if (gone.length) {
-      cluster.removeLayers(gone.map((u) => u.marker));
-      gone.forEach((u) => users.delete(u.id));
     }
   }
   if (add.length) cluster.addLayers(add);

@@ -1,6 +1,7 @@
 //! The users in a map's view: `GET /v1/api/users/positions/?bbox=<west>,<south>,<east>,<north>`
 //! (degrees), each user's latest position from the user-position index, `limit` at most (1 to
-//! 10,000, default 5,000; `truncated` says more are there). A view wider than the index serves
+//! 10,000, default 5,000; `truncated` says more are there, and `next` is the `cursor` of the
+//! next page, asked with the same `bbox`). A view wider than the index serves
 //! (about 40 × 25 km) is a 400 naming `bbox`: zoom in. What the console's map loads.
 
 use axum::extract::State;
@@ -45,11 +46,16 @@ pub async fn positions(
     State(s): State<AppState>,
     q: Params,
 ) -> Result<Envelope<serde_json::Value>, ApiError> {
-    q.only(&["bbox", "limit"])?;
+    q.only(&["bbox", "limit", "cursor"])?;
     let bbox =
         parse_bbox(q.opt("bbox").ok_or_else(|| ApiError::field("bbox", "is required (west,south,east,north)"))?)?;
     let limit = parse_limit(&q)?;
-    let (found, truncated) = nearby::positions_in(s.store.as_ref(), &p, bbox, limit).await?;
+    let after = q.opt("cursor").map(|c| nearby::ViewCursor::parse(c, &bbox)).transpose()?;
+    let (found, next) = nearby::positions_in(s.store.as_ref(), &p, bbox, limit, after.as_ref()).await?;
     let positions: Vec<_> = found.iter().map(nearby::position_json).collect();
-    Ok(Envelope::ok(shared::envelope::SUCCESS, json!({"positions": positions, "truncated": truncated})))
+    let next = next.map(|c| c.encode());
+    Ok(Envelope::ok(
+        shared::envelope::SUCCESS,
+        json!({"positions": positions, "truncated": next.is_some(), "next": next}),
+    ))
 }

@@ -57,32 +57,72 @@ pub const MAX_VIEW_CELLS: usize = 1_500;
 pub const DEFAULT_VIEW_LIMIT: usize = 5_000;
 pub const MAX_VIEW_LIMIT: usize = 10_000;
 
+/// Where a view's page ended: the index cell and the user it ended at (the next page starts
+/// after them, in the same order). Written `<cell>.<user_id>`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewCursor {
+    pub cell: String,
+    pub user_id: String,
+}
+
+impl ViewCursor {
+    pub fn encode(&self) -> String {
+        format!("{}.{}", self.cell, self.user_id)
+    }
+    /// Parsed against the view's cells: a cursor of another view (its cell not among them) or
+    /// anything else is a 400 naming `cursor`.
+    pub fn parse(s: &str, bbox: &geo::Rect<f64>) -> Result<Self, ApiError> {
+        let bad = || {
+            ApiError::field("cursor", format!("'{s}' is not a cursor of this bbox (pass `next` with the same bbox)"))
+        };
+        let (cell, user_id) = s.split_once('.').ok_or_else(bad)?;
+        let cells = crate::domain::geofences::index::box_cells("bbox", bbox, MAX_VIEW_CELLS)?;
+        if user_id.is_empty() || !cells.iter().any(|c| c == cell) {
+            return Err(bad());
+        }
+        Ok(ViewCursor { cell: cell.into(), user_id: user_id.into() })
+    }
+}
+
 /// The latest positions of the project's users inside `bbox` (west, south, east, north), at
-/// most `limit` (then `true`: more are there), cell by cell from the south-west, from the
-/// user-position index (one item per user). What a map of the fleet loads for its view.
+/// most `limit`, cell by cell from the south-west and each cell's users in id order, from the
+/// user-position index (one item per user), after `after`. With the cursor of the last one
+/// listed when more are there. What a map of the fleet loads for its view. A user whose latest
+/// position moves between cells while a view is paged may be listed on two pages or none, as
+/// any listing of moving things would.
 pub async fn positions_in(
     store: &dyn Store,
     p: &Project,
     bbox: geo::Rect<f64>,
     limit: usize,
-) -> Result<(Vec<moving::Position>, bool), ApiError> {
-    let cells = crate::domain::geofences::index::box_cells("bbox", &bbox, MAX_VIEW_CELLS)?;
-    let mut out = Vec::new();
+    after: Option<&ViewCursor>,
+) -> Result<(Vec<moving::Position>, Option<ViewCursor>), ApiError> {
+    let mut cells = crate::domain::geofences::index::box_cells("bbox", &bbox, MAX_VIEW_CELLS)?;
+    if let Some(a) = after {
+        let at = cells.iter().position(|c| *c == a.cell).unwrap_or(cells.len());
+        cells.drain(..at);
+    }
+    let mut out: Vec<(String, moving::Position)> = Vec::new();
     // A chunk of cells at a time, so a full view stops reading once it has its limit.
     for chunk in cells.chunks(crate::domain::geofences::index::CELL_READS_IN_FLIGHT * 4) {
-        for pos in moving::in_cells(store, p, chunk).await? {
+        for (cell, pos) in moving::in_cells(store, p, chunk).await? {
+            if after.is_some_and(|a| a.cell == cell && pos.user_id.as_str() <= a.user_id.as_str()) {
+                continue;
+            }
             let c = pos.coordinates;
             let inside =
                 c.lng >= bbox.min().x && c.lng <= bbox.max().x && c.lat >= bbox.min().y && c.lat <= bbox.max().y;
             if inside {
                 if out.len() == limit {
-                    return Ok((out, true));
+                    let next =
+                        out.last().map(|(cell, pos)| ViewCursor { cell: cell.clone(), user_id: pos.user_id.clone() });
+                    return Ok((out.into_iter().map(|(_, p)| p).collect(), next));
                 }
-                out.push(pos);
+                out.push((cell, pos));
             }
         }
     }
-    Ok((out, false))
+    Ok((out.into_iter().map(|(_, p)| p).collect(), None))
 }
 
 /// A position as the view lists it.

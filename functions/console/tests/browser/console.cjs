@@ -571,7 +571,8 @@ async function main() {
   await shot(page, 'webhooks-desktop');
 
   // ---- recovery: offline, then online again: the stream comes back by itself ----
-  await go(page, '#map');
+  // A's card brings the map back to A (the trips views left it at the v2 trip's stops).
+  await go(page, `#map/user/${A}`);
   await d.ctx.setOffline(true);
   await until('the offline banner', async () => !(await page.isHidden('#alert')));
   await d.ctx.setOffline(false);

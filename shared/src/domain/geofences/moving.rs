@@ -307,16 +307,23 @@ pub async fn near(store: &dyn Store, p: &Project, at: LngLat, radius_m: f64) -> 
     Ok(out)
 }
 
-/// Users whose latest position is in `cells` (of the index's precision), read concurrently a
-/// bounded number at a time, each cell's users in id order, cells in the order given.
-pub async fn in_cells(store: &dyn Store, p: &Project, cells: &[String]) -> Result<Vec<Position>, ApiError> {
+/// Users whose latest position is in `cells` (of the index's precision), each with its cell,
+/// read concurrently a bounded number at a time, each cell's users in id order, cells in the
+/// order given.
+pub async fn in_cells(store: &dyn Store, p: &Project, cells: &[String]) -> Result<Vec<(String, Position)>, ApiError> {
     let queries: Vec<Query> = cells.iter().map(|c| Query::new(user_cell_pk(&p.project_id, c), SkRange::All)).collect();
     let pages: Vec<_> = futures::stream::iter(queries)
         .map(|q| async move { store.query(Table::Main, &q).await })
         .buffered(index::CELL_READS_IN_FLIGHT)
         .try_collect()
         .await?;
-    Ok(pages.into_iter().flat_map(|page| page.items).map(from_item).collect::<Result<_, _>>()?)
+    let mut out = Vec::new();
+    for (cell, page) in cells.iter().zip(pages) {
+        for item in page.items {
+            out.push((cell.clone(), from_item(item)?));
+        }
+    }
+    Ok(out)
 }
 
 /// What the user's move to `at` does to moving fences: pair states to write and events fired
