@@ -8,54 +8,13 @@
 const fs = require('fs');
 const path = require('path');
 const http = require('http');
-const { chromium } = require(process.env.PLAYWRIGHT_CORE);
-const AXE = fs.readFileSync(path.join(process.env.PLAYWRIGHT_CORE, '..', 'axe-core', 'axe.min.js'), 'utf8');
+const { check, sleep, until, launch, axe: axeIn, raw, api, iso, fix } = require('./common.cjs');
 
 const BASE = process.env.WAYMARK_BASE;
 const ART = process.env.ARTIFACTS;
 const SK = process.env.WAYMARK_API_KEY;
 const PK = process.env.WAYMARK_PUBLISHABLE_KEY;
 const WS_BASE = BASE.replace(/^http/, 'ws');
-
-function check(cond, what) {
-  if (!cond) throw new Error('check failed: ' + what);
-  console.log('ok - ' + what);
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function raw(method, p, body, headers) {
-  const res = await fetch(BASE + p, {
-    method,
-    headers: Object.assign({ 'Content-Type': 'application/json' }, headers),
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  let json = null;
-  try { json = JSON.parse(text); } catch (_) { /* not JSON */ }
-  return { status: res.status, json, text };
-}
-async function api(method, p, body, headers) {
-  const r = await raw(method, p, body, headers || { 'Api-Key': SK });
-  if (r.status >= 300) throw new Error(`${method} ${p}: ${r.status} ${r.text}`);
-  return r.json;
-}
-const iso = (ms) => new Date(ms).toISOString();
-async function fix(user, lng, lat, extra) {
-  return api('POST', '/v1/api/location/', {
-    user_id: user, locations: [Object.assign({ coordinates: [lng, lat], recorded_at: iso(Date.now() - 1000), accuracy: 5 }, extra)],
-  }, { 'Api-Key': PK });
-}
-
-// Waits are generous: a 2-core machine running the rest of the suite beside a browser is slow.
-async function until(what, fn, ms = 20000) {
-  const end = Date.now() + ms;
-  let last;
-  while (Date.now() < end) {
-    try { last = await fn(); if (last) return last; } catch (e) { last = e; }
-    await sleep(150);
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${last})`);
-}
 
 // Web Mercator, as Leaflet's default CRS: a pixel of the map container to [lat, lng].
 function pixelToLatLng(view, box, px, py) {
@@ -128,13 +87,10 @@ async function main() {
   check(publishableRefusal.status === 403, `a publishable key is refused a session (403): ${publishableRefusal.json && publishableRefusal.json.msg}`);
   const hook = await receiver();
 
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const browser = await launch();
   const problems = [];
   const offOrigin = [];
+  let offline = false; // while the test holds the desktop offline, its failed requests are expected
   async function open(name, width, height, mobile, timezoneId) {
     const ctx = await browser.newContext({ viewport: { width, height }, isMobile: mobile, hasTouch: mobile, deviceScaleFactor: mobile ? 2 : 1, timezoneId });
     const page = await ctx.newPage();
@@ -147,6 +103,7 @@ async function main() {
       if (/Failed to load resource/.test(m.text()) && (/\/users\/positions\/|\/console\/sessions\//.test(url) || /status of 401/.test(m.text()))) return;
       // A trip opened by its link alone is looked for among v1/v3's first: a v2 trip is a 404 there.
       if (/status of 404/.test(m.text()) && /\/v1\/api\/trips\/(summary\/)?\?trip_id=/.test(url)) return;
+      if (offline && /ERR_INTERNET_DISCONNECTED/.test(m.text())) return;
       problems.push(`console (${name}): ${m.text()} ${url}`);
     });
     page.on('pageerror', (e) => problems.push(`page error (${name}): ${e.message}`));
@@ -162,23 +119,7 @@ async function main() {
     return { ctx, page, res, requests, name };
   }
 
-  async function axe(page, name) {
-    await page.evaluate(AXE);
-    const r = await page.evaluate(() => window.axe.run(document, {
-      runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa'] }, resultTypes: ['violations'],
-    }));
-    // WCAG 2.5.8's "equivalent" exception: a marker or cluster on the map (which may overlap
-    // another as markers move) has its equal in the "Users in view" list of buttons, each well
-    // over 24 px. Only target-size, only inside the map's marker pane, is set aside; the list
-    // itself is checked with everything else.
-    r.violations = r.violations
-      .map((x) => x.id !== 'target-size' ? x
-        : { ...x, nodes: x.nodes.filter((n) => !n.target.join(' ').match(/leaflet-marker|wm-cluster|wm-user/)) })
-      .filter((x) => x.nodes.length > 0);
-    const v = r.violations.map((x) => `${x.id} (${x.impact}): ${x.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-    fs.writeFileSync(path.join(ART, `axe-${name}.json`), JSON.stringify(r.violations, null, 2));
-    check(r.violations.length === 0, `${name}: axe-core reports no WCAG 2.2 A/AA violations ${v.join('; ')}`);
-  }
+  const axe = (page, name) => axeIn(page, name, ART);
   // Phones scroll: their shots are of the whole page; desktops show the viewport.
   const shot = (page, name) => page.screenshot({ path: path.join(ART, `console-${name}.png`), fullPage: name.endsWith('-phone') });
   const view = (page) => page.evaluate(() => JSON.parse(sessionStorage.getItem('waymark.console.view')));
@@ -572,11 +513,15 @@ async function main() {
 
   // ---- recovery: offline, then online again: the stream comes back by itself ----
   // A's card brings the map back to A (the trips views left it at the v2 trip's stops).
+  // The card loaded first, so that going offline does not cut its requests short.
   await go(page, `#map/user/${A}`);
+  await until('A\'s card', async () => (await page.textContent('#card-facts')).includes('Pixel 8'));
+  offline = true;
   await d.ctx.setOffline(true);
   await until('the offline banner', async () => !(await page.isHidden('#alert')));
   await d.ctx.setOffline(false);
   await until('the stream live again', async () => (await page.getAttribute('#live-state', 'data-state')) === 'live', 40000);
+  offline = false;
   const b2 = await until('A on the map', () => markerBox(page, A));
   await fix(A, center[0] - 0.008, center[1] + 0.002);
   await until('the marker to move after reconnecting', async () => {
