@@ -435,15 +435,27 @@ async fn erasure_time_dynamodb() {
 }
 
 both!(a_batch_that_raced_the_erasure_is_deleted_by_its_processing_pass, |app| async move {
-    let u = tracked(&app).await;
+    // Its pass reading the record itself; its pass started from the record as the request's
+    // check read it before the erasure (`users::require_for_ingest`); the same with the erasure
+    // caught between its first step and its end (its watermark still there, marked).
+    for (handed, erasing) in [(false, false), (true, false), (true, true)] {
+        raced_erasure(&app, handed, erasing).await;
+    }
+});
+
+async fn raced_erasure(app: &TestApp, handed: bool, erasing: bool) {
+    let u = tracked(app).await;
     let t = Utc::now() - chrono::Duration::minutes(20);
     let (fixes, _) = stay(HOME, t, 6);
-    ingest(&app, &u, &fixes).await;
+    ingest(app, &u, &fixes).await;
     let p = Project {
         project_id: app.project.project_id.clone(),
         account_id: app.project.account_id.clone(),
         kind: KeyKind::Secret,
     };
+    let store = app.state.store.as_ref();
+    let read = shared::domain::users::record(store, &p, &u).await.expect("record");
+    assert!(read.is_some());
     // An ingest request that passed its user check just before the erasure stores its batch
     // after it (mark, fixes, then its processing pass), as ingest does.
     let (s, r) = app.call("DELETE", &format!("/v1/api/user/?user_id={u}"), Key::Secret, None).await;
@@ -454,7 +466,6 @@ both!(a_batch_that_raced_the_erasure_is_deleted_by_its_processing_pass, |app| as
             .into_iter()
             .map(|f| serde_json::from_value(f).unwrap())
             .collect();
-    let store = app.state.store.as_ref();
     let prepared = shared::domain::locations::prepare(&p, &u, late);
     let pending = shared::pipeline::marks::mark_batch(store, &p, &u, &prepared).await.expect("mark");
     let stored = shared::domain::locations::store_prepared(store, &p, &u, prepared).await.expect("stored");
@@ -464,8 +475,20 @@ both!(a_batch_that_raced_the_erasure_is_deleted_by_its_processing_pass, |app| as
         .durable()
         .await
         .expect("synced");
-    assert!(!items_naming(&app, &u).await.is_empty());
-    shared::pipeline::processor::process_user(store, &p, &u).await.expect("pass");
-    let left = items_naming(&app, &u).await;
+    assert!(!items_naming(app, &u).await.is_empty());
+    let marked = shared::domain::sequence::Watermark { version: 7, erasing: true, ..Default::default() };
+    if erasing {
+        let put = shared::domain::sequence::put(&p, &u, &marked, &Default::default()).expect("op");
+        store.transact(vec![put]).await.expect("the erasing watermark");
+    }
+    let handed = if handed { read } else { None };
+    shared::pipeline::processor::process_own(store, &p, &u, None, handed).await.expect("pass");
+    let mut left = items_naming(app, &u).await;
+    if erasing {
+        // Only the watermark the erasure's last step deletes; nothing derived, as it was.
+        let wm = shared::domain::sequence::read(store, &p, &u).await.expect("read");
+        assert!(wm.erasing && wm.version == 7, "{wm:?}");
+        left.retain(|(_, pk, _)| !pk.contains("#PW#"));
+    }
     assert!(left.is_empty(), "{left:#?}");
-});
+}

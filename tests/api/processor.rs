@@ -155,7 +155,7 @@ both!(a_batchs_own_pass_takes_its_mark_as_stored_and_one_it_cannot_reach_is_deri
     // A's request goes on as ingest does: its pass derives A and B and removes both marks.
     let new = locations::store_prepared(store, &p, &u, prepared).await.unwrap();
     let own = marks::own_mark(pending.as_ref(), &new).expect("a fresh mark over new fixes");
-    let done = processor::process_own(store, &p, &u, Some(&own)).await.unwrap();
+    let done = processor::process_own(store, &p, &u, Some(&own), None).await.unwrap();
     assert!(done.own_cleared, "{done:?}");
     assert_eq!(marks_of(&app, &u).await, vec![]);
     assert_eq!(kinds(&all_events(&app, &format!("user_id={u}")).await), kinds(&expected));

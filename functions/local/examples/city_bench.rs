@@ -230,7 +230,7 @@ async fn run_phase(store: Arc<dyn Store>, p: &Project, drivers: &mut [Driver], b
             let mut out = (i, Vec::new(), 0, 0);
             for fixes in work {
                 let t = Instant::now();
-                match shared::pipeline::ingest::ingest(store.as_ref(), &p, &uid, fixes).await {
+                match shared::pipeline::ingest::ingest(store.as_ref(), &p, &uid, None, fixes).await {
                     Ok(o) if o.processed => {}
                     Ok(_) => out.2 += 1,
                     Err(e) => {

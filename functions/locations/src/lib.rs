@@ -80,10 +80,11 @@ async fn ingest(
 ) -> Result<Envelope<Value>, ApiError> {
     let store = s.store.as_ref();
     locations::validate_batch(&batch)?;
-    let user = users::require_ref_for_ingest(store, &p, "user_id", &batch.user_id).await?;
-    let outcome = ingest::ingest(store, &p, &user.id, batch.locations).await?;
+    let user = users::require_for_ingest(store, &p, "user_id", &batch.user_id).await?;
+    let user_id = user.id.clone();
+    let outcome = ingest::ingest(store, &p, &user_id, Some(user), batch.locations).await?;
     if outcome.queued {
         s.wake.notify_one();
     }
-    Ok(Envelope::created("Locations stored", outcome.json(&user.id)))
+    Ok(Envelope::created("Locations stored", outcome.json(&user_id)))
 }

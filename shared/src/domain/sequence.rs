@@ -27,6 +27,10 @@ pub struct Watermark {
     /// The newest fix by recorded time that a pass has taken: the user's `last_location_update`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest: Option<Location>,
+    /// Written by an erasure's first step with the record's removal: a pass that reads it finds
+    /// no user, whatever record it was handed (`pipeline::processor`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub erasing: bool,
 }
 
 /// Key of a user's watermark.
@@ -81,6 +85,7 @@ pub fn past(wm: &Watermark, t: Timestamp) -> Watermark {
         last_at: Some(wm.last_at.filter(|l| *l > t).unwrap_or(t)),
         version: wm.version + 1,
         latest: wm.latest.clone(),
+        erasing: wm.erasing,
     }
 }
 
@@ -95,7 +100,7 @@ mod tests {
     #[test]
     fn a_control_goes_after_what_is_out_and_moves_the_watermark_past_itself() {
         let fix = crate::ids::id_at(ts(1_000).0, 77);
-        let wm = Watermark { last_id: Some(fix.clone()), last_at: Some(ts(1_000)), version: 3, latest: None };
+        let wm = Watermark { last_id: Some(fix.clone()), last_at: Some(ts(1_000)), version: 3, ..Watermark::default() };
         // Later than the newest fix: at its own time.
         assert_eq!(place(&wm, ts(5_000)), ts(5_000));
         // Before it (a start dated back): just after it.
@@ -110,7 +115,7 @@ mod tests {
                 last_at: Some(ts(9_000)),
                 last_id: Some(crate::ids::id_at(ts(9_000).0, 1)),
                 version: 1,
-                latest: None,
+                ..Watermark::default()
             },
             ts(5_000),
         );

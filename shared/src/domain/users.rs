@@ -219,22 +219,19 @@ pub async fn require_ref(store: &dyn Store, p: &Project, field: &str, user_id: &
     require_as(store, p, field, user_id).await
 }
 
-/// [`require_ref`] for ingest's check of a batch's user: read eventually consistent first (half
-/// a read unit: every batch of every user of a project reads this one partition), and strongly
-/// only when that read finds nothing, since it may miss a user created a moment ago. A user
-/// erased a moment ago may still pass: the pass that follows reads the record strongly and
-/// drops what such a batch stored (`pipeline::processor`).
-pub async fn require_ref_for_ingest(
-    store: &dyn Store,
-    p: &Project,
-    field: &str,
-    user_id: &str,
-) -> Result<UserRef, ApiError> {
+/// The user's record for ingest's check of a batch's user, read eventually consistent first
+/// (half a read unit: every batch of every user of a project reads this one partition), and
+/// strongly only when that read finds nothing, since it may miss a user created a moment ago.
+/// The batch's own pass starts from this record instead of reading it again
+/// (`pipeline::processor`): a record a second stale there is harmless (a concurrent update's
+/// fields reach the next batch's messages; an erasure fails the pass's commit, whose retry reads
+/// strongly and drops what such a batch stored).
+pub async fn require_for_ingest(store: &dyn Store, p: &Project, field: &str, user_id: &str) -> Result<User, ApiError> {
     check_user_id(field, user_id)?;
     let q = Query::new(users_pk(&p.project_id), SkRange::Between(user_id.into(), user_id.into())).limit(1).eventual();
     match store.query_docs(Table::Main, &q).await?.first() {
         Some(doc) => Ok(from_json(doc)?),
-        None => require_ref(store, p, field, user_id).await,
+        None => require_as(store, p, field, user_id).await,
     }
 }
 

@@ -285,8 +285,10 @@ async fn start(store: &dyn Store, p: &Project, user_id: &str) -> Result<Marker, 
         ];
         ops.extend(crate::domain::list_pages::count_ops(Table::Main, &pk, &user.id, -1));
         // A pass under way read the watermark before this: moved here, its commit fails (passes
-        // write the watermark, not the record), and the pass finds no user when it reads again.
-        ops.push(sequence::put(p, user_id, &Watermark { version: wm.version + 1, ..wm.clone() }, &wm)?);
+        // write the watermark, not the record), and the pass finds no user when it reads again:
+        // the watermark says so, whatever record the pass was handed by its request.
+        let erasing = Watermark { version: wm.version + 1, erasing: true, ..wm.clone() };
+        ops.push(sequence::put(p, user_id, &erasing, &wm)?);
         match store.transact(ops).await {
             Ok(()) => return Ok(marker),
             // The user changed, or another request began the erasure: read again.

@@ -33,11 +33,13 @@ impl Outcome {
     }
 }
 
-/// Store a validated batch for an existing user and process it.
+/// Store a validated batch for an existing user and process it. `user`: the record as the
+/// request's check read it (eventually consistent), which the batch's own pass starts from.
 pub async fn ingest(
     store: &dyn crate::store::Store,
     p: &Project,
     user_id: &str,
+    user: Option<crate::domain::users::User>,
     batch: Vec<Location>,
 ) -> Result<Outcome, ApiError> {
     let received = batch.len();
@@ -75,7 +77,7 @@ pub async fn ingest(
     // pass could not derive the whole batch (then the mark is rewritten and the pass runs again).
     let own = marks::own_mark(pending.as_ref(), &stored);
     let first = match own {
-        Some(ref o) => Some(processor::process_own(store, p, user_id, Some(o)).await),
+        Some(ref o) => Some(processor::process_own(store, p, user_id, Some(o), user).await),
         None => None,
     };
     let (mark, outcome) = match first {

@@ -39,7 +39,7 @@ pub struct Processed {
 
 /// Process everything of the user that is past the watermark or marked.
 pub async fn process_user(store: &dyn Store, p: &Project, user_id: &str) -> Result<Processed, ApiError> {
-    process_own(store, p, user_id, None).await
+    process_own(store, p, user_id, None, None).await
 }
 
 /// [`process_user`] by the request that stored a batch, whose mark (`own`, still `stored:
@@ -47,15 +47,18 @@ pub async fn process_user(store: &dyn Store, p: &Project, user_id: &str) -> Resu
 /// the mark, and the rewrite that said "stored" (a write unit a batch) is not made. A pass
 /// stopped before the batch's end (another batch still being stored, or being derived by its
 /// own request) leaves it: the caller then marks it stored and runs again (`pipeline::ingest`).
+/// `user`: the record as that request read it, for the first try of the first pass (see
+/// [`users::require_for_ingest`]); every other try reads it strongly.
 pub async fn process_own(
     store: &dyn Store,
     p: &Project,
     user_id: &str,
     own: Option<&OwnMark>,
+    mut user: Option<users::User>,
 ) -> Result<Processed, ApiError> {
     let mut total = Processed::default();
     for _ in 0..1000 {
-        let (done, step) = match pass(store, p, user_id, own).await? {
+        let (done, step) = match pass(store, p, user_id, own, user.take()).await? {
             Pass::Done(s) => (true, s),
             Pass::More(s) => (false, s),
         };
@@ -80,7 +83,13 @@ enum Pass {
     More(Processed),
 }
 
-async fn pass(store: &dyn Store, p: &Project, user_id: &str, own: Option<&OwnMark>) -> Result<Pass, ApiError> {
+async fn pass(
+    store: &dyn Store,
+    p: &Project,
+    user_id: &str,
+    own: Option<&OwnMark>,
+    mut read: Option<users::User>,
+) -> Result<Pass, ApiError> {
     let mpk = marks_pk(shard_of(&p.project_id, user_id));
     for _ in 0..20 {
         let wm = read_watermark(store, p, user_id).await?;
@@ -105,7 +114,19 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str, own: Option<&OwnMar
             hi = hi.min(since - chrono::Duration::milliseconds(1));
         }
         let hi = id_at(hi, u64::MAX);
-        let Some(user) = users::record(store, p, user_id).await? else {
+        // The request's own read (eventually consistent) on the first try past a first
+        // watermark, a strong read otherwise. A stale record is harmless: an erasure's first
+        // step marks the watermark (read strongly above) and bumps it (a pass that read it
+        // before fails its commit and tries again); a user with no watermark yet, or none any
+        // more (an erasure finished), is read strongly, so a record erased meanwhile writes no
+        // fact. A concurrent update's fields reach the next batch's messages.
+        let handed = read.take().filter(|_| wm.version > 0);
+        let user = match handed {
+            _ if wm.erasing => None,
+            Some(u) => Some(u),
+            None => users::record(store, p, user_id).await?,
+        };
+        let Some(user) = user else {
             // Erased (or being erased): nothing to derive, and no watermark to write, which would
             // bring back an item naming a user who must leave none. Fixes here were stored by an
             // ingest that passed its user check before the erasure began: they go too.
@@ -204,6 +225,7 @@ async fn pass(store: &dyn Store, p: &Project, user_id: &str, own: Option<&OwnMar
             last_at: last.map(|l| l.recorded_at).or(start.last_at),
             version: wm.version + 1,
             latest: newest.or(before),
+            erasing: false,
         };
         let mut commit = vec![sequence::put(p, user_id, &next, &wm)?];
         if wm.version == 0 {
@@ -291,7 +313,13 @@ fn start_of(wm: &Watermark, user: &users::User) -> Watermark {
         return wm.clone();
     }
     let last = user.last_location_update.as_ref().filter(|l| l.recorded_at <= latest_acceptable());
-    Watermark { last_id: last.map(|l| l.id.clone()), last_at: last.map(|l| l.recorded_at), version: 0, latest: None }
+    Watermark {
+        last_id: last.map(|l| l.id.clone()),
+        last_at: last.map(|l| l.recorded_at),
+        version: 0,
+        latest: None,
+        erasing: false,
+    }
 }
 
 async fn read_watermark(store: &dyn Store, p: &Project, user_id: &str) -> Result<Watermark, ApiError> {
