@@ -224,8 +224,8 @@ pub async fn require_ref(store: &dyn Store, p: &Project, field: &str, user_id: &
 /// strongly only when that read finds nothing, since it may miss a user created a moment ago.
 /// The batch's own pass starts from this record instead of reading it again
 /// (`pipeline::processor`): a record a second stale there is harmless (a concurrent update's
-/// fields reach the next batch's messages; an erasure fails the pass's commit, whose retry reads
-/// strongly and drops what such a batch stored).
+/// fields reach the next batch's messages; an erasure marks the watermark `erasing`, and a user
+/// with no watermark is read strongly, so the pass drops what such a batch stored).
 pub async fn require_for_ingest(store: &dyn Store, p: &Project, field: &str, user_id: &str) -> Result<User, ApiError> {
     check_user_id(field, user_id)?;
     let q = Query::new(users_pk(&p.project_id), SkRange::Between(user_id.into(), user_id.into())).limit(1).eventual();
