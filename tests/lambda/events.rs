@@ -197,6 +197,7 @@ const CASES: &[Case] = &[
     case("keys-stream-token-mint", V1(201), Nothing),
     case("keys-stream-token-revoke", V1(200), StreamToken),
     case("search-users-in-view", V1(200), Visited),
+    case("search-geofences-in-view", V1(200), Fence),
     case("console-page", Public("text/html"), Nothing),
     case("console-asset", Public("text/javascript"), Nothing),
 ];

@@ -6,7 +6,8 @@
 //! (or `user_id=` for the user's latest location; `radius` 1000 m when left out, at most
 //! 10,000), nearest first, `page_limit` per page.
 //!
-//! The users in a map's view: `GET /v1/api/users/positions/?bbox=…` ([`positions`]).
+//! The users in a map's view: `GET /v1/api/users/positions/?bbox=…` ([`positions`]); the
+//! geofences in it: `GET /v1/api/geofences/in-view/?bbox=…` ([`fences_in_view`]).
 
 use axum::Router;
 use axum::extract::State;
@@ -23,12 +24,14 @@ use shared::{ApiError, AppState, Envelope, Params};
 /// `page_limit`: entries per page, 1 to 100, default 10.
 pub const MAX_PAGE_LIMIT: usize = 100;
 
+mod fences_in_view;
 mod positions;
 
 pub fn router() -> Router<AppState> {
     let r = route(Router::new(), "/v1/api/search/geofences/", get(search));
     let r = route(r, "/v1/api/search/users/", get(search_users));
-    route(r, "/v1/api/users/positions/", get(positions::positions))
+    let r = route(r, "/v1/api/users/positions/", get(positions::positions));
+    route(r, "/v1/api/geofences/in-view/", get(fences_in_view::fences_in_view))
 }
 
 /// `lat,lng` as the interface's sample writes it.

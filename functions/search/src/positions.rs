@@ -12,7 +12,7 @@ use shared::{ApiError, AppState, Envelope, Params};
 
 /// `west,south,east,north` in degrees, west ≤ east (a view across the antimeridian is asked in
 /// two), south ≤ north.
-fn parse_bbox(s: &str) -> Result<geo::Rect<f64>, ApiError> {
+pub(crate) fn parse_bbox(s: &str) -> Result<geo::Rect<f64>, ApiError> {
     let bad = |why: &str| ApiError::field("bbox", format!("'{s}': {why}"));
     let v: Vec<f64> = s
         .split(',')

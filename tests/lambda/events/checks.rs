@@ -71,6 +71,11 @@ pub(super) fn check_data(name: &str, fx: &Fixture, data: &Value) {
             assert!(found.iter().any(|p| p["user_id"] == user), "{data}");
             assert_eq!(data["truncated"], false, "{data}");
         }
+        "search-geofences-in-view" => {
+            let found = data["geofences"].as_array().expect("geofences");
+            assert!(found.iter().any(|g| g["id"] == fence && g["description"] == "North depot gate"), "{data}");
+            assert_eq!(data["truncated"], false, "{data}");
+        }
         "users-create" => assert!(is_id(&data["user_id"]), "{name}: {data}"),
         "users-list" => assert!(data["users"].as_array().expect("users").iter().any(|u| u["id"] == user), "{data}"),
         "users-get" => assert_eq!(data["users"][0]["id"], user, "{data}"),

@@ -83,8 +83,8 @@ impl Shape {
         }
     }
 
-    /// Whether the shape overlaps the rectangle (a geohash cell).
-    fn overlaps(&self, cell: &Rect<f64>) -> bool {
+    /// Whether the shape overlaps the rectangle (a geohash cell, a map's view).
+    pub fn overlaps(&self, cell: &Rect<f64>) -> bool {
         match self {
             Shape::Circle { center, radius_m } => {
                 let clamped = LngLat {
@@ -290,6 +290,22 @@ pub fn box_cells(field: &str, bbox: &Rect<f64>, max: usize) -> Result<Vec<String
         ));
     }
     names(grid_in(field, bbox, PRECISION, |_| true)?)
+}
+
+/// [`box_cells`], each with the copies a listing of the box reads there ([`range_for`]): a copy
+/// saying its fence is also in the cell to the west, or in a cell below, is skipped where the box
+/// holds those cells, as they come first in the box's order (rows from the south, each from the
+/// west) and the fence is read there.
+pub fn box_reads(field: &str, bbox: &Rect<f64>, max: usize) -> Result<Vec<(String, SkRange)>, ApiError> {
+    let names = box_cells(field, bbox, max)?;
+    let grid = grid_in(field, bbox, PRECISION, |_| true)?;
+    let (Some(&Grid(i0, j0)), Some(&Grid(i1, _))) = (grid.first(), grid.last()) else { return Ok(Vec::new()) };
+    let has = |i: i64, j: i64| (i0..=i1).contains(&i) && j >= j0;
+    Ok(names
+        .into_iter()
+        .zip(grid)
+        .map(|(name, Grid(i, j))| (name, range_for(has(i - 1, j), (-1..=1).all(|d| has(i + d, j - 1)))))
+        .collect())
 }
 
 /// The fine cell whose rectangle (closed, as [`Grid::rect`] computes it) holds `p`: floor may
@@ -514,6 +530,36 @@ mod tests {
                 assert_eq!(plan.take(&all), by_name, "{lng},{lat} {radius} m");
             }
         }
+    }
+
+    #[test]
+    fn a_box_reads_every_fence_in_its_first_cell_of_the_box() {
+        let bbox = Rect::new(geo::Coord { x: 13.35, y: 52.50 }, geo::Coord { x: 13.45, y: 52.53 });
+        let reads = box_reads("bbox", &bbox, 1_500).unwrap();
+        assert_eq!(reads.iter().map(|(c, _)| c.clone()).collect::<Vec<_>>(), box_cells("bbox", &bbox, 1_500).unwrap());
+        let order: std::collections::HashMap<&str, usize> =
+            reads.iter().enumerate().map(|(k, (c, _))| (c.as_str(), k)).collect();
+        let id = "0123456789abcdef01234567";
+        let (mut skipped, mut copies) = (0, 0);
+        // Circles along and across the box's edges and inside it.
+        for (lng, lat) in [(13.35, 52.50), (13.40, 52.515), (13.45, 52.53), (13.352, 52.52), (13.40, 52.499)] {
+            for radius in [50.0, 400.0, 1000.0] {
+                let cells = Shape::Circle { center: LngLat { lng, lat }, radius_m: radius }.cells("c").unwrap();
+                let first = cells.iter().filter_map(|c| order.get(c.as_str())).min().copied();
+                for (cell, sk) in cells.iter().zip(copy_sort_keys(&cells, id)) {
+                    let Some(&at) = order.get(cell.as_str()) else { continue };
+                    copies += 1;
+                    let read = match &reads[at].1 {
+                        SkRange::All => true,
+                        SkRange::Between(a, b) => a.as_str() <= sk.as_str() && sk.as_str() <= b.as_str(),
+                        SkRange::Prefix(p) => sk.starts_with(p.as_str()),
+                    };
+                    assert!(read || Some(at) != first, "{lng},{lat} {radius}: its first cell {cell} not read");
+                    skipped += usize::from(!read);
+                }
+            }
+        }
+        assert!(skipped * 2 > copies, "most copies after the first are skipped: {skipped} of {copies}");
     }
 
     #[test]

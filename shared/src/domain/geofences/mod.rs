@@ -16,6 +16,7 @@
 //!   ([`index::SearchPlan`]).
 
 pub mod events;
+pub mod in_view;
 pub mod index;
 pub mod moving;
 mod search;
