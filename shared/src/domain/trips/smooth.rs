@@ -227,7 +227,15 @@ fn screen(obs: &[Obs], idx: &[usize], fwd: &[Fwd], q: f64, floor2: f64, gate2: f
     }
     // The first and the last fix have one side only, where a departure cannot be told from a
     // jump: their miss stays 0 (kept), and they do not count towards the scale.
-    let mut inner: Vec<f64> = miss[1..n - 1].to_vec();
+    // Nor do fixes that repeat a neighbour's position (a tracker holding its last fix while the
+    // vehicle stands): their miss is 0 by construction and says nothing of the model's fit; a
+    // fleet car waiting at lights had them as half its run, a scale of nearly 0, and the fixes
+    // of its pulling away, as good as any, went as outliers one after the other.
+    let same = |a: usize, b: usize| obs[idx[a]].x == obs[idx[b]].x && obs[idx[a]].y == obs[idx[b]].y;
+    let mut inner: Vec<f64> = (1..n - 1).filter(|&j| !same(j, j - 1) && !same(j, j + 1)).map(|j| miss[j]).collect();
+    if inner.is_empty() {
+        inner = miss[1..n - 1].to_vec();
+    }
     let mid = inner.len() / 2;
     let limit = gate2 * *inner.select_nth_unstable_by(mid, f64::total_cmp).1 / MEDIAN_HALF_CHI2_2;
     // However clean the run (a robust scale of nearly 0), a fix is never an outlier within the
@@ -421,6 +429,37 @@ mod tests {
             .collect();
         let refs: Vec<&Location> = fixes.iter().collect();
         assert!(run(&refs, &sigmas(&refs)).1.iter().all(|o| !o));
+    }
+
+    #[test]
+    fn a_car_pulling_away_after_a_held_fix_keeps_its_fixes() {
+        // A fix every 10 s: a drive east at 12 m/s, then 30 fixes held at one place (a tracker
+        // repeating its last fix at a halt: most of the run), then pulling away round a corner to
+        // the north. The moving fixes wobble by a few meters; the held ones are identical. With
+        // the held fixes in the scale (a miss of 0 each), the fix at the corner was an outlier.
+        let mut fixes = Vec::new();
+        let wobble = |k: usize| [3.0, -4.0, 1.0, 5.0, -2.0, -3.0, 4.0][k % 7];
+        for k in 0..12 {
+            fixes.push(fix(120.0 * k as f64 + wobble(k), wobble(k + 3), 10 * k as i64, 5.0));
+        }
+        let halt = fixes[11].clone();
+        for k in 12..42 {
+            let mut l = halt.clone();
+            l.recorded_at = crate::time::Timestamp(halt.recorded_at.0 + chrono::Duration::seconds(10 * (k - 11)));
+            fixes.push(l);
+        }
+        // Fixes 10 to 15 s apart.
+        let x0 = 120.0 * 11.0 + wobble(11);
+        let path = [(30.0, 60.0, 12), (75.0, 180.0, 10), (75.0, 370.0, 15), (75.0, 480.0, 10), (75.0, 600.0, 11)];
+        let mut t = 410;
+        for (k, (x, y, dt)) in path.into_iter().enumerate() {
+            t += dt;
+            fixes.push(fix(x0 + x + wobble(k), y + wobble(k + 5), t, 4.0));
+        }
+        let refs: Vec<&Location> = fixes.iter().collect();
+        let (_, outliers) = run(&refs, &sigmas(&refs));
+        let marked: Vec<usize> = (0..outliers.len()).filter(|&i| outliers[i]).collect();
+        assert!(marked.is_empty(), "{marked:?}");
     }
 
     #[test]
