@@ -302,11 +302,14 @@ fn lerp(a: LngLat, b: LngLat, f: f64) -> LngLat {
 /// How far (as a multiple of what is allowed) `i` strays given its accepted neighbours `a`
 /// before and `n` after; `speed` is the local speed (m/s) seen around them. Above 1: implausible.
 pub fn strain<P: Positioned>(a: &P, i: &P, n: &P, speed: f64) -> f64 {
-    strain_around(&NearScan::new(i.position().lat), a, i, n, speed)
+    strain_around(&NearScan::new(i.position().lat), a, i, n, speed, false)
 }
 
-/// [`strain`] with its distances measured around `i` by `near`.
-fn strain_around<P: Positioned>(near: &NearScan, a: &P, i: &P, n: &P, speed: f64) -> f64 {
+/// [`strain`] with its distances measured around `i` by `near`. `beside_end`: `a` or `n` is an
+/// end, the speed around `i` shows on one side only, and `i` is judged by the speed reaching and
+/// leaving it needs alone, not by how far off its neighbours' line that speed allows (a fleet
+/// car's loop round a block right after its first fix, 30 s apart, was dropped).
+fn strain_around<P: Positioned>(near: &NearScan, a: &P, i: &P, n: &P, speed: f64, beside_end: bool) -> f64 {
     let (dta, dtn) = (secs(a.at(), i.at()), secs(i.at(), n.at()));
     let expected = lerp(a.position(), n.position(), dta / (dta + dtn));
     let off = near.m(i.position(), expected);
@@ -324,7 +327,7 @@ fn strain_around<P: Positioned>(near: &NearScan, a: &P, i: &P, n: &P, speed: f64
     // corner or a U-turn keeps the speed, a fix thrown sideways does not.
     let detour = ((da - slack) / dta).min((dn - slack) / dtn) / (SPEED_SLACK * v.max(MIN_LOCAL_SPEED_MPS));
     let too_fast = da / dta > MAX_SPEED_MPS && dn / dtn > MAX_SPEED_MPS;
-    let s = (off / allowed).max(detour);
+    let s = if beside_end { detour } else { (off / allowed).max(detour) };
     if too_fast { s.max(1.0 + 1e-9) } else { s }
 }
 
@@ -369,7 +372,8 @@ pub fn judge<P: Positioned + Sync>(fixes: &[&P]) -> Vec<Option<Exclusion>> {
                     // One cosine for the six distances around `i`.
                     let near = NearScan::new(fixes[i].position().lat);
                     let local = speed(&near, prev[a], a).max(speed(&near, b, next[b]));
-                    strain_around(&near, fixes[a], fixes[i], fixes[b], local)
+                    let beside_end = prev[a] == usize::MAX || next[b] == usize::MAX;
+                    strain_around(&near, fixes[a], fixes[i], fixes[b], local, beside_end)
                 }
                 (false, true) => end_strain(fixes[i], fixes[b]),
                 (true, false) => end_strain(fixes[i], fixes[a]),
@@ -649,6 +653,21 @@ mod tests {
         ];
         let refs: Vec<&Location> = back.iter().collect();
         assert!(judge(&refs).iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn a_loop_right_after_the_first_fix_is_kept_and_a_spike_there_is_not() {
+        // 30 s apart: 240 m west, back 230 m south-east, then waiting (a held fix) and on.
+        let at = [(0.0, 0.0, 0), (-240.0, -20.0, 31), (-60.0, -170.0, 76), (-60.0, -170.0, 107), (60.0, -255.0, 152)];
+        let fixes: Vec<Location> = at.iter().map(|&(x, y, t)| fix(x, y, t, None)).collect();
+        let refs: Vec<&Location> = fixes.iter().collect();
+        assert!(judge(&refs).iter().all(Option::is_none), "{:?}", judge(&refs));
+        // The same 240 m one second after the first fix, and back: no vehicle.
+        let mut spike = fixes.clone();
+        spike[1] = fix(-240.0, -20.0, 1, None);
+        spike[2] = fix(5.0, -3.0, 2, None);
+        let refs: Vec<&Location> = spike.iter().collect();
+        assert_eq!(judge(&refs)[1], Some(Exclusion::Outlier), "{:?}", judge(&refs));
     }
 
     #[test]
