@@ -13,12 +13,12 @@ use shared::pipeline::erasure;
 use shared::project::{KeyKind, Project};
 use shared::store::{Item, Table};
 
-use crate::both;
 use crate::geofence_events::at;
 use crate::geofences::HOME;
 use crate::helpers::{Key, TestApp, assert_error};
 use crate::receiver::{Mode, Receiver};
 use crate::trips::ts;
+use crate::{both, both_alone};
 
 /// Every item of both tables whose JSON mentions `needle` anywhere (keys or attributes).
 async fn items_naming(app: &TestApp, needle: &str) -> BTreeSet<(String, String, String)> {
@@ -492,3 +492,44 @@ async fn raced_erasure(app: &TestApp, handed: bool, erasing: bool) {
     }
     assert!(left.is_empty(), "{left:#?}");
 }
+
+both_alone!(a_delivery_in_flight_when_its_user_is_erased_leaves_no_log_record, |app| async move {
+    // The worker logs a delivery when it first takes it up: an attempt that began before the
+    // erasure and ends after it writes its record once the erasure has cleared the log. The
+    // worker's check after its run takes the record out again (without it, it stays).
+    let app = app.with_private_webhooks();
+    let rx = Receiver::start(Mode::Slow(Duration::from_secs(3))).await;
+    let (wh, _) = crate::webhooks::subscribe(&app, &rx, json!(["location.updated"])).await;
+    let user = app.create_user(json!({})).await;
+    let cfg = shared::domain::webhooks::deliver::DeliveryConfig {
+        schedule: vec![Duration::from_secs(60)],
+        timeout: Duration::from_secs(10),
+        disable_after: Duration::from_secs(3600),
+        allow_private: true,
+    };
+    let w = shared::domain::webhooks::deliver::Worker::new(app.state.store.clone(), cfg).expect("worker");
+    let _w = tokio::spawn(w.run(app.state.wake.clone()));
+    let body =
+        json!({"user_id": user, "locations": [{"coordinates": [HOME.0, HOME.1], "recorded_at": ts(Utc::now())}]});
+    let (status, res) = app.call("POST", "/v1/api/location/", Key::Publishable, Some(&body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{res}");
+    let start = Instant::now();
+    while rx.arrived() == 0 {
+        assert!(start.elapsed() < Duration::from_secs(30), "the attempt never came");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The attempt is at the receiver, answered 3 s after it arrived.
+    let (status, res) = app.call("DELETE", &format!("/v1/api/user/?user_id={user}"), Key::Secret, None).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    rx.wait_for(Duration::from_secs(30), "the attempt's answer", |got| !got.is_empty()).await;
+    // The worker's record and its check after the run.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let shard = shared::domain::webhooks::outbox::user_shard(Some(&user));
+    let pk = format!("{}#WL#{wh}#{shard:02}", app.project.project_id);
+    let q = shared::store::Query::new(&pk, shared::domain::history_pages::fixes());
+    let left = app.state.store.query(Table::Main, &q).await.expect("log").items;
+    assert!(left.is_empty(), "the erased user's delivery stayed in the log: {left:?}");
+    let (_, res) = app.get(&format!("/v1/api/webhooks/deliveries/?webhook_id={wh}")).await;
+    assert_eq!(res["data"]["deliveries"], json!([]), "{res}");
+    assert_eq!(res["data"]["pages"], json!(0), "and out of its counts: {res}");
+});

@@ -86,6 +86,10 @@ impl Receiver {
     pub fn attempts_of(&self, id: &str) -> Option<usize> {
         self.inner.lock().unwrap().attempts.get(id).map(|n| n + 1)
     }
+    /// How many messages have had an attempt arrive (answered or not).
+    pub fn arrived(&self) -> usize {
+        self.inner.lock().unwrap().attempts.len()
+    }
     pub fn got(&self) -> Vec<Got> {
         self.inner.lock().unwrap().got.clone()
     }

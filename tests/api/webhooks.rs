@@ -51,6 +51,20 @@ fn worker_disabling_after(app: &TestApp, disable_after: Duration) -> tokio::task
     tokio::spawn(w.run(app.state.wake.clone()))
 }
 
+/// One pass of a delivery worker over every endpoint with work: what takes a delivery into its
+/// endpoint's log (its first attempt, or parked while the endpoint is disabled). Tables of the
+/// test's own (`both_alone!`), as for [`worker`].
+pub(crate) async fn log_pass(app: &TestApp) {
+    let cfg = DeliveryConfig {
+        schedule: vec![Duration::from_secs(60); 4],
+        timeout: Duration::from_secs(1),
+        disable_after: Duration::from_secs(3600),
+        allow_private: true,
+    };
+    let w = Worker::new(app.state.store.clone(), cfg).expect("worker");
+    w.run_once().await.expect("a worker pass");
+}
+
 /// Subscribe `url` to `events`; returns (webhook_id, secret).
 pub(crate) async fn subscribe(app: &TestApp, rx: &Receiver, events: Value) -> (String, String) {
     let (status, res) = app.post(BASE, &json!({"url": rx.url, "events": events, "description": "test"})).await;
@@ -447,14 +461,14 @@ async fn assert_delivery_pages(app: &TestApp, wh: &str, status: Option<&str>, wa
     crate::helpers::assert_api_pages(app, &path, "deliveries", "event_id", want).await;
 }
 
-both!(delivery_log_pages_are_exact_and_counted_by_the_writes, |app| async move {
+both_alone!(delivery_log_pages_are_exact_and_counted_by_the_writes, |app| async move {
     let app = app.with_private_webhooks();
     let kinds = json!(["location.updated", "trip.created"]);
     let (status, res) = app.post(BASE, &json!({"url": "http://127.0.0.1:9/hook", "events": kinds})).await;
     assert_eq!(status, StatusCode::CREATED, "{res}");
     let wh = res["data"]["webhook_id"].as_str().unwrap().to_owned();
     // Messages from each writer: the processor (a location a pass), a trip's transaction, and
-    // test events written on their own. No worker runs: they stay pending.
+    // test events written on their own. No worker runs yet: nothing is logged.
     let user = app.create_user(json!({})).await;
     let now = chrono::Utc::now();
     for i in 0..9 {
@@ -481,7 +495,13 @@ both!(delivery_log_pages_are_exact_and_counted_by_the_writes, |app| async move {
         assert_eq!(status, StatusCode::CREATED, "{res}");
     }
 
-    // Counted as written, before any list read could count them: every entry once.
+    assert_eq!(stored_log(&app, &wh).await.0, Vec::<String>::new());
+    assert_delivery_pages(&app, &wh, None, &[]).await;
+    // Disabled, the endpoint's queued deliveries are logged by the worker's pass, pending with no
+    // attempt (parked); counted as written, before any list read could count them: once each.
+    let (status, res) = app.call("PUT", BASE, Key::Secret, Some(&json!({"webhook_id": wh, "enabled": false}))).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    log_pass(&app).await;
     let (all, counted) = stored_log(&app, &wh).await;
     assert_eq!(all.len(), 9 + 8 + 3 + 5, "{all:?}");
     assert_eq!(counted, Some(all.len() as u64));
@@ -502,9 +522,11 @@ both!(delivery_log_pages_are_exact_and_counted_by_the_writes, |app| async move {
     let (status, res) = app.post(BASE, &json!({"url": "http://127.0.0.1:9/other", "events": kinds})).await;
     assert_eq!(status, StatusCode::CREATED, "{res}");
     let later = res["data"]["webhook_id"].as_str().unwrap().to_owned();
-    // Its log counted from its first entry, then older entries added by the replay.
+    // Its log counted from its first entry (logged by its first attempt, which fails), then
+    // older entries added by the replay.
     let (status, res) = app.post(&format!("{BASE}test/"), &json!({"webhook_id": later})).await;
     assert_eq!(status, StatusCode::CREATED, "{res}");
+    log_pass(&app).await;
     let (first, counted) = stored_log(&app, &later).await;
     assert_eq!(counted, Some(1));
     assert_delivery_pages(&app, &later, None, &first).await;
@@ -515,6 +537,43 @@ both!(delivery_log_pages_are_exact_and_counted_by_the_writes, |app| async move {
     let want: Vec<String> = all.iter().chain(&first).cloned().collect();
     assert_eq!(log, want, "every message replayed to it (test events go to any endpoint)");
     assert_delivery_pages(&app, &later, None, &log).await;
+});
+
+both_alone!(a_disabled_endpoints_queued_deliveries_are_logged_and_sent_once_it_is_enabled, |app| async move {
+    let app = app.with_private_webhooks();
+    let rx = Receiver::start(Mode::Ok).await;
+    let (wh, _) = subscribe(&app, &rx, json!(["*"])).await;
+    // Queued while enabled, disabled before any worker took them up.
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (status, test) = app.post(&format!("{BASE}test/"), &json!({"webhook_id": wh})).await;
+        assert_eq!(status, StatusCode::CREATED, "{test}");
+        ids.push(test["data"]["event_id"].as_str().unwrap().to_owned());
+    }
+    let (status, res) = app.call("PUT", BASE, Key::Secret, Some(&json!({"webhook_id": wh, "enabled": false}))).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    log_pass(&app).await;
+    let (_, res) = app.get(&format!("{BASE}deliveries/?webhook_id={wh}&status=pending")).await;
+    let pending = res["data"]["deliveries"].as_array().unwrap().clone();
+    let logged: Vec<&str> = pending.iter().map(|d| d["event_id"].as_str().unwrap()).collect();
+    assert_eq!(logged, ids, "logged as pending: {res}");
+    assert!(pending.iter().all(|d| d["attempts"] == json!([])), "never attempted: {res}");
+    assert!(rx.got().is_empty(), "nothing sent while disabled");
+    // A second pass finds no work: the marks went with the parking.
+    log_pass(&app).await;
+    assert!(rx.got().is_empty());
+    // Enabled again: every one of them sent, once, and logged delivered with one attempt.
+    let (status, res) = app.call("PUT", BASE, Key::Secret, Some(&json!({"webhook_id": wh, "enabled": true}))).await;
+    assert_eq!(status, StatusCode::OK, "{res}");
+    let _w = worker(&app);
+    settled(&app, &wh, ids.len()).await;
+    let (_, res) = app.get(&format!("{BASE}deliveries/?webhook_id={wh}")).await;
+    let all = res["data"]["deliveries"].as_array().unwrap();
+    assert_eq!(all.len(), ids.len(), "{res}");
+    assert!(all.iter().all(|d| d["status"] == "delivered" && d["attempts"].as_array().unwrap().len() == 1), "{res}");
+    let mut got = rx.delivered();
+    got.sort();
+    assert_eq!(got, ids, "each sent once");
 });
 
 both_alone!(one_users_backlog_never_hides_another_users_deliveries, |app| async move {

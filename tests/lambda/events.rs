@@ -445,6 +445,7 @@ impl Fixture {
                 if setup == Setup::WebhookTested {
                     let body = self.ok("webhooks-test", V1(201)).await;
                     self.event_id = Some(body["data"]["event_id"].as_str().expect("event_id").to_owned());
+                    self.park_deliveries().await;
                 }
                 return;
             }
@@ -503,6 +504,29 @@ impl Fixture {
             assert_eq!(token, trip.tracking_token, "trip_tracking_url {url} does not end with the trip's token");
             self.tracking_token = Some(token);
         }
+    }
+
+    /// The endpoint's queued deliveries taken into its log as the sender does for a disabled
+    /// endpoint (pending, no attempt, no request to its URL), and the endpoint enabled again.
+    async fn park_deliveries(&self) {
+        use shared::domain::webhooks::{self, deliver};
+        let (store, p) = (self.state.store.as_ref(), self.caller());
+        let wh = self.webhook_id.clone().expect("webhook");
+        let enable = |on: bool| {
+            webhooks::modify(store, &p, &wh, move |e| {
+                e.enabled = on;
+                Ok(())
+            })
+        };
+        enable(false).await.expect("disable");
+        let cfg = deliver::DeliveryConfig {
+            schedule: vec![std::time::Duration::from_secs(60)],
+            timeout: std::time::Duration::from_secs(1),
+            disable_after: std::time::Duration::from_secs(3600),
+            allow_private: false,
+        };
+        deliver::Worker::new(self.state.store.clone(), cfg).expect("worker").run_once().await.expect("park");
+        enable(true).await.expect("enable");
     }
 
     /// Ingest `locations` for the user through events/locations-ingest.json with its body

@@ -392,7 +392,6 @@ async fn plan(
     let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
     let out = webhooks::outbox::enqueue(p, &subs, &hooks, days)?;
     facts.extend(out.facts);
-    counted.extend(out.log);
     Ok(Plan { facts, counted, marks: out.marks, states, counted_in_states, messages: out.messages })
 }
 

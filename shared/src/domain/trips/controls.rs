@@ -148,11 +148,11 @@ pub(super) async fn modify_once(
     trip.version += 1;
     trip.updated_at = Timestamp::now();
     let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
-    let (events, mut counted) = event_puts(p, &mut trip, snapshot.events.len(), snapshot.event_count, days)?;
+    let (events, counted) = event_puts(p, &mut trip, snapshot.events.len(), snapshot.event_count, days)?;
     ops.extend(events);
     let item = to_item(&trips_pk(&p.project_id, api), &trip.id, &trip)?;
     ops.insert(0, WriteOp::Put { table: Table::Main, item, cond: Cond::Equals("version", snapshot.version.into()) });
-    let messages = hook_ops(store, p, &trip, snapshot.events.len(), &mut ops, &mut counted).await?;
+    let messages = hook_ops(store, p, &trip, snapshot.events.len(), &mut ops).await?;
     match history_pages::counting(store, Table::Main, &counted, true, store.transact(ops)).await {
         Ok(()) => {
             crate::domain::streams::connections::publish(store, &p.project_id, &messages).await;

@@ -486,7 +486,7 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
     let tracking = TrackingRef { project_id: p.project_id.clone(), api, trip_id: trip.id.clone() };
     // Events first: they set the record's event count.
     let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
-    let (events, mut counted) = event_puts(p, &mut trip, 0, 0, days)?;
+    let (events, counted) = event_puts(p, &mut trip, 0, 0, days)?;
     let mut ops = vec![
         WriteOp::Put {
             table: Table::Main,
@@ -507,7 +507,7 @@ pub async fn create(store: &dyn Store, p: &Project, api: Api, input: NewTrip) ->
         ops.extend(by_user::add_ops(&p.project_id, api, u, &trip.id));
     }
     ops.extend(events);
-    let messages = hook_ops(store, p, &trip, 0, &mut ops, &mut counted).await?;
+    let messages = hook_ops(store, p, &trip, 0, &mut ops).await?;
     history_pages::counting(store, Table::Main, &counted, true, store.transact(ops)).await?;
     crate::domain::streams::connections::publish(store, &p.project_id, &messages).await;
     Ok(trip)
@@ -530,16 +530,14 @@ async fn get_record(store: &dyn Store, p: &Project, api: Api, trip_id: &str) -> 
 }
 
 /// Add to `ops` the webhook messages for the events pushed onto `trip` since `before` (with
-/// deliveries to the endpoints that want them), for the same transaction as the trip, and to
-/// `counted` the delivery log entries among them. Returns the messages, for live streams once
-/// the transaction commits.
+/// pending deliveries to the endpoints that want them), for the same transaction as the trip.
+/// Returns the messages, for live streams once the transaction commits.
 async fn hook_ops(
     store: &dyn Store,
     p: &Project,
     trip: &Trip,
     before: usize,
     ops: &mut Vec<WriteOp>,
-    counted: &mut Vec<NewEntry>,
 ) -> Result<Vec<Message>, ApiError> {
     let new: Vec<&TripEvent> = trip.events[before.min(trip.events.len())..].iter().chain(&trip.hook_only).collect();
     if new.is_empty() {
@@ -553,9 +551,8 @@ async fn hook_ops(
     };
     let hooks: Vec<_> = new.into_iter().filter_map(|e| progress::hook_event(trip, e, user.as_ref())).collect();
     let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
-    let (hook_ops, logged, messages) = crate::domain::webhooks::outbox::enqueue_ops(p, &subs, &hooks, days)?;
+    let (hook_ops, messages) = crate::domain::webhooks::outbox::enqueue_ops(p, &subs, &hooks, days)?;
     ops.extend(hook_ops);
-    counted.extend(logged);
     Ok(messages)
 }
 

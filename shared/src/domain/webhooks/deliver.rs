@@ -14,9 +14,10 @@ use futures::StreamExt;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use super::logbook::NewRecords;
 use super::outbox::{
     Attempt, Delivery, MAX_ATTEMPTS_KEPT, Message, PendingRef, Status, WORK_SHARDS, WorkMark, log_pk, messages_pk,
-    pending_pk, work_pk, work_sk,
+    new_delivery, pending_pk, work_pk, work_sk,
 };
 use super::{Endpoint, is_public};
 use crate::error::ApiError;
@@ -215,10 +216,13 @@ impl Worker {
             Err(e) if e.is_not_found() => return drop_mark().await,
             Err(e) => return Err(e),
         };
+        let ppk = pending_pk(&p.project_id, &endpoint.id, mark.shard);
         if !endpoint.enabled {
-            return Ok(None);
+            // What waits for it goes in its log, once: enabling it again puts marks back.
+            super::logbook::park(store, &p, &endpoint.id, mark.shard, &ppk).await?;
+            return drop_mark().await;
         }
-        let runs = heads(store, &pending_pk(&p.project_id, &endpoint.id, mark.shard)).await?;
+        let runs = heads(store, &ppk).await?;
         if runs.is_empty() {
             return drop_mark().await;
         }
@@ -250,13 +254,34 @@ impl Worker {
         shard: u32,
         run: Vec<(String, PendingRef)>,
     ) -> (Result<Option<Timestamp>, ApiError>, bool, usize) {
+        let user = run.first().and_then(|(sk, _)| sk.split('#').next()).filter(|u| *u != "-").map(str::to_owned);
+        let ids = run.iter().flat_map(|(_, r)| r.ids()).collect();
+        let mut log = NewRecords::new(log_pk(&p.project_id, &ep.id, shard), ids);
+        let (result, any_ok, fails) = self.work_run_logged(p, ep, shard, run, &mut log).await;
+        match log.close(self.store.as_ref(), p, user.as_deref()).await {
+            Ok(()) => (result, any_ok, fails),
+            Err(e) => (Err(e), any_ok, fails),
+        }
+    }
+
+    /// [`Self::work_run`], the log's new records in `log`.
+    async fn work_run_logged(
+        &self,
+        p: &Project,
+        ep: &Endpoint,
+        shard: u32,
+        run: Vec<(String, PendingRef)>,
+        log: &mut NewRecords,
+    ) -> (Result<Option<Timestamp>, ApiError>, bool, usize) {
         let (mut any_ok, mut fails) = (false, 0);
         // A run cut at RUN_PER_PASS has more behind it: the next pass is due now.
         let more = (run.len() >= RUN_PER_PASS).then(Timestamp::now);
         let mut sent = 0;
-        for (sk, r) in run {
+        for k in 0..run.len() {
+            let (sk, r) = (&run[k].0, &run[k].1);
             if r.next_attempt_at > Timestamp::now() {
-                return (Ok(Some(r.next_attempt_at)), any_ok, fails);
+                let parked = self.park_behind(p, ep, shard, run[k..].to_vec()).await;
+                return (parked.map(|()| Some(r.next_attempt_at)), any_ok, fails);
             }
             let ids = r.ids();
             for i in 0..ids.len() {
@@ -266,7 +291,7 @@ impl Worker {
                     let cut = async {
                         let rest = to_item(
                             &pending_pk(&p.project_id, &ep.id, shard),
-                            &sk,
+                            sk,
                             &r.rest(&ids, i, r.next_attempt_at),
                         )?;
                         Ok::<_, ApiError>(self.store.put(Table::Main, rest, Cond::None).await?)
@@ -275,12 +300,18 @@ impl Worker {
                     return (cut.map(|()| Some(Timestamp::now())), any_ok, fails);
                 }
                 sent += 1;
-                match self.attempt(p, ep, shard, &sk, &r, i).await {
+                match self.attempt(p, ep, shard, sk, r, i, log).await {
                     Ok((Outcome::Final, delivered)) => {
                         any_ok |= delivered;
                         fails += usize::from(!delivered);
                     }
-                    Ok((Outcome::Wait(t), _)) => return (Ok(Some(t)), any_ok, fails + 1),
+                    Ok((Outcome::Wait(t), _)) => {
+                        // The entry as the attempt left it, and the run's later ones.
+                        let behind =
+                            std::iter::once((sk.clone(), r.rest(&ids, i, t))).chain(run[k + 1..].iter().cloned());
+                        let parked = self.park_behind(p, ep, shard, behind.collect()).await;
+                        return (parked.map(|()| Some(t)), any_ok, fails + 1);
+                    }
                     Err(e) => return (Err(e), any_ok, fails),
                 }
             }
@@ -288,9 +319,43 @@ impl Worker {
         (Ok(more), any_ok, fails)
     }
 
+    /// A user's deliveries wait behind one that waits for a retry: those of `entries` (pending
+    /// entries as stored now) that the log does not show yet are logged pending (parked), once:
+    /// the entries are marked so. A receiver that is down costs a write a delivery, as before
+    /// the log was written at first attempt; one that takes them at once costs none.
+    async fn park_behind(
+        &self,
+        p: &Project,
+        ep: &Endpoint,
+        shard: u32,
+        entries: Vec<(String, PendingRef)>,
+    ) -> Result<(), ApiError> {
+        let store = self.store.as_ref();
+        let entries: Vec<(String, PendingRef)> = entries.into_iter().filter(|(_, r)| !r.parked).collect();
+        let Some((first, _)) = entries.first() else { return Ok(()) };
+        let user = first.split('#').next().filter(|u| *u != "-");
+        let ids: Vec<String> = entries.iter().flat_map(|(_, r)| r.ids()).collect();
+        if !super::logbook::park_ids(store, p, &ep.id, shard, user, ids).await? {
+            // Some message is not written yet: parked again at the next wait.
+            return Ok(());
+        }
+        let ppk = pending_pk(&p.project_id, &ep.id, shard);
+        for (sk, r) in entries {
+            let item = to_item(&ppk, &sk, &PendingRef { parked: true, ..r })?;
+            // Exists: an entry finished or erased meanwhile is not brought back.
+            match store.put(Table::Main, item, Cond::Exists).await {
+                Ok(()) | Err(StoreError::ConditionFailed) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
     /// One attempt at delivery `i` of pending entry `sk` (`r`, its [`PendingRef::ids`]); returns what it means for
     /// the run and whether it succeeded. The entry goes with its last delivery made final; a
-    /// delivery that waits rewrites it as the run from that delivery on.
+    /// delivery that waits rewrites it as the run from that delivery on. A delivery the log
+    /// does not hold yet enters it with this attempt (counted in `log`).
+    #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
         p: &Project,
@@ -299,6 +364,7 @@ impl Worker {
         sk: &str,
         r: &PendingRef,
         i: usize,
+        log: &mut NewRecords,
     ) -> Result<(Outcome, bool), ApiError> {
         let store = self.store.as_ref();
         let ids = r.ids();
@@ -314,7 +380,7 @@ impl Worker {
             }
             Ok::<_, ApiError>((Outcome::Final, delivered))
         };
-        let (Some(d), Some(m)) = (
+        let (logged, Some(m)) = (
             store.get(Table::Main, &lpk, event_id).await?,
             store.get(Table::Main, &messages_pk(&p.project_id, shard), event_id).await?,
         ) else {
@@ -326,10 +392,18 @@ impl Worker {
             // Written by a step still under way (or re-run after a crash): wait for it.
             return Ok((Outcome::Wait(Timestamp(Timestamp::now().0 + chrono::Duration::seconds(1))), false));
         };
-        let d: Delivery = from_item(d)?;
         let m: Message = from_item(m)?;
+        // Not in the log yet: this attempt is its first, and its record the log's first entry.
+        let mut is_new = logged.is_none();
+        let d: Delivery = match logged {
+            Some(d) => from_item(d)?,
+            None => new_delivery(&ep.id, &m, r.queued_at.unwrap_or(r.next_attempt_at), Timestamp::now()),
+        };
         if d.status != Status::Pending {
             return done(d.status == Status::Delivered).await;
+        }
+        if is_new {
+            log.register(store).await?;
         }
         let now = Timestamp::now();
         let (attempt, retry_after) = self.send(ep, &m, now).await;
@@ -356,7 +430,9 @@ impl Worker {
                 // The record decides (delivered elsewhere, or replayed: sent again).
                 Outcome::Wait(Timestamp::now())
             };
-            let log = (to_item(&lpk, event_id, &d)?, Cond::Equals("updated_at", read_at));
+            let cond = if is_new { Cond::NotExists } else { Cond::Equals("updated_at", read_at) };
+            let record_item = to_item(&lpk, event_id, &d)?;
+            let written = record_item.clone();
             let pending = match &outcome {
                 _ if !decides => None,
                 Outcome::Final if last => Some(drop_ref.clone()),
@@ -366,18 +442,33 @@ impl Worker {
                     Some(WriteOp::Put { table: Table::Main, item: next, cond: Cond::None })
                 }
             };
-            match record(store, log, pending, success).await {
-                Ok(()) => return Ok((outcome, success)),
+            match record(store, (record_item, cond), pending, success).await {
+                Ok(()) => {
+                    if is_new {
+                        log.stored(&written);
+                    }
+                    return Ok((outcome, success));
+                }
                 Err(StoreError::ConditionFailed) => {
                     let Some(item) = store.get(Table::Main, &lpk, event_id).await? else { break };
                     current = from_item(item)?;
                     // Our own write, its answer lost (on DynamoDB the transaction's token makes
                     // that a success; this is the check where it did not).
                     if current.attempts.iter().any(|a| a.at == attempt.at) {
+                        if is_new {
+                            log.stored(&written);
+                        }
                         return Ok((Outcome::Wait(Timestamp::now()), success));
                     }
+                    // Another worker logged it first: rewrite the record as it is now.
+                    is_new = false;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    if is_new {
+                        log.unknown();
+                    }
+                    return Err(e.into());
+                }
             }
         }
         // Written over and over by others: the record as it is decides the next step.

@@ -11,6 +11,7 @@
 //! `trip.destination_reached|destination_left` (`trip:user_*`), `webhook.test`.
 
 pub mod deliver;
+mod logbook;
 pub mod outbox;
 
 use std::net::IpAddr;
@@ -330,7 +331,7 @@ pub async fn update(
     let url = input.url.as_deref().map(|u| check_url("url", u, allow_private)).transpose()?;
     let events = input.events.as_deref().map(check_events).transpose()?;
     check_text("description", &input.description)?;
-    modify(store, p, &input.webhook_id, |e| {
+    let endpoint = modify(store, p, &input.webhook_id, |e| {
         if let Some(u) = &url {
             e.url = u.clone();
         }
@@ -350,7 +351,15 @@ pub async fn update(
         }
         Ok(())
     })
-    .await
+    .await?;
+    if endpoint.enabled && input.enabled == Some(true) {
+        // The worker drops a disabled endpoint's marks once it has logged what waits for it:
+        // a mark in every outbox shard brings its pending deliveries back (a shard with none
+        // drops its mark at the first look).
+        let marks = (0..outbox::OUTBOX_SHARDS).map(|s| outbox::work_mark(p, &endpoint.id, s));
+        store.transact(marks.collect::<Result<_, _>>()?).await?;
+    }
+    Ok(endpoint)
 }
 
 pub async fn delete(store: &dyn Store, p: &Project, id: &str) -> Result<(), ApiError> {

@@ -1,9 +1,12 @@
 //! The outbox: messages written in the same step as the events they carry, and per endpoint a
-//! delivery log and a pending index that the worker ([`super::deliver`]) works through. Pending
-//! entries sort by user, then event, so the head of each user's run is the one to send next.
-//! All keys derive from the event id, so writing the same events twice (a re-run after a crash)
-//! adds nothing; the worker skips a pending entry whose delivery is already final. The keys:
-//! `#WM`, `#WL`, `#WP` and `WORK#` in docs/architecture.md.
+//! pending index that the worker ([`super::deliver`]) works through and a delivery log it
+//! writes. Pending entries sort by user, then event, so the head of each user's run is the one
+//! to send next. A delivery enters the log when the worker first takes it up (its first attempt,
+//! or parked while its endpoint is disabled), written once for a delivery that succeeds at once
+//! where a record put at enqueue and rewritten by the attempt wrote it twice. All keys derive
+//! from the event id, so writing the same events twice (a re-run after a crash) adds nothing;
+//! the worker skips a pending entry whose delivery is already final. The keys: `#WM`, `#WL`,
+//! `#WP` and `WORK#` in docs/architecture.md.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -111,11 +114,21 @@ pub struct PendingRef {
     /// (deleted by retention's sweeper, which deletes single entries by key, not runs) is dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_at: Option<Timestamp>,
+    /// Its deliveries are in the log (parked behind one that waits, `deliver`): not again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parked: bool,
 }
 
 impl PendingRef {
     pub fn one(event_id: &str, next_attempt_at: Timestamp, expires_at: Option<i64>) -> Self {
-        Self { event_id: event_id.to_owned(), more: Vec::new(), next_attempt_at, expires_at, queued_at: None }
+        Self {
+            event_id: event_id.to_owned(),
+            more: Vec::new(),
+            next_attempt_at,
+            expires_at,
+            queued_at: None,
+            parked: false,
+        }
     }
 
     /// Its deliveries' event ids, in order.
@@ -218,7 +231,8 @@ fn message(p: &Project, e: &HookEvent, retention_days: Option<u32>) -> Message {
     }
 }
 
-fn new_delivery(wh: &str, m: &Message, now: Timestamp) -> Delivery {
+/// A delivery as it enters the log: pending since `queued_at`, no attempt yet.
+pub(super) fn new_delivery(wh: &str, m: &Message, queued_at: Timestamp, now: Timestamp) -> Delivery {
     Delivery {
         webhook_id: wh.to_owned(),
         event_id: m.id.clone(),
@@ -229,13 +243,13 @@ fn new_delivery(wh: &str, m: &Message, now: Timestamp) -> Delivery {
         round_attempts: 0,
         round: 0,
         next_attempt_at: Some(now),
-        created_at: now,
+        created_at: queued_at,
         updated_at: now,
         expires_at: m.expires_at,
     }
 }
 
-fn work_mark(p: &Project, wh: &str, shard: u32) -> Result<WriteOp, ApiError> {
+pub(super) fn work_mark(p: &Project, wh: &str, shard: u32) -> Result<WriteOp, ApiError> {
     let mark = WorkMark {
         project_id: p.project_id.clone(),
         account_id: p.account_id.clone(),
@@ -253,9 +267,6 @@ fn work_mark(p: &Project, wh: &str, shard: u32) -> Result<WriteOp, ApiError> {
 pub struct Enqueued {
     /// Messages and pending entries: write them put-if-absent.
     pub facts: Vec<Item>,
-    /// Delivery log entries: put-if-absent too, and counted, as the log pages by its own counts
-    /// (`history_pages::put_new_counted`, or a transaction inside `history_pages::counting`).
-    pub log: Vec<Item>,
     /// Work marks: plain puts, after them.
     pub marks: Vec<WriteOp>,
     /// The messages among `facts`, for live streams once they are committed.
@@ -263,9 +274,9 @@ pub struct Enqueued {
 }
 
 /// The items that put `events` in the outbox: one message per event, whether or not an endpoint
-/// listens (live streams resume from the messages, `domain::streams`), and a delivery for every
-/// endpoint that wants it. With the project's `retention_days`, they expire with the events they
-/// carry.
+/// listens (live streams resume from the messages, `domain::streams`), and for every endpoint
+/// that wants some a pending entry per user (the worker logs each delivery as it takes it up).
+/// With the project's `retention_days`, they expire with the events they carry.
 pub fn enqueue(
     p: &Project,
     subs: &[Endpoint],
@@ -285,11 +296,8 @@ pub fn enqueue(
         // Each user's deliveries, in event order, become one pending entry.
         let mut runs: std::collections::BTreeMap<Option<&str>, Vec<&Message>> = Default::default();
         for m in out.messages.iter().filter(|m| ep.wants(&m.event_type)) {
-            let shard = user_shard(m.user_id.as_deref());
-            let d = new_delivery(&ep.id, m, now);
-            out.log.push(to_item(&log_pk(pid, &ep.id, shard), &m.id, &d)?);
             runs.entry(m.user_id.as_deref()).or_default().push(m);
-            shards.insert(shard);
+            shards.insert(user_shard(m.user_id.as_deref()));
         }
         for (user, mut run) in runs {
             run.sort_by(|a, b| a.id.cmp(&b.id));
@@ -313,23 +321,19 @@ pub fn enqueue(
     Ok(out)
 }
 
-/// The writes of [`enqueue_ops`], the log entries they add and the messages among them.
-pub type EnqueuedOps = (Vec<WriteOp>, Vec<NewEntry>, Vec<Message>);
-
-/// The same as plain puts, for a transaction that also creates the events (fresh ids), with the
-/// log entries it must count (run it inside `history_pages::counting`).
+/// The same as plain puts, for a transaction that also creates the events (fresh ids), and the
+/// messages among them.
 pub fn enqueue_ops(
     p: &Project,
     subs: &[Endpoint],
     events: &[HookEvent],
     retention_days: Option<u32>,
-) -> Result<EnqueuedOps, ApiError> {
-    let Enqueued { facts, log, marks, messages } = enqueue(p, subs, events, retention_days)?;
-    let counted = log.iter().map(new_entry).collect::<Result<_, _>>()?;
+) -> Result<(Vec<WriteOp>, Vec<Message>), ApiError> {
+    let Enqueued { facts, marks, messages } = enqueue(p, subs, events, retention_days)?;
     let mut ops: Vec<WriteOp> =
-        facts.into_iter().chain(log).map(|item| WriteOp::Put { table: Table::Main, item, cond: Cond::None }).collect();
+        facts.into_iter().map(|item| WriteOp::Put { table: Table::Main, item, cond: Cond::None }).collect();
     ops.extend(marks);
-    Ok((ops, counted, messages))
+    Ok((ops, messages))
 }
 
 /// A log entry as `history_pages` counts it.
@@ -346,13 +350,9 @@ pub async fn write(
     events: &[HookEvent],
 ) -> Result<Vec<Message>, ApiError> {
     let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
-    let Enqueued { facts, log, marks, messages } = enqueue(p, subs, events, days)?;
+    let Enqueued { facts, marks, messages } = enqueue(p, subs, events, days)?;
     if !facts.is_empty() {
         store.put_new(Table::Main, facts).await?;
-    }
-    if !log.is_empty() {
-        // Made durable by the synced transaction below (or, without marks, by the pass's).
-        let _synced_below = history_pages::put_new_counted(store, Table::Main, log).await?;
     }
     if !marks.is_empty() {
         store.transact(marks).await?;
@@ -413,8 +413,8 @@ async fn replay_one(
                 let read_at = item.get("updated_at").cloned().unwrap_or_default();
                 (from_item::<Delivery>(item)?, Cond::Equals("updated_at", read_at), false)
             }
-            // New to the log: the endpoint was made after the event.
-            None => (new_delivery(&endpoint.id, m, now), Cond::NotExists, true),
+            // New to the log: not taken up yet, or the endpoint was made after the event.
+            None => (new_delivery(&endpoint.id, m, now, now), Cond::NotExists, true),
         };
         d.status = Status::Pending;
         d.round_attempts = 0;
