@@ -184,9 +184,9 @@ fn thinned(trace: &Trace, every: i64) -> Trace {
 }
 
 /// The traces thinned to every 10, 15 and 30 s (those sampled more sparsely than that are left
-/// as they are), where chords cut the road's curves: closer to the truth than the plain sum in
-/// three of four and in the median; the traces worse than the plain sum by more than 0.5 % of
-/// the truth are printed.
+/// as they are), where chords cut the road's curves: never worse than the plain sum by more than
+/// 0.5 % of the truth or its stated uncertainty, closer to it in three of four and in the
+/// median; the traces worse than the plain sum by more than 0.5 % of the truth are printed.
 #[tokio::test]
 async fn trip_distance_holds_against_the_truth_of_thinned_real_traces() {
     let app = TestApp::new(Backend::Embedded).await;
@@ -195,6 +195,7 @@ async fn trip_distance_holds_against_the_truth_of_thinned_real_traces() {
         "|---|---|---|---|---|---|".to_owned(),
     ];
     let (mut ours, mut plain_errs, mut failures, mut closer) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    let mut beyond = Vec::new();
     for t in traces() {
         let native = t.fixes.windows(2).map(|w| w[1].0 - w[0].0).collect::<Vec<_>>();
         let mut native: Vec<f64> = native.into_iter().map(|s| s as f64).collect();
@@ -206,6 +207,10 @@ async fn trip_distance_holds_against_the_truth_of_thinned_real_traces() {
             let (e, p) = ((got / t.truth_m - 1.0) * 100.0, (plain / t.truth_m - 1.0) * 100.0);
             if e.abs() > p.abs() + 0.5 {
                 failures.push(format!("{}: {e:+.2} % (plain {p:+.2} %)", t.name));
+            }
+            let slack = (t.uncertainty_m / t.truth_m * 100.0).max(0.5);
+            if e.abs() > p.abs() + slack {
+                beyond.push(format!("{}: {e:+.2} % (plain {p:+.2} %, allowed ±{:.2} %)", t.name, p.abs() + slack));
             }
             closer += usize::from(e.abs() < p.abs());
             table.push(format!(
@@ -224,12 +229,13 @@ async fn trip_distance_holds_against_the_truth_of_thinned_real_traces() {
     let (ours_median, plain_median) = (median(&mut ours), median(&mut plain_errs));
     table.push(format!("| median absolute error | | | {plain_median:.2} % | {ours_median:.2} % | {closer} of {n} |"));
     println!("{}", table.join("\n"));
-    // Not yet held: a fleet car accelerating from a halt at 10 s (the screen drops its fixes),
-    // one looping out and back right after its first fix at 30 s (the judge drops it), and a
-    // bicycle in a dense city at 15 and 30 s (read long).
+    // Not yet held: a bicycle in a dense city at 15 and 30 s, read up to 1.3 % longer than its
+    // plain sum, whose fixes make it 2.2 % longer than its wheel sensor at 1 Hz (see
+    // docs/trips.md). Held instead: the bound with the truth's stated uncertainty, as above.
     if !failures.is_empty() {
         println!("worse than the plain sum by more than 0.5 %: {failures:#?}");
     }
+    assert!(beyond.is_empty(), "worse than the plain sum beyond what is allowed: {beyond:#?}");
     assert!(ours_median < plain_median, "median {ours_median:.2} % against the plain sum's {plain_median:.2} %");
     assert!(closer * 4 >= n * 3, "closer than the plain sum in only {closer} of {n}");
 }
