@@ -380,9 +380,14 @@ impl Worker {
             }
             Ok::<_, ApiError>((Outcome::Final, delivered))
         };
+        // The message read eventually consistent (half a read unit): only an erasure's redaction
+        // rewrites one (a body read a moment before it may still name the erased user), and one
+        // not seen yet waits a second like one not written yet. The record is read strongly: a
+        // stale one could send again what was just delivered.
+        let mq = Query::new(messages_pk(&p.project_id, shard), SkRange::Between(event_id.into(), event_id.into()));
         let (logged, Some(m)) = (
             store.get(Table::Main, &lpk, event_id).await?,
-            store.get(Table::Main, &messages_pk(&p.project_id, shard), event_id).await?,
+            store.query(Table::Main, &mq.limit(1).eventual()).await?.items.pop(),
         ) else {
             // A run queued long ago whose message is gone was swept by retention (which deletes
             // single entries with their messages, not runs): nothing is left to send.
