@@ -1,11 +1,15 @@
-// Geofences on the map: those near the viewport, read with the nearby search (a circle around
-// the map's centre, at most 10 km; docs/geofences.md), drawn in their colours with their names.
+// Geofences on the map: those meeting the viewport, read by bounding box
+// (`GET /v1/api/geofences/in-view/`, page by page as the users in view are; docs/console.md),
+// drawn in their colours with their names.
 
 import { api } from './api.js';
 import { bus, failed, debounce, fenceColor } from './ui.js';
 
-const MAX_RADIUS = 10000;
-const MAX_PAGES = 20; // 2,000 fences per view at most
+// Fences a request, and requests a view: past 6,000 the map says to zoom in (a street-level view
+// of the densest city in scripts/bench/console.sh holds 5,300; thousands of SVG shapes are what
+// the browser still pans smoothly).
+const VIEW_PAGE = 3000;
+const VIEW_PAGES = 2;
 
 let map;
 let group;
@@ -33,60 +37,66 @@ export function initFenceLayer(m, onNotice) {
 // label is measured by the browser as it is added, thousands of them froze the page for seconds
 // (scripts/bench/console.sh).
 const LABEL_MAX = 150;
-// Pages of the search in flight at once, and drawn as they come, a page a frame.
-const PAGES_IN_FLIGHT = 4;
+// Milliseconds of drawing a frame: a page of 3,000 at once would be a long task, and a fixed
+// count a frame waits on paint more often than it needs to.
+const FRAME_BUDGET = 30;
 const nextFrame = () => new Promise((r) => requestAnimationFrame(() => r()));
 
 async function loadViewport(onNotice) {
   if (ctrl) ctrl.abort();
   const c = new AbortController();
   ctrl = c;
-  const center = map.getCenter();
-  const corner = map.getBounds().getNorthEast();
-  const wanted = center.distanceTo(corner);
-  const radius = Math.max(1, Math.min(MAX_RADIUS, Math.ceil(wanted)));
-  if (Math.abs(center.lat) + radius / 111000 > 85) return; // the index stops at ±85°
-  const page = (n) => api('GET', '/v1/api/search/geofences/', {
-    query: { location: `${center.lat.toFixed(6)},${center.lng.toFixed(6)}`, radius, page_limit: 100, page_number: n },
-    signal: c.signal,
-  });
+  const b = map.getBounds();
+  const clamp = (v, lo, hi) => Math.min(hi, Math.max(lo, v));
+  const box = [clamp(b.getWest(), -180, 180), clamp(b.getSouth(), -85, 85), clamp(b.getEast(), -180, 180), clamp(b.getNorth(), -85, 85)];
+  const page = (cursor) => {
+    const query = { bbox: box.map((x) => x.toFixed(6)).join(','), limit: VIEW_PAGE };
+    if (cursor) query.cursor = cursor;
+    return api('GET', '/v1/api/geofences/in-view/', { query, signal: c.signal });
+  };
   try {
-    const first = await page(1);
-    const pages = Math.min(first.pages || 1, MAX_PAGES);
-    const labelled = (first.pages || 1) * 100 <= LABEL_MAX;
     const ids = new Set();
-    const draw = async (d) => {
+    let labelled = null;
+    let cursor = null;
+    let pending = page(null);
+    for (let n = 0; n < VIEW_PAGES && pending; n++) {
+      const d = await pending;
       if (c !== ctrl) return;
-      for (const f of d.geofences || []) {
+      cursor = d.next;
+      // The next page is asked for before this one is drawn.
+      pending = cursor && n + 1 < VIEW_PAGES ? page(cursor) : null;
+      if (pending) pending.catch(() => {}); // its failure is met when it is awaited
+      const list = d.geofences || [];
+      if (labelled === null) labelled = !cursor && list.length <= LABEL_MAX;
+      let since = performance.now();
+      for (const f of list) {
         ids.add(fenceId(f));
         if (!held.has(fenceId(f))) drawFence(f, labelled);
+        if (performance.now() - since > FRAME_BUDGET) {
+          await nextFrame();
+          if (c !== ctrl) return;
+          since = performance.now();
+        }
       }
       await nextFrame();
-    };
-    await draw(first);
-    for (let n = 2; n <= pages; n += PAGES_IN_FLIGHT) {
-      const batch = [];
-      for (let k = n; k < n + PAGES_IN_FLIGHT && k <= pages; k++) batch.push(page(k));
-      for (const d of await Promise.all(batch)) await draw(d);
+      if (c !== ctrl) return;
     }
-    if (c !== ctrl) return;
-    const complete = (first.pages || 1) <= MAX_PAGES;
-    // Fences no longer found near here were deleted (or moved away); those far out of view go,
+    const complete = !cursor;
+    // Fences in view no longer listed were deleted (or moved away); those far out of view go,
     // so that panning keeps the map's layers bounded.
-    const near = map.getBounds().pad(1);
+    const near = b.pad(0.5);
     for (const [id, v] of fences) {
       if (ids.has(id) || held.has(id)) continue;
-      const inCircle = center.distanceTo(v.layer.getBounds().getCenter()) < radius;
-      if ((complete && inCircle) || !near.intersects(v.layer.getBounds())) removeFence(id);
+      const lb = v.layer.getBounds();
+      if ((complete && b.intersects(lb)) || !near.intersects(lb)) removeFence(id);
     }
     const notes = [];
-    if (wanted > MAX_RADIUS) notes.push('only those within 10 km of the centre are shown');
-    if (!complete) notes.push(`only the nearest ${MAX_PAGES * 100} are shown`);
+    if (!complete) notes.push(`only the first ${ids.size.toLocaleString('en')} in this area are shown`);
     if (!labelled) notes.push('names show on hover');
-    onNotice(notes.length ? `Geofences: ${notes.join('; ')}. Zoom in to see more.` : '');
+    onNotice(notes.length ? `Geofences: ${notes.join('; ')}.${complete ? '' : ' Zoom in to see them all.'}` : '');
   } catch (e) {
     if (e.name === 'AbortError') return;
-    if (e.status === 400) { onNotice('Geofences cannot be searched here.'); return; }
+    if (e.status === 400 && e.field === 'bbox') { onNotice('Zoom in to load geofences.'); return; }
     failed('Loading geofences in view', e, () => loadViewport(onNotice));
   }
 }

@@ -98,9 +98,9 @@ async function main() {
     page.on('console', (m) => {
       if (m.type() !== 'error') return;
       const url = (m.location() || {}).url || '';
-      // Expected refusals: the positions endpoint's 400 ("zoom in"), the sign-in refusals and
-      // the 401 after a revoke. Chromium logs each failed response as a console error.
-      if (/Failed to load resource/.test(m.text()) && (/\/users\/positions\/|\/console\/sessions\//.test(url) || /status of 401/.test(m.text()))) return;
+      // Expected refusals: the views' 400s (users and fences: "zoom in"), the sign-in refusals
+      // and the 401 after a revoke. Chromium logs each failed response as a console error.
+      if (/Failed to load resource/.test(m.text()) && (/\/users\/positions\/|\/geofences\/in-view\/|\/console\/sessions\//.test(url) || /status of 401/.test(m.text()))) return;
       // A trip opened by its link alone is looked for among v1/v3's first: a v2 trip is a 404 there.
       if (/status of 404/.test(m.text()) && /\/v1\/api\/trips\/(summary\/)?\?trip_id=/.test(url)) return;
       if (offline && /ERR_INTERNET_DISCONNECTED/.test(m.text())) return;
@@ -188,6 +188,9 @@ async function main() {
     return l.includes('Depot') && l.includes('Yard') ? l : null;
   });
   check(labels.includes('Depot') && labels.includes('Yard'), 'both geofences are drawn with their names: ' + labels.join(', '));
+  const fenceReads = d.requests.filter((r) => /\/v1\/api\/(geofences\/in-view|search\/geofences)\//.test(r.url));
+  check(fenceReads.length > 0 && fenceReads.every((r) => r.url.includes('/v1/api/geofences/in-view/?bbox=')),
+    `the map reads its fences by bounding box (${fenceReads.length} requests, none of the nearby search)`);
   await until('every listed user named', async () => !/User [0-9a-f]{6}…/.test(await page.textContent('#inview')));
   check((await page.textContent('#inview')).includes('Fleet 0'), 'the text list names the users in view');
   const inviewCount = await page.textContent('#inview-count');
