@@ -323,7 +323,11 @@ async fn stored_messages(store: &dyn Store, project_id: &str) -> Vec<(String, St
         .expect("scan")
         .into_iter()
         .filter(|i| i.get("pk").and_then(Value::as_str).is_some_and(|pk| pk.starts_with(&format!("{project_id}#WM#"))))
-        .map(|i| (i["id"].as_str().expect("id").to_owned(), i["body"].as_str().expect("body").to_owned()))
+        .map(|i| {
+            // Stored deflated (`webhooks::stored_body`): the body as sent.
+            let body = shared::domain::webhooks::stored_body::decode(i["body"].as_str().expect("body"));
+            (i["id"].as_str().expect("id").to_owned(), body.expect("a readable body"))
+        })
         .collect();
     out.sort();
     out

@@ -642,10 +642,14 @@ async fn webhook_messages(cx: &mut Ctx<'_>, cursor: Option<String>) -> Result<Ru
                         refs.push((webhooks::outbox::pending_pk(&pid, wh, shard), format!("{}#{id}", cx.uid)));
                     }
                     own.push((mpk.clone(), id));
-                } else if str_of(&m, "body").contains(cx.uid.as_str()) {
-                    let body = str_of(&m, "body").replace(cx.uid.as_str(), "erased");
-                    m.insert("body".into(), body.into());
-                    redacted.push(m);
+                } else {
+                    // Bodies are stored deflated (`webhooks::stored_body`).
+                    let body = webhooks::stored_body::decode(str_of(&m, "body")).map_err(ApiError::internal)?;
+                    if body.contains(cx.uid.as_str()) {
+                        let body = webhooks::stored_body::encode(&body.replace(cx.uid.as_str(), "erased"));
+                        m.insert("body".into(), body.into());
+                        redacted.push(m);
+                    }
                 }
             }
             // The endpoints' delivery logs page by their own counts (`history_pages`): not of these.

@@ -13,6 +13,7 @@
 pub mod deliver;
 mod logbook;
 pub mod outbox;
+pub mod stored_body;
 
 use std::net::IpAddr;
 

@@ -35,7 +35,8 @@ pub struct Message {
     pub id: String,
     pub event_type: String,
     pub user_id: Option<String>,
-    /// The JSON body sent, as bytes on the wire.
+    /// The JSON body sent, as bytes on the wire (stored deflated: `stored_body`).
+    #[serde(with = "super::stored_body")]
     pub body: String,
     pub created_at: Timestamp,
     /// The retention's TTL (`pipeline::retention`): the message, its deliveries and pending
