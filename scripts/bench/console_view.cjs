@@ -144,6 +144,7 @@ function kind(url) {
   if (p.startsWith('/v1/api/streams/')) return 'stream token';
   if (p.startsWith('/v1/api/users/positions')) return 'positions';
   if (p.startsWith('/v1/api/search/geofences')) return 'fence search';
+  if (p.startsWith('/v1/api/geofences/in-view')) return 'fences in view';
   if (p === '/v1/api/user/' && u.searchParams.get('user_id')) return 'user lookups';
   if (p === '/v1/api/user/') return 'user list';
   if (p === '/v1/api/geofence/') return 'fence list';
@@ -361,7 +362,7 @@ async function oneRun(browser, scenario, run, cityZoom) {
   await quiet(page, t1);
   st = await state(page);
   const p = analyseLoad(st, t0);
-  const apiAfter = st.resources.filter((x) => x.startTime >= t0 && /positions|search\/geofences/.test(x.name));
+  const apiAfter = st.resources.filter((x) => x.startTime >= t0 && /positions|search\/geofences|geofences\/in-view/.test(x.name));
   const dataEnd = apiAfter.reduce((m, x) => Math.max(m, x.responseEnd), 0);
   const drawnEnd = p.tSettled != null ? p.tSettled : dataEnd;
   r.pan = {

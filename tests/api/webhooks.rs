@@ -41,26 +41,20 @@ pub(crate) fn worker(app: &TestApp) -> tokio::task::JoinHandle<()> {
 
 /// [`worker`] that disables an endpoint failing for `disable_after`.
 fn worker_disabling_after(app: &TestApp, disable_after: Duration) -> tokio::task::JoinHandle<()> {
-    let cfg = DeliveryConfig {
-        schedule: vec![Duration::from_millis(200); 4],
-        timeout: Duration::from_secs(1),
-        disable_after,
-        allow_private: true,
-    };
-    let w = Worker::new(app.state.store.clone(), cfg).expect("worker");
+    let w = Worker::new(app.state.store.clone(), config(Duration::from_millis(200), disable_after)).expect("worker");
     tokio::spawn(w.run(app.state.wake.clone()))
+}
+
+/// A worker's settings for tests: four retries `retry` apart, 1 s timeouts, private addresses.
+fn config(retry: Duration, disable_after: Duration) -> DeliveryConfig {
+    DeliveryConfig { schedule: vec![retry; 4], timeout: Duration::from_secs(1), disable_after, allow_private: true }
 }
 
 /// One pass of a delivery worker over every endpoint with work: what takes a delivery into its
 /// endpoint's log (its first attempt, or parked while the endpoint is disabled). Tables of the
 /// test's own (`both_alone!`), as for [`worker`].
 pub(crate) async fn log_pass(app: &TestApp) {
-    let cfg = DeliveryConfig {
-        schedule: vec![Duration::from_secs(60); 4],
-        timeout: Duration::from_secs(1),
-        disable_after: Duration::from_secs(3600),
-        allow_private: true,
-    };
+    let cfg = config(Duration::from_secs(60), Duration::from_secs(3600));
     let w = Worker::new(app.state.store.clone(), cfg).expect("worker");
     w.run_once().await.expect("a worker pass");
 }
@@ -605,12 +599,7 @@ both_alone!(one_users_backlog_never_hides_another_users_deliveries, |app| async 
     }
     let late = event(second);
     outbox::write(store, &p, std::slice::from_ref(&endpoint), std::slice::from_ref(&late)).await.expect("queued");
-    let cfg = DeliveryConfig {
-        schedule: vec![Duration::from_millis(200); 4],
-        timeout: Duration::from_secs(1),
-        disable_after: Duration::from_secs(60),
-        allow_private: true,
-    };
+    let cfg = config(Duration::from_millis(200), Duration::from_secs(60));
     let w = Worker::new(app.state.store.clone(), cfg).expect("worker");
     let next = w.run_once().await.expect("a pass");
     let got = rx.delivered();
