@@ -248,6 +248,22 @@ both_alone!(a_batchs_deliveries_to_an_endpoint_are_one_pending_entry_sent_in_ord
     let mut sorted = ids.clone();
     sorted.sort();
     assert_eq!(ids, &sorted, "in event order");
+    // The fence events' bodies (about 1 KB of JSON each) are stored deflated where writes are
+    // billed by the kilobyte (DynamoDB), plain on the embedded store; sent as JSON either way.
+    let store = app.state.store.as_ref();
+    let shard = shared::domain::webhooks::outbox::user_shard(Some(&user));
+    let q = shared::store::Query::new(format!("{}#WM#{shard:02}", app.project.project_id), shared::store::SkRange::All);
+    let stored: Vec<String> = store
+        .query(shared::store::Table::Main, &q)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|m| m["event_type"].as_str().is_some_and(|t| t.starts_with("geofence.")))
+        .map(|m| m["body"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(stored.len(), 4);
+    assert!(stored.iter().all(|b| b.starts_with("z:") == store.bills_by_kilobyte()), "{stored:?}");
     let _w = worker(&app);
     settled(&app, &wh, 5).await;
     let mut first_seen: Vec<String> = Vec::new();

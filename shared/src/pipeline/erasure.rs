@@ -646,7 +646,8 @@ async fn webhook_messages(cx: &mut Ctx<'_>, cursor: Option<String>) -> Result<Ru
                     // Bodies are stored deflated (`webhooks::stored_body`).
                     let body = webhooks::stored_body::decode(str_of(&m, "body")).map_err(ApiError::internal)?;
                     if body.contains(cx.uid.as_str()) {
-                        let body = webhooks::stored_body::encode(&body.replace(cx.uid.as_str(), "erased"));
+                        let redacted_body = body.replace(cx.uid.as_str(), "erased");
+                        let body = webhooks::stored_body::encode_like(str_of(&m, "body"), &redacted_body);
                         m.insert("body".into(), body.into());
                         redacted.push(m);
                     }

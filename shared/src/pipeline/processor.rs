@@ -390,7 +390,7 @@ async fn plan(
     }
     hooks.extend(fixes.last().map(|n| location_hook(user, n)));
     let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
-    let out = webhooks::outbox::enqueue(p, &subs, &hooks, days)?;
+    let out = webhooks::outbox::enqueue(p, &subs, &hooks, days, store.bills_by_kilobyte())?;
     facts.extend(out.facts);
     Ok(Plan { facts, counted, marks: out.marks, states, counted_in_states, messages: out.messages })
 }

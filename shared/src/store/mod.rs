@@ -327,6 +327,12 @@ pub trait Store: Send + Sync + 'static {
     /// Put each item unless its key already holds one; returns, per item, whether it was stored.
     /// Not atomic across items; each item is.
     async fn put_new(&self, table: Table, items: Vec<Item>) -> Result<Vec<bool>, StoreError>;
+    /// Whether writes are billed by the kilobyte (DynamoDB's write units), so that a little CPU
+    /// spent keeping an item under a unit pays (`webhooks::stored_body`). The embedded store
+    /// bills nothing.
+    fn bills_by_kilobyte(&self) -> bool {
+        false
+    }
     /// [`Store::put_new`] under [`Store::put_unsynced`]'s rule: the fixes of an ingest, made
     /// durable (usually by its processing pass's synced commit already) before it answers.
     async fn put_new_unsynced(&self, table: Table, items: Vec<Item>) -> Result<(Vec<bool>, Unsynced), StoreError> {

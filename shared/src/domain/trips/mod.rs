@@ -551,7 +551,8 @@ async fn hook_ops(
     };
     let hooks: Vec<_> = new.into_iter().filter_map(|e| progress::hook_event(trip, e, user.as_ref())).collect();
     let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
-    let (hook_ops, messages) = crate::domain::webhooks::outbox::enqueue_ops(p, &subs, &hooks, days)?;
+    let (hook_ops, messages) =
+        crate::domain::webhooks::outbox::enqueue_ops(p, &subs, &hooks, days, store.bills_by_kilobyte())?;
     ops.extend(hook_ops);
     Ok(messages)
 }

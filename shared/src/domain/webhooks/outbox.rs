@@ -35,8 +35,8 @@ pub struct Message {
     pub id: String,
     pub event_type: String,
     pub user_id: Option<String>,
-    /// The JSON body sent, as bytes on the wire (stored deflated: `stored_body`).
-    #[serde(with = "super::stored_body")]
+    /// The JSON body sent, as bytes on the wire (stored deflated on DynamoDB: `stored_body`).
+    #[serde(deserialize_with = "super::stored_body::deserialize")]
     pub body: String,
     pub created_at: Timestamp,
     /// The retention's TTL (`pipeline::retention`): the message, its deliveries and pending
@@ -278,18 +278,26 @@ pub struct Enqueued {
 /// listens (live streams resume from the messages, `domain::streams`), and for every endpoint
 /// that wants some a pending entry per user (the worker logs each delivery as it takes it up).
 /// With the project's `retention_days`, they expire with the events they carry.
+/// `compact`: bodies stored deflated (a store billed by the kilobyte, `stored_body`).
 pub fn enqueue(
     p: &Project,
     subs: &[Endpoint],
     events: &[HookEvent],
     retention_days: Option<u32>,
+    compact: bool,
 ) -> Result<Enqueued, ApiError> {
     let now = Timestamp::now();
     let mut out = Enqueued::default();
     let pid = &p.project_id;
     for e in events {
         let m = message(p, e, retention_days);
-        out.facts.push(to_item(&messages_pk(pid, user_shard(m.user_id.as_deref())), &m.id, &m)?);
+        let pk = messages_pk(pid, user_shard(m.user_id.as_deref()));
+        let item = if compact {
+            to_item(&pk, &m.id, &Message { body: super::stored_body::encode(&m.body), ..m.clone() })?
+        } else {
+            to_item(&pk, &m.id, &m)?
+        };
+        out.facts.push(item);
         out.messages.push(m);
     }
     for ep in subs {
@@ -329,8 +337,9 @@ pub fn enqueue_ops(
     subs: &[Endpoint],
     events: &[HookEvent],
     retention_days: Option<u32>,
+    compact: bool,
 ) -> Result<(Vec<WriteOp>, Vec<Message>), ApiError> {
-    let Enqueued { facts, marks, messages } = enqueue(p, subs, events, retention_days)?;
+    let Enqueued { facts, marks, messages } = enqueue(p, subs, events, retention_days, compact)?;
     let mut ops: Vec<WriteOp> =
         facts.into_iter().map(|item| WriteOp::Put { table: Table::Main, item, cond: Cond::None }).collect();
     ops.extend(marks);
@@ -351,7 +360,7 @@ pub async fn write(
     events: &[HookEvent],
 ) -> Result<Vec<Message>, ApiError> {
     let days = crate::domain::settings::retention_days(store, &p.project_id).await?;
-    let Enqueued { facts, marks, messages } = enqueue(p, subs, events, days)?;
+    let Enqueued { facts, marks, messages } = enqueue(p, subs, events, days, store.bills_by_kilobyte())?;
     if !facts.is_empty() {
         store.put_new(Table::Main, facts).await?;
     }

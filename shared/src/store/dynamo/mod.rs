@@ -327,6 +327,10 @@ fn unexpired(values: &mut Av) -> (String, HashMap<String, String>) {
 
 #[async_trait]
 impl Store for DynamoStore {
+    fn bills_by_kilobyte(&self) -> bool {
+        true
+    }
+
     fn sole_writer_since(&self) -> Option<crate::time::Timestamp> {
         self.sole_writer_since
     }
