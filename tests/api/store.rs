@@ -230,3 +230,12 @@ both!(a_long_read_in_chunks_is_the_read_in_one, |app| async move {
     assert!(matches!(&r, Err(StoreError::Corrupt(m)) if m == "stop"), "{r:?}");
     assert_eq!(calls, 1);
 });
+
+/// Webhook bodies are deflated where writes are billed by the kilobyte (`webhooks::stored_body`):
+/// DynamoDB, not the embedded store (the batch test in `webhooks` checks each stores its form).
+#[tokio::test]
+async fn only_dynamodb_bills_by_the_kilobyte() {
+    use crate::helpers::{Backend, store};
+    assert!(store(Backend::DynamoDb).await.store.bills_by_kilobyte());
+    assert!(!store(Backend::Embedded).await.store.bills_by_kilobyte());
+}

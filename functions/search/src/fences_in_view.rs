@@ -40,7 +40,10 @@ pub async fn fences_in_view(
         q.opt("bbox").ok_or_else(|| ApiError::field("bbox", "is required (west,south,east,north)"))?,
     )?;
     let limit = parse_limit(&q)?;
-    let after = q.opt("cursor").map(|c| in_view::ViewCursor::parse(c, &bbox)).transpose()?;
+    let after = q
+        .opt("cursor")
+        .map(|c| shared::domain::geofences::index::ViewCursor::parse(c, &bbox, shared::ids::is_id))
+        .transpose()?;
     let (geofences, next) = in_view::fences_in(s.store.as_ref(), &p, bbox, limit, after.as_ref()).await?;
     let bytes = geofences.iter().map(|g| g.get().len() + 1).sum::<usize>();
     let next = next.map(|c| c.encode());

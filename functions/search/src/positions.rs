@@ -50,7 +50,7 @@ pub async fn positions(
     let bbox =
         parse_bbox(q.opt("bbox").ok_or_else(|| ApiError::field("bbox", "is required (west,south,east,north)"))?)?;
     let limit = parse_limit(&q)?;
-    let after = q.opt("cursor").map(|c| nearby::ViewCursor::parse(c, &bbox)).transpose()?;
+    let after = q.opt("cursor").map(|c| nearby::ViewCursor::parse(c, &bbox, |u| !u.is_empty())).transpose()?;
     let (found, next) = nearby::positions_in(s.store.as_ref(), &p, bbox, limit, after.as_ref()).await?;
     let positions: Vec<_> = found.iter().map(nearby::position_json).collect();
     let next = next.map(|c| c.encode());

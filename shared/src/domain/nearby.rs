@@ -51,38 +51,11 @@ pub async fn users_near(
     Ok(out)
 }
 
-/// Most index cells a view of users reads (about 40 × 25 km at mid latitudes).
-pub const MAX_VIEW_CELLS: usize = 1_500;
 /// Most positions a view lists by default, and at most.
 pub const DEFAULT_VIEW_LIMIT: usize = 5_000;
 pub const MAX_VIEW_LIMIT: usize = 10_000;
 
-/// Where a view's page ended: the index cell and the user it ended at (the next page starts
-/// after them, in the same order). Written `<cell>.<user_id>`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ViewCursor {
-    pub cell: String,
-    pub user_id: String,
-}
-
-impl ViewCursor {
-    pub fn encode(&self) -> String {
-        format!("{}.{}", self.cell, self.user_id)
-    }
-    /// Parsed against the view's cells: a cursor of another view (its cell not among them) or
-    /// anything else is a 400 naming `cursor`.
-    pub fn parse(s: &str, bbox: &geo::Rect<f64>) -> Result<Self, ApiError> {
-        let bad = || {
-            ApiError::field("cursor", format!("'{s}' is not a cursor of this bbox (pass `next` with the same bbox)"))
-        };
-        let (cell, user_id) = s.split_once('.').ok_or_else(bad)?;
-        let cells = crate::domain::geofences::index::box_cells("bbox", bbox, MAX_VIEW_CELLS)?;
-        if user_id.is_empty() || !cells.iter().any(|c| c == cell) {
-            return Err(bad());
-        }
-        Ok(ViewCursor { cell: cell.into(), user_id: user_id.into() })
-    }
-}
+pub use crate::domain::geofences::index::{MAX_VIEW_CELLS, ViewCursor};
 
 /// The latest positions of the project's users inside `bbox` (west, south, east, north), at
 /// most `limit`, cell by cell from the south-west and each cell's users in id order, from the
@@ -106,7 +79,7 @@ pub async fn positions_in(
     // A chunk of cells at a time, so a full view stops reading once it has its limit.
     for chunk in cells.chunks(crate::domain::geofences::index::CELL_READS_IN_FLIGHT * 4) {
         for (cell, pos) in moving::in_cells(store, p, chunk).await? {
-            if after.is_some_and(|a| a.cell == cell && pos.user_id.as_str() <= a.user_id.as_str()) {
+            if after.is_some_and(|a| a.cell == cell && pos.user_id.as_str() <= a.id.as_str()) {
                 continue;
             }
             let c = pos.coordinates;
@@ -114,8 +87,7 @@ pub async fn positions_in(
                 c.lng >= bbox.min().x && c.lng <= bbox.max().x && c.lat >= bbox.min().y && c.lat <= bbox.max().y;
             if inside {
                 if out.len() == limit {
-                    let next =
-                        out.last().map(|(cell, pos)| ViewCursor { cell: cell.clone(), user_id: pos.user_id.clone() });
+                    let next = out.last().map(|(cell, pos)| ViewCursor { cell: cell.clone(), id: pos.user_id.clone() });
                     return Ok((out.into_iter().map(|(_, p)| p).collect(), next));
                 }
                 out.push((cell, pos));

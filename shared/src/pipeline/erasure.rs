@@ -643,7 +643,7 @@ async fn webhook_messages(cx: &mut Ctx<'_>, cursor: Option<String>) -> Result<Ru
                     }
                     own.push((mpk.clone(), id));
                 } else {
-                    // Bodies are stored deflated (`webhooks::stored_body`).
+                    // Bodies may be stored deflated (`webhooks::stored_body`): redacted in the form they have.
                     let body = webhooks::stored_body::decode(str_of(&m, "body")).map_err(ApiError::internal)?;
                     if body.contains(cx.uid.as_str()) {
                         let redacted_body = body.replace(cx.uid.as_str(), "erased");

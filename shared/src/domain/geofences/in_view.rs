@@ -11,18 +11,15 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use super::index::{self, MAX_VIEW_CELLS, ViewCursor};
 use super::view::{Enabled, PolygonView};
-use super::{GeometryType, cell_pk, index};
+use super::{GeometryType, cell_pk};
 use crate::error::ApiError;
 use crate::geometry::{GeoPoint, LngLat};
-use crate::ids::is_id;
 use crate::project::Project;
 use crate::store::{Query, Store, StoreError, Table, from_json};
 use crate::time::Timestamp;
 
-/// Most index cells a view of fences reads, as a view of users (about 40 × 25 km at mid
-/// latitudes; `domain::nearby::MAX_VIEW_CELLS`).
-pub const MAX_VIEW_CELLS: usize = 1_500;
 /// Most fences a page lists by default, and at most: a fence's answer is 5 to 50 times a
 /// user position's, so pages are smaller than the users' (5,000 / 10,000).
 pub const DEFAULT_VIEW_LIMIT: usize = 2_000;
@@ -30,33 +27,6 @@ pub const MAX_VIEW_LIMIT: usize = 5_000;
 /// Cells read at a time: a page of 2,000 fences at city density (250 a km²) fills in about 20
 /// cells, so a page stops reading soon after it is full.
 const CELLS_A_ROUND: usize = index::CELL_READS_IN_FLIGHT;
-
-/// Where a page ended: the index cell and the fence it ended at. Written `<cell>.<fence id>`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ViewCursor {
-    pub cell: String,
-    pub fence_id: String,
-}
-
-impl ViewCursor {
-    pub fn encode(&self) -> String {
-        format!("{}.{}", self.cell, self.fence_id)
-    }
-
-    /// Parsed against the view's cells: a cursor of another view (its cell not among them) or
-    /// anything else is a 400 naming `cursor`.
-    pub fn parse(s: &str, bbox: &geo::Rect<f64>) -> Result<Self, ApiError> {
-        let bad = || {
-            ApiError::field("cursor", format!("'{s}' is not a cursor of this bbox (pass `next` with the same bbox)"))
-        };
-        let (cell, fence_id) = s.split_once('.').ok_or_else(bad)?;
-        let cells = index::box_cells("bbox", bbox, MAX_VIEW_CELLS)?;
-        if !is_id(fence_id) || !cells.iter().any(|c| c == cell) {
-            return Err(bad());
-        }
-        Ok(ViewCursor { cell: cell.into(), fence_id: fence_id.into() })
-    }
-}
 
 /// What a view decodes of a stored copy (its other fields skipped unread).
 #[derive(Debug, Deserialize)]
@@ -162,7 +132,7 @@ pub async fn fences_in(
                 // Listed in its first cell of the box only; after the cursor's fence in its cell.
                 let first = f.cells.iter().filter_map(|c| order.get(c.as_str())).min();
                 if first != Some(&cell)
-                    || after.is_some_and(|a| cell == start && f.id.as_str() <= a.fence_id.as_str())
+                    || after.is_some_and(|a| cell == start && f.id.as_str() <= a.id.as_str())
                     || !f.shape().overlaps(&bbox)
                 {
                     continue;
@@ -172,7 +142,7 @@ pub async fn fences_in(
             here.sort_unstable_by(|a, b| a.id.cmp(&b.id));
             for f in here {
                 if out.len() == limit {
-                    let next = last.map(|(c, fence_id)| ViewCursor { cell: reads[c].0.clone(), fence_id });
+                    let next = last.map(|(c, id)| ViewCursor { cell: reads[c].0.clone(), id });
                     return Ok((out, next));
                 }
                 out.push(f.render()?);

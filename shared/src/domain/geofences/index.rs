@@ -644,3 +644,35 @@ mod tests {
         assert!(circle_bbox("c", LngLat { lng: 0.0, lat: 60.0 }, 500.0).is_ok());
     }
 }
+
+/// Most index cells a map's view reads, of users or of fences (about 40 × 25 km at mid
+/// latitudes): a wider view is a 400 naming `bbox`.
+pub const MAX_VIEW_CELLS: usize = 1_500;
+
+/// Where a page of a map's view ended: the index cell and the id (a user's or a fence's) it ended
+/// at; the next page starts after them, in the same order. Written `<cell>.<id>`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewCursor {
+    pub cell: String,
+    pub id: String,
+}
+
+impl ViewCursor {
+    pub fn encode(&self) -> String {
+        format!("{}.{}", self.cell, self.id)
+    }
+
+    /// Parsed against the view's cells: a cursor of another view (its cell not among them), an
+    /// id `id_ok` refuses or anything else is a 400 naming `cursor`.
+    pub fn parse(s: &str, bbox: &Rect<f64>, id_ok: impl Fn(&str) -> bool) -> Result<Self, ApiError> {
+        let bad = || {
+            ApiError::field("cursor", format!("'{s}' is not a cursor of this bbox (pass `next` with the same bbox)"))
+        };
+        let (cell, id) = s.split_once('.').ok_or_else(bad)?;
+        let cells = box_cells("bbox", bbox, MAX_VIEW_CELLS)?;
+        if !id_ok(id) || !cells.iter().any(|c| c == cell) {
+            return Err(bad());
+        }
+        Ok(ViewCursor { cell: cell.into(), id: id.into() })
+    }
+}

@@ -218,8 +218,11 @@ impl Worker {
         };
         let ppk = pending_pk(&p.project_id, &endpoint.id, mark.shard);
         if !endpoint.enabled {
-            // What waits for it goes in its log, once: enabling it again puts marks back.
-            super::logbook::park(store, &p, &endpoint.id, mark.shard, &ppk).await?;
+            // What waits for it goes in its log, once: enabling it again puts marks back. A
+            // message still being written keeps the mark for the next look.
+            if !super::logbook::park(store, &p, &endpoint.id, mark.shard, &ppk).await? {
+                return Ok(None);
+            }
             return drop_mark().await;
         }
         let runs = heads(store, &ppk).await?;
@@ -437,7 +440,6 @@ impl Worker {
             };
             let cond = if is_new { Cond::NotExists } else { Cond::Equals("updated_at", read_at) };
             let record_item = to_item(&lpk, event_id, &d)?;
-            let written = record_item.clone();
             let pending = match &outcome {
                 _ if !decides => None,
                 Outcome::Final if last => Some(drop_ref.clone()),
@@ -450,7 +452,7 @@ impl Worker {
             match record(store, (record_item, cond), pending, success).await {
                 Ok(()) => {
                     if is_new {
-                        log.stored(&written);
+                        log.stored(&d);
                     }
                     return Ok((outcome, success));
                 }
@@ -461,7 +463,7 @@ impl Worker {
                     // that a success; this is the check where it did not).
                     if current.attempts.iter().any(|a| a.at == attempt.at) {
                         if is_new {
-                            log.stored(&written);
+                            log.stored(&d);
                         }
                         return Ok((Outcome::Wait(Timestamp::now()), success));
                     }

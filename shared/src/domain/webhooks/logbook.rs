@@ -8,13 +8,11 @@
 //! a run that created records reads the user's watermark afterwards and takes them out again if
 //! the user is being erased.
 
-use serde_json::Value;
-
 use super::outbox::{Delivery, Message, log_pk, messages_pk, new_delivery};
 use crate::domain::{history_pages, sequence, users};
 use crate::error::ApiError;
 use crate::project::Project;
-use crate::store::{Item, Query, SkRange, Store, StoreError, TTL_ATTRIBUTE, Table, from_item, key_of, to_item};
+use crate::store::{Query, SkRange, Store, StoreError, Table, from_item, key_of, to_item};
 use crate::time::Timestamp;
 
 /// The records one run of the worker (one user's deliveries to one endpoint) adds to the log.
@@ -42,10 +40,9 @@ impl NewRecords {
         Ok(())
     }
 
-    /// A new record that was stored.
-    pub(super) fn stored(&mut self, item: &Item) {
-        let (id, ttl) = (item.get("sk").and_then(Value::as_str), item.get(TTL_ATTRIBUTE).and_then(Value::as_i64));
-        self.stored.extend(id.map(|id| (id.to_owned(), ttl)));
+    /// A new record that was stored: its event id and TTL (`expires_at`).
+    pub(super) fn stored(&mut self, d: &Delivery) {
+        self.stored.push((d.event_id.clone(), d.expires_at));
     }
 
     /// A new record's put that may or may not have happened.
@@ -88,18 +85,17 @@ async fn erased(store: &dyn Store, p: &Project, user: &str) -> Result<bool, ApiE
 /// Delete log entries, counted as deletes (the log pages by its counts).
 async fn take_out(store: &dyn Store, keys: Vec<(String, String)>) -> Result<(), ApiError> {
     let change = history_pages::deleting(store, Table::Main, &keys).await?;
-    for (pk, sk) in &keys {
-        store.delete(Table::Main, pk, sk, crate::store::Cond::None).await?;
-    }
+    store.delete_many(Table::Main, keys).await?;
     change.done(store).await?;
     Ok(())
 }
 
 /// Log, as pending with no attempt, every delivery queued in `ppk` (one endpoint's pending
 /// entries in one outbox shard) that the log does not hold yet: what the worker does for an
-/// endpoint that is disabled, so that its log shows what waits for it.
-pub(super) async fn park(store: &dyn Store, p: &Project, wh: &str, shard: u32, ppk: &str) -> Result<(), ApiError> {
-    let mut after = None;
+/// endpoint that is disabled, so that its log shows what waits for it. Returns whether all of
+/// them are logged now (not when a message is still being written).
+pub(super) async fn park(store: &dyn Store, p: &Project, wh: &str, shard: u32, ppk: &str) -> Result<bool, ApiError> {
+    let (mut after, mut all) = (None, true);
     loop {
         let page = store.query(Table::Main, &Query::new(ppk, SkRange::All).after(after.take()).limit(200)).await?;
         let mut by_user: std::collections::BTreeMap<String, Vec<String>> = Default::default();
@@ -109,11 +105,11 @@ pub(super) async fn park(store: &dyn Store, p: &Project, wh: &str, shard: u32, p
             by_user.entry(sk.split('#').next().unwrap_or("-").to_owned()).or_default().extend(r.ids());
         }
         for (user, ids) in by_user {
-            park_ids(store, p, wh, shard, Some(user.as_str()).filter(|u| *u != "-"), ids).await?;
+            all &= park_ids(store, p, wh, shard, Some(user.as_str()).filter(|u| *u != "-"), ids).await?;
         }
         match page.last_sk {
             Some(sk) => after = Some(sk),
-            None => return Ok(()),
+            None => return Ok(all),
         }
     }
 }
