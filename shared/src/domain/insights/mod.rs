@@ -196,8 +196,8 @@ pub async fn current_places(store: &dyn Store, p: &Project, user_id: &str) -> Re
     // be in neither.
     let open = stays::open_run(store, p, user_id).await?;
     let mut agg = aggregate::read(store, p, user_id).await?.unwrap_or_default();
-    if let Some(s) = open {
-        agg.fold(&s);
+    for s in &open {
+        agg.fold(s);
     }
     Ok(agg.places())
 }

@@ -12,7 +12,8 @@
 //! the last fix there. A run of at least [`MIN_STAY_SECONDS`] is a stay; two fixes at one place
 //! (arrival and departure) are enough when they agree: no farther apart than their accuracies
 //! allow ([`TWO_FIX_AGREEMENT`]), since a pair 80 m apart is as often a fix on the way and a stray
-//! one. Fixes less accurate than [`MAX_ACCURACY_M`] are ignored.
+//! one. A stay the device jumped to and back from, between stays ([`Run::spike`]), is none.
+//! Fixes less accurate than [`MAX_ACCURACY_M`] are ignored.
 
 use chrono::Offset;
 use serde::{Deserialize, Serialize};
@@ -41,6 +42,13 @@ pub const DEPARTURE_WINDOW_SECONDS: i64 = 1800;
 /// every time, so such bursts repeat at one spot (a place where no one stayed). The price: a
 /// visit of under an hour that returns to where it left from counts at that place.
 pub const MAX_EXCURSION_SECONDS: i64 = 3600;
+/// A run is a spike when the fixes before and after it are this many times nearer each other
+/// than either is to it ([`Run::spike`]).
+pub const SPIKE_RATIO: f64 = 2.0;
+/// ...and when both are at least this far (meters) from it: sampled every minute or faster, the
+/// fixes just before and after a visit lie within a step of [`STAY_RADIUS_M`], and a visit
+/// entered and left by one door would look like a spike.
+pub const SPIKE_MIN_M: f64 = 3.0 * STAY_RADIUS_M;
 /// Fixes with `horizontal_accuracy` (else `accuracy`) above this (meters) are ignored.
 pub const MAX_ACCURACY_M: f64 = 50.0;
 /// Accuracy (meters) assumed for a stay whose fixes carry none.
@@ -102,6 +110,12 @@ struct Run {
     last: Option<Location>,
     /// Fixes away from the run, held until a later one says whether they were outliers.
     held: Vec<Location>,
+    /// The fix before its first: the last of the run before it (of the stay before a spike).
+    before: Option<Location>,
+    /// Whether that fix ended a stay.
+    before_stayed: bool,
+    /// The run before it, a stay that was a spike if this run is one ([`Run::spike`]).
+    suspect: Option<Stay>,
     /// The one fix held by items written before `held`.
     pending: Option<Location>,
     zone: Option<String>,
@@ -122,11 +136,10 @@ impl Run {
     fn centre(&self) -> LngLat {
         LngLat { lng: self.sum_lng / self.n.max(1.0), lat: self.sum_lat / self.n.max(1.0) }
     }
-    fn start(l: &Location, version: u64) -> Self {
-        let mut r = Run { version, ..Run::default() };
-        r.first = Some(l.clone());
-        r.add(l);
-        r
+    /// Begin the run with its first fix.
+    fn begin(&mut self, l: &Location) {
+        self.first = Some(l.clone());
+        self.add(l);
     }
     fn add(&mut self, l: &Location) {
         self.n += 1.0;
@@ -144,7 +157,7 @@ impl Run {
     /// Take the next fix (in `recorded_at` order), closing stays into `closed`.
     fn step(&mut self, l: &Location, closed: &mut Vec<Stay>) {
         let Some(last) = self.last.as_ref() else {
-            *self = Run::start(l, self.version);
+            self.begin(l);
             return;
         };
         self.held.splice(0..0, self.pending.take());
@@ -167,6 +180,9 @@ impl Run {
         if in_time && here && (self.held.len() <= 1 || soon || after_silence) {
             self.held.clear(); // back at the place: the fixes away were outliers
             self.add(l);
+            if self.stay(None).is_some() {
+                self.suspect = None; // a stay where the spike before it jumped back
+            }
             return;
         }
         if in_time && !here && (self.held.is_empty() || soon) {
@@ -176,17 +192,59 @@ impl Run {
         // Away for longer than an excursion, or back after too long a silence: the run ends, and
         // the fixes held are taken again from a new run.
         let held = std::mem::take(&mut self.held);
-        closed.extend(self.stay(Some(held.first().unwrap_or(l))));
-        let version = self.version;
-        match held.split_first() {
-            Some((first, rest)) => {
-                *self = Run::start(first, version);
-                for h in rest.iter().chain([l]) {
-                    self.step(h, closed);
-                }
+        let away = held.first().unwrap_or(l);
+        let stay = self.stay(Some(away));
+        // The run before was a spike if this one, the place its fixes jumped back to, is a stay.
+        closed.extend(self.suspect.take().filter(|_| stay.is_none()));
+        let spike = stay.is_some() && self.spike(away);
+        let mut next = Run { version: self.version, ..Run::default() };
+        match stay {
+            // From a stay and back toward it: dropped, and the next run follows that stay.
+            Some(_) if spike && self.before_stayed => {
+                next.before = self.before.take();
+                next.before_stayed = true;
             }
-            None => *self = Run::start(l, version),
+            // Back toward a place: a spike if the next run stays there.
+            Some(s) if spike => {
+                next.suspect = Some(s);
+                next.before = self.last.take();
+            }
+            stay => {
+                next.before_stayed = stay.is_some();
+                closed.extend(stay);
+                next.before = self.last.take();
+            }
         }
+        let mut fixes = held.iter().chain([l]);
+        if let Some(first) = fixes.next() {
+            next.begin(first);
+        }
+        *self = next;
+        for h in fixes {
+            self.step(h, closed);
+        }
+    }
+    /// Whether the run, ending with `away` the first fix after it, looks like a spike: the
+    /// device jumped to it and back, within an hour ([`MAX_EXCURSION_SECONDS`]) from the fix
+    /// before it to `away`, which are [`SPIKE_RATIO`] times nearer each other than either is to
+    /// the run and at least [`SPIKE_MIN_M`] from it. A phone that falls back to a far-off position
+    /// (a cell tower's, a Wi-Fi network's) for a few fixes at the end of a stay, or at the start
+    /// of one, does that: it is a spike when the place before it or after it is a stay. A person
+    /// who goes somewhere and back arrives and leaves by fixes of the way (themselves no stay).
+    /// The price: a visit of under an hour between stays, with no fix of the way before or after
+    /// it, at places much nearer each other than to it, counts at none.
+    fn spike(&self, away: &Location) -> bool {
+        let Some(before) = &self.before else {
+            return false;
+        };
+        let quick = (away.recorded_at.0 - before.recorded_at.0).num_seconds() <= MAX_EXCURSION_SECONDS;
+        let at = self.centre();
+        let near = before.coordinates.distance_m(at).min(away.coordinates.distance_m(at));
+        quick && near >= SPIKE_MIN_M && SPIKE_RATIO * before.coordinates.distance_m(away.coordinates) < near
+    }
+    /// The stays not closed yet: the suspect spike before the run, and the run if long enough.
+    fn open(&self) -> Vec<Stay> {
+        self.suspect.iter().cloned().chain(self.stay(None)).collect()
     }
     /// The run as a stay, if it lasted long enough; `away` is the first fix after it.
     fn stay(&self, away: Option<&Location>) -> Option<Stay> {
@@ -249,10 +307,11 @@ pub async fn plan(store: &dyn Store, p: &Project, user_id: &str, fixes: &[Locati
     Ok(StaysPlan { run: run_op, closed, stays })
 }
 
-/// The run in progress as committed: its stay, if long enough.
-pub async fn open_run(store: &dyn Store, p: &Project, user_id: &str) -> Result<Option<Stay>, ApiError> {
+/// The run in progress as committed: its stay, if long enough, after the stay before it that
+/// may yet prove a spike (counted until it does).
+pub async fn open_run(store: &dyn Store, p: &Project, user_id: &str) -> Result<Vec<Stay>, ApiError> {
     let run: Option<Run> = get_as(store, Table::Main, &run_pk(&p.project_id, user_id), "-").await?;
-    Ok(run.and_then(|r| r.stay(None)))
+    Ok(run.map(|r| r.open()).unwrap_or_default())
 }
 
 /// The user's stays, the run in progress included when it is long enough.
@@ -260,7 +319,7 @@ pub async fn stays(store: &dyn Store, p: &Project, user_id: &str) -> Result<Vec<
     let mut out: Vec<Stay> =
         query_as(store, Table::Main, &Query::new(stays_pk(&p.project_id, user_id), SkRange::All)).await?;
     if let Some(run) = get_as::<Run>(store, Table::Main, &run_pk(&p.project_id, user_id), "-").await? {
-        out.extend(run.stay(None));
+        out.extend(run.open());
     }
     Ok(out)
 }
@@ -283,6 +342,7 @@ mod tests {
         for f in fixes {
             r.step(f, &mut closed);
         }
+        closed.extend(r.suspect.clone());
         (closed, r.stay(None))
     }
 
@@ -372,5 +432,84 @@ mod tests {
         assert!(closed.is_empty(), "no stay at the fallback position: {closed:?}");
         let home = open.expect("still at home");
         assert_eq!((home.fixes, home.dwell_s()), (4, 80 * 60), "the excursion's fixes dropped");
+    }
+
+    fn fix_at(i: u32, at: &str, dx_m: f64, dy_m: f64) -> Location {
+        let mut f = fix(i, at, dx_m);
+        f.coordinates.lat += dy_m / 111_320.0;
+        f
+    }
+
+    #[test]
+    fn a_fallback_spike_at_the_end_of_a_stay_makes_no_stay_when_the_next_place_is_near() {
+        // Home, two fixes 1.5 km off, then a shop 300 m from home: no way there or back.
+        let (closed, open) = run(&[
+            fix(1, "2024-04-01T20:00:00", 0.0),
+            fix(2, "2024-04-01T20:15:00", 5.0),
+            fix(3, "2024-04-01T20:30:00", 3.0),
+            fix(4, "2024-04-01T20:40:00", 1500.0),
+            fix(5, "2024-04-01T20:50:00", 1502.0),
+            fix_at(6, "2024-04-01T21:00:00", 0.0, 300.0),
+            fix_at(7, "2024-04-01T21:20:00", 3.0, 302.0),
+            fix_at(8, "2024-04-01T21:40:00", 1.0, 298.0),
+            fix_at(9, "2024-04-01T22:10:00", 2.0, 301.0),
+        ]);
+        assert_eq!(closed.iter().map(|s| s.fixes).collect::<Vec<_>>(), [3], "home only: {closed:?}");
+        assert_eq!(open.map(|s| s.fixes), Some(4), "then the shop");
+    }
+
+    #[test]
+    fn a_fallback_spike_at_the_start_of_a_stay_makes_no_stay() {
+        // On the way to an office at 0 m, two fixes 1.5 km beyond it, then the office.
+        let mut fixes = vec![
+            fix(1, "2024-04-01T08:00:00", -2000.0),
+            fix(2, "2024-04-01T08:03:00", -1000.0),
+            fix(3, "2024-04-01T08:06:00", -400.0),
+            fix(4, "2024-04-01T08:15:00", 1500.0),
+            fix(5, "2024-04-01T08:25:00", 1503.0),
+        ];
+        for (i, at) in ["08:33", "08:45", "09:00", "09:20", "09:45", "10:30"].iter().enumerate() {
+            fixes.push(fix(6 + i as u32, &format!("2024-04-01T{at}:00"), i as f64));
+        }
+        let (closed, open) = run(&fixes);
+        assert!(closed.is_empty(), "no stay at the fallback position: {closed:?}");
+        assert_eq!(open.map(|s| s.fixes), Some(6), "the office");
+    }
+
+    #[test]
+    fn a_visit_reached_and_left_by_one_road_is_a_stay() {
+        // A fix every 5 min: on the way, 25 min at a shop 450 m down the road, back the same way
+        // (the spike's shape, but fixes of the way on both sides; seen on GeoLife's walks).
+        let (closed, _) = run(&[
+            fix(1, "2024-04-01T10:00:00", -900.0),
+            fix(2, "2024-04-01T10:05:00", -450.0),
+            fix(3, "2024-04-01T10:10:00", 0.0),
+            fix(4, "2024-04-01T10:15:00", 4.0),
+            fix(5, "2024-04-01T10:25:00", 2.0),
+            fix(6, "2024-04-01T10:35:00", 3.0),
+            fix(7, "2024-04-01T10:40:00", -450.0),
+            fix(8, "2024-04-01T10:45:00", -900.0),
+            fix(9, "2024-04-01T10:50:00", -1350.0),
+            fix(10, "2024-04-01T11:45:00", -1800.0),
+            fix(11, "2024-04-01T12:50:00", -2250.0),
+        ]);
+        assert_eq!(closed.iter().map(|s| (s.fixes, s.dwell_s() / 60)).collect::<Vec<_>>(), [(4, 30)]);
+    }
+
+    #[test]
+    fn a_visit_next_door_between_stays_is_a_stay() {
+        // Home, 20 min at a cafe 200 m away, then a shop 90 m the other side of home: no fix of
+        // the way, but too near to be a jump (SPIKE_MIN_M).
+        let (closed, open) = run(&[
+            fix(1, "2024-04-01T10:00:00", 0.0),
+            fix(2, "2024-04-01T10:10:00", 3.0),
+            fix(3, "2024-04-01T10:20:00", 200.0),
+            fix(4, "2024-04-01T10:40:00", 202.0),
+            fix(5, "2024-04-01T10:50:00", -90.0),
+            fix(6, "2024-04-01T11:10:00", -92.0),
+            fix(7, "2024-04-01T12:00:00", -91.0),
+        ]);
+        assert_eq!(closed.iter().map(|s| s.fixes).collect::<Vec<_>>(), [2, 2], "home and the cafe: {closed:?}");
+        assert!(open.is_some(), "then the shop");
     }
 }
