@@ -110,8 +110,9 @@ struct Run {
     last: Option<Location>,
     /// Fixes away from the run, held until a later one says whether they were outliers.
     held: Vec<Location>,
-    /// The fix before its first: the last of the run before it (of the stay before a spike).
-    before: Option<Location>,
+    /// Where and when the fix before its first was: the last of the run before it (of the stay
+    /// before a spike). Its place and time only: the run is rewritten by every pass.
+    before: Option<Seen>,
     /// Whether that fix ended a stay.
     before_stayed: bool,
     /// The run before it, a stay that was a spike if this run is one ([`Run::spike`]).
@@ -120,6 +121,19 @@ struct Run {
     pending: Option<Location>,
     zone: Option<String>,
     version: u64,
+}
+
+/// A fix's place and time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Seen {
+    at: LngLat,
+    t: Timestamp,
+}
+
+impl Seen {
+    fn of(l: &Location) -> Self {
+        Seen { at: l.coordinates, t: l.recorded_at }
+    }
 }
 
 fn accuracy_of(l: &Location) -> Option<f64> {
@@ -207,12 +221,12 @@ impl Run {
             // Back toward a place: a spike if the next run stays there.
             Some(s) if spike => {
                 next.suspect = Some(s);
-                next.before = self.last.take();
+                next.before = self.last.as_ref().map(Seen::of);
             }
             stay => {
                 next.before_stayed = stay.is_some();
                 closed.extend(stay);
-                next.before = self.last.take();
+                next.before = self.last.as_ref().map(Seen::of);
             }
         }
         let mut fixes = held.iter().chain([l]);
@@ -237,10 +251,10 @@ impl Run {
         let Some(before) = &self.before else {
             return false;
         };
-        let quick = (away.recorded_at.0 - before.recorded_at.0).num_seconds() <= MAX_EXCURSION_SECONDS;
+        let quick = (away.recorded_at.0 - before.t.0).num_seconds() <= MAX_EXCURSION_SECONDS;
         let at = self.centre();
-        let near = before.coordinates.distance_m(at).min(away.coordinates.distance_m(at));
-        quick && near >= SPIKE_MIN_M && SPIKE_RATIO * before.coordinates.distance_m(away.coordinates) < near
+        let near = before.at.distance_m(at).min(away.coordinates.distance_m(at));
+        quick && near >= SPIKE_MIN_M && SPIKE_RATIO * before.at.distance_m(away.coordinates) < near
     }
     /// The stays not closed yet: the suspect spike before the run, and the run if long enough.
     fn open(&self) -> Vec<Stay> {
